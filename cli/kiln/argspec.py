@@ -1,0 +1,115 @@
+"""Role argument specs (roles/*/meta/argument_specs.yml) as Kiln's variable catalogue.
+
+Each role declares its variables once, for Ansible; Kiln reads the same declarations
+to check an inventory before anything runs, so a wrong type is caught with the file
+and variable named instead of halfway through a play.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_TYPE_NAMES = {
+    "str": "a string",
+    "path": "a path string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "list": "a list",
+    "dict": "a mapping",
+}
+
+
+@dataclass(frozen=True)
+class VariableSpec:
+    name: str
+    role: str
+    spec: dict[str, Any]
+
+
+def load_catalogue(roles_dir: Path) -> dict[str, VariableSpec]:
+    """Every variable declared in the main entry point of every role."""
+    catalogue: dict[str, VariableSpec] = {}
+    for spec_file in sorted(roles_dir.glob("*/meta/argument_specs.yml")):
+        role = spec_file.parent.parent.name
+        data = yaml.safe_load(spec_file.read_text()) or {}
+        options = (data.get("argument_specs", {}).get("main", {}) or {}).get("options", {}) or {}
+        for name, spec in options.items():
+            catalogue[name] = VariableSpec(name=name, role=role, spec=spec or {})
+    return catalogue
+
+
+def is_template(value: Any) -> bool:
+    # A Jinja expression is resolved by Ansible at run time; its type is not ours to judge.
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def _type_ok(kind: str, value: Any) -> bool:
+    match kind:
+        case "str" | "path":
+            # Ansible turns numbers into strings without complaint; so do we.
+            return isinstance(value, str | int | float) and not isinstance(value, bool)
+        case "int":
+            return isinstance(value, int) and not isinstance(value, bool)
+        case "float":
+            return isinstance(value, int | float) and not isinstance(value, bool)
+        case "bool":
+            return isinstance(value, bool)
+        case "list":
+            return isinstance(value, list)
+        case "dict":
+            return isinstance(value, dict)
+        case _:  # raw and anything we do not model
+            return True
+
+
+def check_value(name: str, value: Any, spec: dict[str, Any]) -> Iterator[str]:
+    """Yield one message per problem, each naming the variable (dotted for nesting)."""
+    if is_template(value) or value is None and not spec.get("required"):
+        return
+    kind = spec.get("type", "str")
+    if not _type_ok(kind, value):
+        yield f"{name} must be {_TYPE_NAMES.get(kind, kind)}, got {_describe(value)}"
+        return
+    choices = spec.get("choices")
+    if choices is not None and not isinstance(value, list) and value not in choices:
+        allowed = ", ".join(str(c) for c in choices)
+        yield f"{name} must be one of {allowed}, got {value!r}"
+    if kind == "list":
+        element_spec = {"type": spec.get("elements", "raw"), "options": spec.get("options")}
+        if choices is not None:
+            element_spec["choices"] = choices
+        for index, item in enumerate(value):
+            yield from check_value(f"{name}[{index}]", item, element_spec)
+    elif kind == "dict" and spec.get("options"):
+        yield from _check_options(name, value, spec["options"])
+
+
+def _check_options(name: str, value: dict[str, Any], options: dict[str, Any]) -> Iterator[str]:
+    for key in value:
+        if key not in options:
+            known = ", ".join(sorted(options))
+            yield f"{name}.{key} is not a known key (known: {known})"
+    for key, sub in options.items():
+        if key in value:
+            yield from check_value(f"{name}.{key}", value[key], sub or {})
+        elif sub and sub.get("required"):
+            yield f"{name}.{key} is required"
+
+
+def _describe(value: Any) -> str:
+    kind = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), type(value).__name__)
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{kind} {text}"

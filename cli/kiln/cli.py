@@ -1,0 +1,77 @@
+"""The `kiln` command line: a lazily loaded command table over the library.
+
+Subcommands are imported only when used so `kiln --help` stays fast; errors of the
+KilnError family are caught here, once, and printed as one line each.
+"""
+
+import importlib
+import sys
+import traceback
+
+import click
+
+from kiln import __version__
+from kiln.errors import ExitCode, KilnError
+
+COMMANDS = {
+    "provision": ("kiln.commands.playbook", "provision", "Provision the cluster (site.yml)."),
+    "run": ("kiln.commands.playbook", "run", "Run one of Kiln's playbooks."),
+    "inventory": ("kiln.commands.inventory", "inventory", "Check an inventory."),
+    "lab": ("kiln.commands.lab", "lab", "The local podman lab cluster."),
+    "runs": ("kiln.commands.runs", "runs", "List and show past runs."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Help text comes from the table so --help imports no subcommand module.
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kiln")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Kiln: provision GPU clusters with Ansible, validate them, check drift."""
+    ctx.obj = {"debug": debug}
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv[1:]
+    try:
+        cli.main(standalone_mode=False)
+    except KilnError as exc:
+        if debug:
+            traceback.print_exc()
+        for line in exc.message.splitlines() or [exc.message]:
+            click.echo(f"kiln: error: {line}", err=True)
+        sys.exit(int(exc.exit_code))
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("kiln: interrupted", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(int(ExitCode.BAD_INPUT))
+    except KeyboardInterrupt:
+        click.echo("kiln: interrupted", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except Exception as exc:  # a bug, not the operator's mistake: still one line
+        if debug:
+            traceback.print_exc()
+        click.echo(f"kiln: internal error: {type(exc).__name__}: {exc} (--debug shows where)",
+                   err=True)
+        sys.exit(int(ExitCode.FAILED))

@@ -1,0 +1,1 @@
+"""Click commands: each parses options, calls the library and renders the result."""

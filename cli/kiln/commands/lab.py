@@ -1,0 +1,113 @@
+"""`kiln lab up | down | status | ssh | doctor | image`: the local podman lab."""
+
+import os
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kiln import render
+from kiln.errors import ExitCode
+
+DEFAULT_NAME = "kiln"
+name_option = click.option("--name", default=DEFAULT_NAME, show_default=True,
+                           help="Lab name (prefix of its node names).")
+
+
+def _log(message: str) -> None:
+    click.echo(f"lab: {message}", err=True)
+
+
+@click.group()
+def lab() -> None:
+    """The local lab: a real multi-node cluster of systemd containers on this machine."""
+
+
+@lab.command()
+@name_option
+@click.option("--compute", default=2, show_default=True, type=int, help="Compute nodes.")
+@click.option("--distro", default="trixie", show_default=True,
+              type=click.Choice(["trixie", "bookworm"]), help="Debian release of the nodes.")
+def up(name: str, compute: int, distro: str) -> None:
+    """Create the lab (or complete it; running it twice is safe) and write its inventory."""
+    from kiln.lab import cluster
+
+    plan, hosts = cluster.up(name, compute, distro, _log)
+    for node in plan.nodes:
+        click.echo(f"{node.name:<24} {node.role:<11} {node.address}")
+    click.echo(f"inventory: {hosts}")
+
+
+@lab.command()
+@name_option
+def down(name: str) -> None:
+    """Remove every container of the lab, its network and its inventory."""
+    from kiln.lab import cluster
+
+    cluster.down(name, _log)
+
+
+@lab.command()
+@name_option
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
+def status(name: str, json_mode: bool) -> None:
+    """Show the lab's nodes, addresses, container state and SSH reachability."""
+    from kiln.lab import cluster
+
+    nodes = cluster.status(name)
+    if json_mode:
+        render.emit_json({"lab": name, "nodes": [
+            {"name": s.node.name, "role": s.node.role, "address": s.node.address,
+             "state": s.state, "ssh": s.ssh} for s in nodes]})
+        return
+    table = Table(title=f"lab {name}", box=None)
+    for column in ("node", "role", "address", "container", "ssh"):
+        table.add_column(column)
+    for s in nodes:
+        table.add_row(s.node.name, s.node.role, s.node.address, s.state,
+                      "ok" if s.ssh else "[red]no")
+    Console(highlight=False).print(table)
+    if not all(s.ssh and s.state == "running" for s in nodes):
+        sys.exit(int(ExitCode.FAILED))
+
+
+@lab.command(context_settings={"ignore_unknown_options": True})
+@name_option
+@click.argument("host")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def ssh(name: str, host: str, command: tuple[str, ...]) -> None:
+    """Open a shell on a lab node (HOST: its name, e.g. kiln-compute01 or compute01)."""
+    from kiln.lab import cluster
+
+    argv = cluster.ssh_argv(name, host) + list(command)
+    os.execvp(argv[0], argv)
+
+
+@lab.command()
+def doctor() -> None:
+    """Check this host for what the lab needs and print the exact fix for each gap."""
+    from kiln.lab import doctor as checks
+
+    results = checks.run_checks()
+    console = Console(highlight=False)
+    for check in results:
+        mark = "[green]ok" if check.ok else ("[red]FAIL" if check.required else "[yellow]warn")
+        console.print(f"{mark:<14} {check.name:<12} {check.detail}")
+        if not check.ok:
+            console.print(f"{'':<6} {'fix:':<12} {check.fix}")
+    if any(c.required and not c.ok for c in results):
+        sys.exit(int(ExitCode.BAD_INPUT))
+
+
+@lab.command()
+@click.option("--distro", default="trixie", show_default=True,
+              type=click.Choice(["trixie", "bookworm"]))
+@click.option("--rebuild", is_flag=True, help="Build even if the cached image is current.")
+def image(distro: str, rebuild: bool) -> None:
+    """Build (or reuse) the cached node image; Molecule scenarios use it too."""
+    from kiln.lab import doctor as checks
+    from kiln.lab import image as node_image
+
+    checks.require()
+    click.echo(node_image.ensure_image(distro, _log, rebuild=rebuild))

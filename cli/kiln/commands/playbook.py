@@ -1,0 +1,85 @@
+"""`kiln provision` and `kiln run PLAYBOOK`: run a playbook against a validated inventory."""
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from kiln import inventory, render
+from kiln.errors import InputError
+
+
+def parse_extravars(items: tuple[str, ...]) -> dict[str, Any]:
+    """-e KEY=VALUE (a string, as in Ansible) or -e @FILE (YAML)."""
+    extravars: dict[str, Any] = {}
+    for item in items:
+        if item.startswith("@"):
+            path = Path(item[1:])
+            try:
+                data = yaml.safe_load(path.read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                raise InputError(f"-e {item}: cannot read variables: {exc}") from None
+            if not isinstance(data, dict):
+                raise InputError(f"-e {item}: expected a YAML mapping")
+            extravars.update(data)
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise InputError(f"-e {item!r}: expected KEY=VALUE or @FILE")
+        extravars[key] = value
+    return extravars
+
+
+def playbook_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("-i", "--inventory", "inventory_path", type=click.Path(path_type=Path),
+                     help="Inventory directory or hosts.yml (default: $KILN_INVENTORY, else the lab)."),
+        click.option("-l", "--limit", help="Only these hosts (an Ansible host pattern)."),
+        click.option("-t", "--tags", help="Only tasks and roles with these tags (comma-separated)."),
+        click.option("--skip-tags", help="Skip tasks and roles with these tags."),
+        click.option("--check", is_flag=True, help="Report what would change; change nothing."),
+        click.option("--diff", is_flag=True, help="Show the differences in changed files."),
+        click.option("-e", "--extra-vars", "extra_vars", multiple=True,
+                     help="KEY=VALUE or @FILE; may repeat."),
+        click.option("--json", "json_mode", is_flag=True, help="Print one JSON object."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options: Any) -> None:
+    from kiln.runner import RunRequest, run_playbook
+
+    extravars = parse_extravars(options.pop("extra_vars"))
+    spec = inventory.load(inventory_path)
+    if not json_mode:
+        for warning in spec.warnings:
+            click.echo(f"kiln: warning: {warning}", err=True)
+    summary = run_playbook(
+        RunRequest(playbook=playbook, inventory=spec, extravars=extravars, json_mode=json_mode,
+                   **options)
+    )
+    if json_mode:
+        render.emit_json(summary.to_json())
+    else:
+        render.run_summary(summary)
+    sys.exit(int(summary.exit_code))
+
+
+@click.command()
+@playbook_options
+def provision(**options: Any) -> None:
+    """Provision the cluster: run playbooks/site.yml."""
+    _run("site.yml", **options)
+
+
+@click.command()
+@click.argument("playbook")
+@playbook_options
+def run(playbook: str, **options: Any) -> None:
+    """Run one of Kiln's playbooks (by name, e.g. `site` or `site.yml`)."""
+    _run(playbook, **options)

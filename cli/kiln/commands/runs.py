@@ -1,0 +1,44 @@
+"""`kiln runs list | show RUN`: past runs, re-rendered from their kept artifacts."""
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kiln import render
+from kiln import runs as run_records
+
+
+@click.group("runs")
+def runs() -> None:
+    """Past runs, kept under Kiln's state directory."""
+
+
+@runs.command("list")
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
+@click.option("-n", "--last", type=int, default=20, show_default=True, help="How many to list.")
+def list_runs(json_mode: bool, last: int) -> None:
+    """List runs, newest first."""
+    records = run_records.list_records()[:last]
+    if json_mode:
+        render.emit_json({"runs": [r.model_dump() for r in records]})
+        return
+    table = Table(box=None)
+    for column in ("run", "playbook", "status", "exit", "started", "limit"):
+        table.add_column(column)
+    for r in records:
+        exit_code = "" if r.exit_code is None else str(r.exit_code)
+        table.add_row(r.run, r.playbook, r.status, exit_code, r.started, r.limit or "")
+    Console(highlight=False).print(table)
+
+
+@runs.command("show")
+@click.argument("run", default="latest")
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
+def show(run: str, json_mode: bool) -> None:
+    """Re-render a past run's summary (RUN: an id, a unique prefix, or 'latest')."""
+    record, run_dir = run_records.find(run)
+    summary = run_records.replay(record, run_dir)
+    if json_mode:
+        render.emit_json(summary.to_json())
+    else:
+        render.run_summary(summary)

@@ -1,0 +1,38 @@
+"""One family of user-facing errors, each carrying its documented exit code.
+
+The CLI catches KilnError once (kiln.cli.main) and prints its message on one line;
+anything else is a bug and shows a traceback only with --debug.
+"""
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes documented in docs/cli.md."""
+
+    OK = 0
+    FAILED = 1  # an operation failed outside any host (a playbook error, a podman error)
+    BAD_INPUT = 2  # nothing ran
+    DRIFT = 3  # reserved for `kiln drift`
+    HOSTS_FAILED = 4  # one or more hosts failed or were unreachable
+    INTERRUPTED = 130
+
+
+class KilnError(Exception):
+    """An error the operator can act on: a one-line message and an exit code."""
+
+    exit_code: ExitCode = ExitCode.BAD_INPUT
+
+    def __init__(self, message: str, exit_code: ExitCode | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class InputError(KilnError):
+    """Bad input from the operator: an inventory, an option, a file."""
+
+
+class PrerequisiteError(KilnError):
+    """The host lacks something Kiln needs (podman, debootstrap, ...)."""

@@ -1,0 +1,294 @@
+"""Load a Kiln inventory (an Ansible YAML inventory directory) and validate it.
+
+Validation runs before any playbook: structure (the Slurm groups), every variable
+that a Kiln role declares (types and choices, from the roles' argument specs), and
+variables that must name a host of the inventory. Every problem is reported on one
+line naming the file or host, the variable and what was expected.
+"""
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from kiln import argspec, paths
+from kiln.errors import InputError
+
+INVENTORY_FILES = ("hosts.yml", "hosts.yaml")
+KILN_GROUPS = ("slurm_controller", "slurm_compute", "slurm_login", "storage")
+# Variables whose value must be the name of a host in the inventory.
+HOST_REFERENCES = ("base_ntp_server_host",)
+_RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]")
+
+
+class Host(BaseModel):
+    name: str
+    groups: list[str]
+    vars: dict[str, Any]
+
+    @property
+    def address(self) -> str:
+        return str(self.vars.get("ansible_host", self.name))
+
+
+class ClusterSpec(BaseModel):
+    """What an inventory declares, in the terms the CLI and reports reason about."""
+
+    path: Path
+    hosts: dict[str, Host]
+    groups: dict[str, list[str]]
+    warnings: list[str] = []
+
+    def group(self, name: str) -> list[str]:
+        return self.groups.get(name, [])
+
+    def kiln_roles(self, host: str) -> list[str]:
+        return [g for g in KILN_GROUPS if host in self.groups.get(g, [])]
+
+
+class InventoryError(InputError):
+    """One or more problems in an inventory; each is one line of the message."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+@dataclass
+class _Definition:
+    """One variable as written in one place, so errors can name that place."""
+
+    source: str
+    name: str
+    value: Any
+
+
+@dataclass
+class _Group:
+    name: str
+    hosts: set[str] = field(default_factory=set)
+    children: set[str] = field(default_factory=set)
+    vars: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Loaded:
+    groups: dict[str, _Group]
+    host_vars: dict[str, dict[str, Any]]
+    definitions: list[_Definition]
+    warnings: list[str]
+
+
+def load(path: Path | str | None = None) -> ClusterSpec:
+    """Load and validate; raise InventoryError listing every problem found."""
+    inventory_file = _find_inventory_file(Path(path) if path else paths.default_inventory())
+    loaded = _read(inventory_file)
+    spec = _build_spec(inventory_file, loaded)
+    problems = _check_structure(spec) + _check_variables(spec, loaded.definitions)
+    if problems:
+        raise InventoryError(problems)
+    return spec
+
+
+def _find_inventory_file(path: Path) -> Path:
+    if not path.exists():
+        raise InputError(f"inventory not found: {path}")
+    if path.is_file():
+        return path
+    for name in INVENTORY_FILES:
+        if (path / name).is_file():
+            return path / name
+    hint = " (for the lab, run `kiln lab up` first)" if path == paths.lab_inventory_dir() else ""
+    raise InputError(f"{path}: no hosts.yml in this inventory directory{hint}")
+
+
+def _parse_yaml(path: Path, label: str) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"{label}:{mark.line + 1}" if mark else label
+        raise InputError(f"{where}: YAML does not parse: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{label}: YAML does not parse: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"{label}: cannot read: {exc.strerror}") from None
+
+
+def _expand_host_pattern(name: str) -> list[str]:
+    """Ansible's numeric ranges in host keys: gpu[001:004] -> gpu001..gpu004."""
+    match = _RANGE.search(name)
+    if not match:
+        return [name]
+    start, end = match.group(1), match.group(2)
+    width = len(start) if start.startswith("0") else 0
+    expanded = []
+    for number in range(int(start), int(end) + 1):
+        head = name[: match.start()] + str(number).zfill(width)
+        expanded.extend(head + tail for tail in _expand_host_pattern(name[match.end() :]))
+    return expanded
+
+
+def _read(inventory_file: Path) -> _Loaded:
+    base = inventory_file.parent
+    label = inventory_file.name
+    data = _parse_yaml(inventory_file, label)
+    if not isinstance(data, dict) or not isinstance(data.get("all"), dict):
+        raise InputError(f"{label}: expected a YAML inventory with a top-level 'all:' mapping")
+    groups: dict[str, _Group] = {}
+    host_vars: dict[str, dict[str, Any]] = {}
+    definitions: list[_Definition] = []
+
+    def walk(group_name: str, body: Any) -> None:
+        group = groups.setdefault(group_name, _Group(group_name))
+        if body is None:
+            return
+        if not isinstance(body, dict):
+            raise InputError(f"{label}: group {group_name} must be a mapping")
+        unknown = set(body) - {"hosts", "children", "vars"}
+        if unknown:
+            keys = ", ".join(sorted(unknown))
+            raise InputError(
+                f"{label}: group {group_name} has unknown keys {keys}"
+                " (expected hosts, children, vars)"
+            )
+        for key in ("hosts", "children", "vars"):
+            if body.get(key) is not None and not isinstance(body[key], dict):
+                raise InputError(f"{label}: {group_name}.{key} must be a mapping")
+        for pattern, hvars in (body.get("hosts") or {}).items():
+            if hvars is not None and not isinstance(hvars, dict):
+                raise InputError(f"{label}: host {pattern} must map to variables or nothing")
+            for host in _expand_host_pattern(str(pattern)):
+                group.hosts.add(host)
+                host_vars.setdefault(host, {}).update(hvars or {})
+                definitions.extend(
+                    _Definition(f"{label} (host {host})", k, v) for k, v in (hvars or {}).items()
+                )
+        for key, value in (body.get("vars") or {}).items():
+            group.vars[key] = value
+            definitions.append(_Definition(f"{label} (group {group_name})", key, value))
+        for child, child_body in (body.get("children") or {}).items():
+            group.children.add(child)
+            walk(child, child_body)
+
+    walk("all", data["all"])
+    warnings = _read_vars_dirs(base, groups, host_vars, definitions)
+    return _Loaded(groups, host_vars, definitions, warnings)
+
+
+def _vars_files(directory: Path, name: str) -> list[Path]:
+    """group_vars/NAME.yml, NAME.yaml, NAME, or every YAML file under NAME/."""
+    found = [directory / f"{name}{ext}" for ext in (".yml", ".yaml", "")]
+    found = [p for p in found if p.is_file()]
+    if (directory / name).is_dir():
+        found += sorted(p for p in (directory / name).rglob("*") if p.suffix in (".yml", ".yaml"))
+    return found
+
+
+def _read_vars_dirs(
+    base: Path,
+    groups: dict[str, _Group],
+    host_vars: dict[str, dict[str, Any]],
+    definitions: list[_Definition],
+) -> list[str]:
+    warnings = []
+    for kind, targets in (("group_vars", groups), ("host_vars", host_vars)):
+        directory = base / kind
+        if not directory.is_dir():
+            continue
+        names = {p.stem if p.is_file() else p.name for p in directory.iterdir()}
+        for stray in sorted(names - set(targets)):
+            what = "group" if kind == "group_vars" else "host"
+            warnings.append(f"{kind}/{stray}: no {what} named {stray} in the inventory; ignored")
+        for name in sorted(names & set(targets)):
+            for file in _vars_files(directory, name):
+                rel = str(file.relative_to(base))
+                data = _parse_yaml(file, rel)
+                if data is None:
+                    continue
+                if not isinstance(data, dict):
+                    raise InputError(f"{rel}: expected a mapping of variables")
+                target = groups[name].vars if kind == "group_vars" else host_vars[name]
+                target.update(data)
+                definitions.extend(_Definition(rel, k, v) for k, v in data.items())
+    return warnings
+
+
+def _ancestry(groups: dict[str, _Group]) -> tuple[dict[str, int], dict[str, set[str]]]:
+    """Each group's depth below 'all' and each host's groups (with ancestors)."""
+    depth: dict[str, int] = {"all": 0}
+    host_groups: dict[str, set[str]] = {}
+
+    def visit(name: str, level: int, trail: tuple[str, ...]) -> None:
+        if name in trail:
+            raise InputError(f"group {name} contains itself through {' > '.join(trail)}")
+        depth[name] = max(depth.get(name, 0), level)
+        group = groups[name]
+        for host in group.hosts:
+            host_groups.setdefault(host, set()).update((*trail, name))
+        for child in sorted(group.children):
+            visit(child, level + 1, (*trail, name))
+
+    visit("all", 0, ())
+    return depth, host_groups
+
+
+def _build_spec(inventory_file: Path, loaded: _Loaded) -> ClusterSpec:
+    depth, host_groups = _ancestry(loaded.groups)
+    order = sorted(loaded.groups, key=lambda g: (depth.get(g, 0), g))
+    hosts: dict[str, Host] = {}
+    for host in sorted(host_groups):
+        merged: dict[str, Any] = {}
+        for group in order:
+            if group in host_groups[host]:
+                merged.update(loaded.groups[group].vars)
+        merged.update(loaded.host_vars.get(host, {}))
+        member_of = sorted(host_groups[host] - {"all"})
+        hosts[host] = Host(name=host, groups=member_of, vars=merged)
+    groups = {
+        name: sorted(h for h, member in host_groups.items() if name in member)
+        for name in sorted(loaded.groups)
+        if name != "all"
+    }
+    directory = inventory_file.parent if inventory_file.name in INVENTORY_FILES else inventory_file
+    return ClusterSpec(path=directory, hosts=hosts, groups=groups, warnings=loaded.warnings)
+
+
+def _check_structure(spec: ClusterSpec) -> list[str]:
+    problems = []
+    controllers = spec.groups.get("slurm_controller")
+    if controllers is None:
+        problems.append("inventory: no slurm_controller group (expected 1 host, or 2 for a backup)")
+    elif len(controllers) not in (1, 2):
+        problems.append(
+            f"inventory: slurm_controller has {len(controllers)} hosts"
+            f" ({', '.join(controllers)}); expected 1, or 2 for a backup controller"
+        )
+    compute = spec.groups.get("slurm_compute")
+    if compute is None:
+        problems.append("inventory: no slurm_compute group (expected at least 1 host)")
+    elif not compute:
+        problems.append("inventory: slurm_compute is empty (expected at least 1 host)")
+    return problems
+
+
+def _check_variables(spec: ClusterSpec, definitions: list[_Definition]) -> list[str]:
+    catalogue = argspec.load_catalogue(paths.roles_dir())
+    problems = []
+    for definition in definitions:
+        declared = catalogue.get(definition.name)
+        if declared is not None:
+            problems.extend(
+                f"{definition.source}: {message} (role {declared.role})"
+                for message in argspec.check_value(definition.name, definition.value, declared.spec)
+            )
+        if definition.name in HOST_REFERENCES and not argspec.is_template(definition.value):
+            if definition.value not in (None, "") and definition.value not in spec.hosts:
+                problems.append(
+                    f"{definition.source}: {definition.name} names {definition.value!r},"
+                    " which is not a host in the inventory"
+                )
+    return problems

@@ -1,0 +1,77 @@
+"""Where things are: the Ansible content, Kiln's state directory, the default inventory.
+
+This is the only module that knows the layout of a checkout versus an installed wheel.
+"""
+
+import os
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def content_root() -> Path:
+    """The directory holding ansible.cfg, playbooks/ and roles/.
+
+    A built wheel carries them in kiln/ansible/; an editable install or a checkout
+    has them at the repository root, two levels above this package.
+    """
+    packaged = _PACKAGE_DIR / "ansible"
+    if (packaged / "playbooks").is_dir():
+        return packaged
+    checkout = _PACKAGE_DIR.parent.parent
+    if (checkout / "playbooks").is_dir():
+        return checkout
+    raise RuntimeError(f"Kiln's playbooks are missing: looked in {packaged} and {checkout}")
+
+
+def is_checkout() -> bool:
+    return content_root() != _PACKAGE_DIR / "ansible"
+
+
+def playbooks_dir() -> Path:
+    return content_root() / "playbooks"
+
+
+def roles_dir() -> Path:
+    return content_root() / "roles"
+
+
+def ansible_cfg() -> Path:
+    return content_root() / "ansible.cfg"
+
+
+def state_dir() -> Path:
+    """Kiln's state: runs, the lab's keys and records. $KILN_STATE_DIR overrides."""
+    if override := os.environ.get("KILN_STATE_DIR"):
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "kiln"
+
+
+def runs_dir() -> Path:
+    return state_dir() / "runs"
+
+
+def lab_state_dir(name: str) -> Path:
+    return state_dir() / "lab" / name
+
+
+def lab_inventory_dir() -> Path:
+    """The lab inventory: committed settings plus a generated hosts.yml.
+
+    In a checkout it is inventories/lab/ (hosts.yml is git-ignored); an installed
+    wheel is read-only, so the lab's copy lives in the state directory.
+    """
+    if is_checkout():
+        return content_root() / "inventories" / "lab"
+    return state_dir() / "lab" / "inventory"
+
+
+def packaged_lab_settings() -> Path:
+    return content_root() / "inventories" / "lab"
+
+
+def default_inventory() -> Path:
+    if env := os.environ.get("KILN_INVENTORY"):
+        return Path(env).expanduser()
+    return lab_inventory_dir()

@@ -1,0 +1,165 @@
+"""Run a playbook through ansible-runner, with live progress and a kept record.
+
+One run is one private data dir under Kiln's state directory (see kiln.runs), so
+`kiln runs show` can re-render it later and AWX, which also drives ansible-runner,
+sees the same playbooks the same way.
+"""
+
+import os
+import re
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kiln import __version__, paths, progress, runs
+from kiln.errors import InputError
+from kiln.inventory import ClusterSpec
+from kiln.summary import EventAccumulator, RunSummary
+
+
+@dataclass
+class RunRequest:
+    playbook: str
+    inventory: ClusterSpec
+    limit: str | None = None
+    tags: str | None = None
+    skip_tags: str | None = None
+    check: bool = False
+    diff: bool = False
+    extravars: dict[str, Any] = field(default_factory=dict)
+    json_mode: bool = False
+
+
+def available_playbooks() -> list[str]:
+    return sorted(p.name for p in paths.playbooks_dir().glob("*.yml"))
+
+
+def resolve_playbook(name: str) -> Path:
+    """A playbook of the project by name: 'site', 'site.yml' or 'playbooks/site.yml'."""
+    stem = Path(name).name
+    candidate = paths.playbooks_dir() / (stem if stem.endswith((".yml", ".yaml")) else stem + ".yml")
+    if not candidate.is_file():
+        known = ", ".join(available_playbooks())
+        raise InputError(f"no playbook {name!r} in Kiln (available: {known})")
+    return candidate
+
+
+def _ansible_env() -> dict[str, str]:
+    # ansible-playbook comes with Kiln's own environment, which may not be on PATH.
+    bin_dir = str(Path(sys.executable).parent)
+    return {
+        "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
+        "ANSIBLE_CONFIG": str(paths.ansible_cfg()),
+        "ANSIBLE_ROLES_PATH": str(paths.roles_dir()),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+    }
+
+
+def _cmdline(request: RunRequest) -> str | None:
+    args = []
+    if request.check:
+        args.append("--check")
+    if request.diff:
+        args.append("--diff")
+    if request.skip_tags:
+        args += ["--skip-tags", request.skip_tags]
+    return " ".join(args) or None
+
+
+class _Interrupt:
+    """Turns Ctrl-C into a cancel request, so ansible-runner stops Ansible cleanly
+    and the run's record is still written."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> "_Interrupt":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+
+_ERROR_LINE = re.compile(r"^(?:ERROR!|\[ERROR\]:?)\s*(.*)")
+
+
+def _ansible_error(run_dir: Path) -> str | None:
+    """The first error Ansible printed, for runs that failed before reaching any host."""
+    stdout = run_dir / "artifacts" / runs.RUNNER_IDENT / "stdout"
+    if not stdout.is_file():
+        return None
+    for line in stdout.read_text(errors="replace").splitlines():
+        if match := _ERROR_LINE.match(line.strip()):
+            return match.group(1).strip()
+    return None
+
+
+def run_playbook(request: RunRequest) -> RunSummary:
+    import ansible_runner  # heavy: imported only when a run happens
+
+    playbook = resolve_playbook(request.playbook)
+    run_id, run_dir = runs.new_run_dir(playbook.name)
+    record = runs.RunRecord(
+        run=run_id,
+        playbook=playbook.name,
+        inventory=str(request.inventory.path),
+        limit=request.limit,
+        tags=request.tags,
+        check=request.check,
+        diff=request.diff,
+        kiln_version=__version__,
+        started=runs.now(),
+    )
+    runs.save(run_dir, record)
+    accumulator = EventAccumulator(run_id, playbook.name)
+    display = progress.choose(
+        request.json_mode, f"{playbook.name} ({run_id})", runs.last_task_count(playbook.name)
+    )
+    fact_cache = paths.state_dir() / "facts"
+    fact_cache.mkdir(parents=True, exist_ok=True)
+
+    def on_event(event: dict[str, Any]) -> bool:
+        accumulator.feed(event)
+        display.update(event, accumulator)
+        return True  # keep the event in job_events/: `kiln runs show` replays them
+
+    with _Interrupt() as interrupt, display:
+        result = ansible_runner.run(
+            private_data_dir=str(run_dir),
+            ident=runs.RUNNER_IDENT,
+            project_dir=str(paths.content_root()),
+            playbook=str(playbook),
+            inventory=str(request.inventory.path),
+            limit=request.limit,
+            tags=request.tags,
+            cmdline=_cmdline(request),
+            extravars={"kiln_version": __version__, **request.extravars},
+            envvars=_ansible_env(),
+            # Absolute, so facts outlive the run (a --limit run needs its peers' facts).
+            fact_cache=str(fact_cache),
+            event_handler=on_event,
+            cancel_callback=lambda: interrupt.requested,
+            suppress_env_files=True,
+            quiet=True,
+        )
+    summary = accumulator.summary
+    summary.status = "canceled" if interrupt.requested else result.status
+    if summary.status == "failed" and not summary.failures:
+        summary.error = _ansible_error(run_dir) or f"ansible-playbook exited {result.rc}"
+    record.finished = runs.now()
+    record.status = summary.status
+    record.exit_code = int(summary.exit_code)
+    record.tasks_started = accumulator.tasks_started
+    runs.save(run_dir, record)
+    return summary

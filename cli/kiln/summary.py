@@ -1,0 +1,145 @@
+"""Turn ansible-runner job events into a run summary.
+
+The same accumulator serves the live display while a run is going and
+`kiln runs show`, which replays a past run's job_events/ files.
+"""
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kiln.errors import ExitCode
+
+_MESSAGE_LIMIT = 400
+
+
+@dataclass
+class HostCounts:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+
+
+@dataclass
+class Failure:
+    host: str
+    task: str
+    message: str
+    unreachable: bool = False
+
+
+@dataclass
+class RunSummary:
+    run: str
+    playbook: str
+    status: str
+    hosts: dict[str, HostCounts] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    error: str | None = None  # a failure outside any host (e.g. a playbook that does not parse)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.status == "canceled":
+            return ExitCode.INTERRUPTED
+        if any(c.failed or c.unreachable for c in self.hosts.values()):
+            return ExitCode.HOSTS_FAILED
+        if self.status != "successful":
+            return ExitCode.FAILED
+        return ExitCode.OK
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented --json shape (docs/cli.md)."""
+        return {
+            "run": self.run,
+            "playbook": self.playbook,
+            "status": self.status,
+            "hosts": {h: asdict(c) for h, c in sorted(self.hosts.items())},
+            "failures": [
+                {"host": f.host, "task": f.task, "message": f.message} for f in self.failures
+            ],
+            **({"error": self.error} if self.error else {}),
+        }
+
+
+def failure_message(result: dict[str, Any]) -> str:
+    """The module's own words for a failure, on one line."""
+    if not isinstance(result, dict):
+        return str(result)
+    for item in result.get("results") or []:
+        if isinstance(item, dict) and (item.get("failed") or item.get("unreachable")):
+            return failure_message(item)
+    for key in ("msg", "stderr", "module_stderr", "reason", "censored", "stdout"):
+        text = result.get(key)
+        if text:
+            text = text if isinstance(text, str) else json.dumps(text)
+            break
+    else:
+        text = "failed without a message" + (f" (rc={result['rc']})" if "rc" in result else "")
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
+
+
+class EventAccumulator:
+    """Counts per host as events arrive; final counts come from the playbook stats."""
+
+    def __init__(self, run: str, playbook: str) -> None:
+        self.summary = RunSummary(run=run, playbook=playbook, status="running")
+        self.current_task: dict[str, str] = {}
+        self.tasks_started = 0
+        self.play = ""
+
+    def host(self, name: str) -> HostCounts:
+        return self.summary.hosts.setdefault(name, HostCounts())
+
+    def feed(self, event: dict[str, Any]) -> None:
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        host = data.get("host") or data.get("remote_addr")
+        task = data.get("task", "")
+        if kind == "playbook_on_play_start":
+            self.play = data.get("play", "")
+        elif kind == "playbook_on_task_start":
+            self.tasks_started += 1
+        elif kind == "runner_on_start" and host:
+            self.host(host)
+            self.current_task[host] = task
+        elif kind == "runner_on_ok" and host:
+            counts = self.host(host)
+            counts.ok += 1
+            if (data.get("res") or {}).get("changed"):
+                counts.changed += 1
+        elif kind == "runner_on_skipped" and host:
+            self.host(host).skipped += 1
+        elif kind == "runner_on_failed" and host:
+            counts = self.host(host)
+            if data.get("ignore_errors"):
+                counts.ok += 1
+            else:
+                counts.failed += 1
+                self._add_failure(host, task, data.get("res") or {}, unreachable=False)
+        elif kind == "runner_on_unreachable" and host:
+            self.host(host).unreachable += 1
+            self._add_failure(host, task, data.get("res") or {}, unreachable=True)
+        elif kind == "playbook_on_stats":
+            self._apply_stats(data)
+
+    def _add_failure(self, host: str, task: str, res: dict[str, Any], unreachable: bool) -> None:
+        message = failure_message(res)
+        self.summary.failures.append(Failure(host, task, message, unreachable))
+
+    def _apply_stats(self, data: dict[str, Any]) -> None:
+        # Ansible's recap is authoritative (it counts rescued and looped tasks its own way).
+        fields = {
+            "ok": "ok",
+            "changed": "changed",
+            "failed": "failures",
+            "unreachable": "dark",
+            "skipped": "skipped",
+        }
+        hosts = set().union(*(set((data.get(src) or {}).keys()) for src in fields.values()))
+        for host in hosts:
+            self.summary.hosts[host] = HostCounts(
+                **{mine: int((data.get(src) or {}).get(host, 0)) for mine, src in fields.items()}
+            )
