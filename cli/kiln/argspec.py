@@ -68,7 +68,7 @@ def _type_ok(kind: str, value: Any) -> bool:
 
 def check_value(name: str, value: Any, spec: dict[str, Any]) -> Iterator[str]:
     """Yield one message per problem, each naming the variable (dotted for nesting)."""
-    if is_template(value) or value is None and not spec.get("required"):
+    if is_template(value) or (value is None and not spec.get("required")):
         return
     kind = spec.get("type", "str")
     if not _type_ok(kind, value):

@@ -51,7 +51,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 def main() -> None:
     debug = "--debug" in sys.argv[1:]
     try:
-        cli.main(standalone_mode=False)
+        cli.main(prog_name="kiln", standalone_mode=False)
     except KilnError as exc:
         if debug:
             traceback.print_exc()
@@ -72,6 +72,7 @@ def main() -> None:
     except Exception as exc:  # a bug, not the operator's mistake: still one line
         if debug:
             traceback.print_exc()
-        click.echo(f"kiln: internal error: {type(exc).__name__}: {exc} (--debug shows where)",
-                   err=True)
+        click.echo(
+            f"kiln: internal error: {type(exc).__name__}: {exc} (--debug shows where)", err=True
+        )
         sys.exit(int(ExitCode.FAILED))

@@ -101,7 +101,7 @@ def _find_inventory_file(path: Path) -> Path:
     for name in INVENTORY_FILES:
         if (path / name).is_file():
             return path / name
-    hint = " (for the lab, run `kiln lab up` first)" if path == paths.lab_inventory_dir() else ""
+    hint = " (for the lab, run `kiln lab up` first)" if path == paths.default_inventory() else ""
     raise InputError(f"{path}: no hosts.yml in this inventory directory{hint}")
 
 
@@ -285,10 +285,16 @@ def _check_variables(spec: ClusterSpec, definitions: list[_Definition]) -> list[
                 f"{definition.source}: {message} (role {declared.role})"
                 for message in argspec.check_value(definition.name, definition.value, declared.spec)
             )
-        if definition.name in HOST_REFERENCES and not argspec.is_template(definition.value):
-            if definition.value not in (None, "") and definition.value not in spec.hosts:
-                problems.append(
-                    f"{definition.source}: {definition.name} names {definition.value!r},"
-                    " which is not a host in the inventory"
-                )
+        if _names_unknown_host(definition, spec):
+            problems.append(
+                f"{definition.source}: {definition.name} names {definition.value!r},"
+                " which is not a host in the inventory"
+            )
     return problems
+
+
+def _names_unknown_host(definition: _Definition, spec: ClusterSpec) -> bool:
+    value = definition.value
+    if definition.name not in HOST_REFERENCES or argspec.is_template(value):
+        return False
+    return value not in (None, "") and value not in spec.hosts

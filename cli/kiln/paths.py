@@ -56,15 +56,19 @@ def lab_state_dir(name: str) -> Path:
     return state_dir() / "lab" / name
 
 
-def lab_inventory_dir() -> Path:
-    """The lab inventory: committed settings plus a generated hosts.yml.
+DEFAULT_LAB = "kiln"
 
-    In a checkout it is inventories/lab/ (hosts.yml is git-ignored); an installed
-    wheel is read-only, so the lab's copy lives in the state directory.
+
+def lab_inventory_dir(name: str = DEFAULT_LAB) -> Path:
+    """A lab's inventory: the committed lab settings plus a generated hosts.yml.
+
+    The default lab in a checkout uses inventories/lab/ itself (hosts.yml is
+    git-ignored). Other labs, and any lab of an installed wheel (read-only), get a
+    copy in the state directory.
     """
-    if is_checkout():
+    if name == DEFAULT_LAB and is_checkout():
         return content_root() / "inventories" / "lab"
-    return state_dir() / "lab" / "inventory"
+    return lab_state_dir(name) / "inventory"
 
 
 def packaged_lab_settings() -> Path:

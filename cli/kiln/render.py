@@ -14,7 +14,7 @@ def emit_json(obj: Any) -> None:
 
 
 def run_summary(summary: RunSummary, console: Console | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = console or Console(highlight=False, soft_wrap=True)
     table = Table(title=f"run {summary.run}: {summary.playbook} {summary.status}", box=None)
     for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
         table.add_column(column, justify="left" if column == "host" else "right")

@@ -38,12 +38,17 @@ def available_playbooks() -> list[str]:
 
 
 def resolve_playbook(name: str) -> Path:
-    """A playbook of the project by name: 'site', 'site.yml' or 'playbooks/site.yml'."""
-    stem = Path(name).name
-    candidate = paths.playbooks_dir() / (stem if stem.endswith((".yml", ".yaml")) else stem + ".yml")
+    """Kiln's playbook by name ('site', 'site.yml'), or the path of an operator's own."""
+    given = Path(name)
+    if given.suffix in (".yml", ".yaml") and given.is_file() and given.parent != Path():
+        return given.resolve()
+    stem = given.name
+    candidate = paths.playbooks_dir() / (
+        stem if stem.endswith((".yml", ".yaml")) else stem + ".yml"
+    )
     if not candidate.is_file():
         known = ", ".join(available_playbooks())
-        raise InputError(f"no playbook {name!r} in Kiln (available: {known})")
+        raise InputError(f"no playbook {name!r} in Kiln (available: {known}; or give a path)")
     return candidate
 
 

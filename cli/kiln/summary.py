@@ -5,12 +5,16 @@ The same accumulator serves the live display while a run is going and
 """
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kiln.errors import ExitCode
 
 _MESSAGE_LIMIT = 400
+# ansible-core 2.19 wraps messages in "Task failed: Module failed: ..."; the summary
+# already says it failed.
+_ANSIBLE_PREFIX = re.compile(r"^(?:(?:Task|Module|Action) failed: )+")
 
 
 @dataclass
@@ -76,8 +80,14 @@ def failure_message(result: dict[str, Any]) -> str:
             text = text if isinstance(text, str) else json.dumps(text)
             break
     else:
-        text = "failed without a message" + (f" (rc={result['rc']})" if "rc" in result else "")
-    text = " ".join(text.split())
+        text = "failed without a message"
+    # A command's message alone ("non-zero return code") hides what it said.
+    if result.get("rc") not in (None, 0):
+        text += f" (rc={result['rc']})"
+        stderr = (result.get("stderr") or "").strip()
+        if stderr and stderr not in text:
+            text += f": {stderr}"
+    text = _ANSIBLE_PREFIX.sub("", " ".join(text.split()))
     return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
 
 

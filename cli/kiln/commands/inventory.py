@@ -16,20 +16,29 @@ def inventory_group() -> None:
 
 
 @inventory_group.command("check")
-@click.option("-i", "--inventory", "inventory_path", type=click.Path(path_type=Path),
-              help="Inventory directory or hosts.yml (default: $KILN_INVENTORY, else the lab).")
+@click.option(
+    "-i",
+    "--inventory",
+    "inventory_path",
+    type=click.Path(path_type=Path),
+    help="Inventory directory or hosts.yml (default: $KILN_INVENTORY, else the lab).",
+)
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
 def check(inventory_path: Path | None, json_mode: bool) -> None:
     """Validate an inventory; list its groups, hosts and each host's Kiln roles."""
     spec = inventory_model.load(inventory_path)
     if json_mode:
-        render.emit_json({
-            "inventory": str(spec.path),
-            "groups": spec.groups,
-            "hosts": {h: {"address": spec.hosts[h].address, "roles": spec.kiln_roles(h)}
-                      for h in spec.hosts},
-            "warnings": spec.warnings,
-        })
+        render.emit_json(
+            {
+                "inventory": str(spec.path),
+                "groups": spec.groups,
+                "hosts": {
+                    h: {"address": spec.hosts[h].address, "roles": spec.kiln_roles(h)}
+                    for h in spec.hosts
+                },
+                "warnings": spec.warnings,
+            }
+        )
         return
     console = Console(highlight=False)
     for warning in spec.warnings:
@@ -38,8 +47,9 @@ def check(inventory_path: Path | None, json_mode: bool) -> None:
     for column in ("host", "address", "kiln roles", "groups"):
         table.add_column(column)
     for name, host in spec.hosts.items():
-        table.add_row(name, host.address, ", ".join(spec.kiln_roles(name)) or "-",
-                      ", ".join(host.groups))
+        table.add_row(
+            name, host.address, ", ".join(spec.kiln_roles(name)) or "-", ", ".join(host.groups)
+        )
     console.print(table)
     console.print(", ".join(f"{g}: {len(h)}" for g, h in spec.groups.items()))
 

@@ -7,12 +7,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kiln import render
+from kiln import paths, render
 from kiln.errors import ExitCode
 
-DEFAULT_NAME = "kiln"
-name_option = click.option("--name", default=DEFAULT_NAME, show_default=True,
-                           help="Lab name (prefix of its node names).")
+DEFAULT_NAME = paths.DEFAULT_LAB
+name_option = click.option(
+    "--name", default=DEFAULT_NAME, show_default=True, help="Lab name (prefix of its node names)."
+)
 
 
 def _log(message: str) -> None:
@@ -27,8 +28,13 @@ def lab() -> None:
 @lab.command()
 @name_option
 @click.option("--compute", default=2, show_default=True, type=int, help="Compute nodes.")
-@click.option("--distro", default="trixie", show_default=True,
-              type=click.Choice(["trixie", "bookworm"]), help="Debian release of the nodes.")
+@click.option(
+    "--distro",
+    default="trixie",
+    show_default=True,
+    type=click.Choice(["trixie", "bookworm"]),
+    help="Debian release of the nodes.",
+)
 def up(name: str, compute: int, distro: str) -> None:
     """Create the lab (or complete it; running it twice is safe) and write its inventory."""
     from kiln.lab import cluster
@@ -57,16 +63,29 @@ def status(name: str, json_mode: bool) -> None:
 
     nodes = cluster.status(name)
     if json_mode:
-        render.emit_json({"lab": name, "nodes": [
-            {"name": s.node.name, "role": s.node.role, "address": s.node.address,
-             "state": s.state, "ssh": s.ssh} for s in nodes]})
+        render.emit_json(
+            {
+                "lab": name,
+                "nodes": [
+                    {
+                        "name": s.node.name,
+                        "role": s.node.role,
+                        "address": s.node.address,
+                        "state": s.state,
+                        "ssh": s.ssh,
+                    }
+                    for s in nodes
+                ],
+            }
+        )
         return
     table = Table(title=f"lab {name}", box=None)
     for column in ("node", "role", "address", "container", "ssh"):
         table.add_column(column)
     for s in nodes:
-        table.add_row(s.node.name, s.node.role, s.node.address, s.state,
-                      "ok" if s.ssh else "[red]no")
+        table.add_row(
+            s.node.name, s.node.role, s.node.address, s.state, "ok" if s.ssh else "[red]no"
+        )
     Console(highlight=False).print(table)
     if not all(s.ssh and s.state == "running" for s in nodes):
         sys.exit(int(ExitCode.FAILED))
@@ -101,8 +120,9 @@ def doctor() -> None:
 
 
 @lab.command()
-@click.option("--distro", default="trixie", show_default=True,
-              type=click.Choice(["trixie", "bookworm"]))
+@click.option(
+    "--distro", default="trixie", show_default=True, type=click.Choice(["trixie", "bookworm"])
+)
 @click.option("--rebuild", is_flag=True, help="Build even if the cached image is current.")
 def image(distro: str, rebuild: bool) -> None:
     """Build (or reuse) the cached node image; Molecule scenarios use it too."""

@@ -35,15 +35,27 @@ def parse_extravars(items: tuple[str, ...]) -> dict[str, Any]:
 
 def playbook_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("-i", "--inventory", "inventory_path", type=click.Path(path_type=Path),
-                     help="Inventory directory or hosts.yml (default: $KILN_INVENTORY, else the lab)."),
+        click.option(
+            "-i",
+            "--inventory",
+            "inventory_path",
+            type=click.Path(path_type=Path),
+            help="Inventory directory or hosts.yml (default: $KILN_INVENTORY, else the lab).",
+        ),
         click.option("-l", "--limit", help="Only these hosts (an Ansible host pattern)."),
-        click.option("-t", "--tags", help="Only tasks and roles with these tags (comma-separated)."),
+        click.option(
+            "-t", "--tags", help="Only tasks and roles with these tags (comma-separated)."
+        ),
         click.option("--skip-tags", help="Skip tasks and roles with these tags."),
         click.option("--check", is_flag=True, help="Report what would change; change nothing."),
         click.option("--diff", is_flag=True, help="Show the differences in changed files."),
-        click.option("-e", "--extra-vars", "extra_vars", multiple=True,
-                     help="KEY=VALUE or @FILE; may repeat."),
+        click.option(
+            "-e",
+            "--extra-vars",
+            "extra_vars",
+            multiple=True,
+            help="KEY=VALUE or @FILE; may repeat.",
+        ),
         click.option("--json", "json_mode", is_flag=True, help="Print one JSON object."),
     ]
     for option in reversed(options):
@@ -60,8 +72,9 @@ def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options:
         for warning in spec.warnings:
             click.echo(f"kiln: warning: {warning}", err=True)
     summary = run_playbook(
-        RunRequest(playbook=playbook, inventory=spec, extravars=extravars, json_mode=json_mode,
-                   **options)
+        RunRequest(
+            playbook=playbook, inventory=spec, extravars=extravars, json_mode=json_mode, **options
+        )
     )
     if json_mode:
         render.emit_json(summary.to_json())
@@ -81,5 +94,5 @@ def provision(**options: Any) -> None:
 @click.argument("playbook")
 @playbook_options
 def run(playbook: str, **options: Any) -> None:
-    """Run one of Kiln's playbooks (by name, e.g. `site` or `site.yml`)."""
+    """Run a playbook: one of Kiln's by name (e.g. `site`), or a path to your own."""
     _run(playbook, **options)

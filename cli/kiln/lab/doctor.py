@@ -28,8 +28,9 @@ def _tool(name: str, package: str) -> Check:
     path = shutil.which(name)
     if path:
         return Check(name, True, path)
-    return Check(name, False, f"{name} is not installed",
-                 f"apt-get install -y {package} ({SETUP_HINT})")
+    return Check(
+        name, False, f"{name} is not installed", f"apt-get install -y {package} ({SETUP_HINT})"
+    )
 
 
 def _hybrid_cgroups() -> bool:
@@ -49,9 +50,12 @@ def _runtime_check() -> Check:
     runtime = configured.group(1) if configured else "crun (podman's default)"
     if runtime == "runc" or not _hybrid_cgroups():
         return Check("runtime", True, runtime)
-    return Check("runtime", False,
-                 f"runtime is {runtime}, which refuses this host's hybrid cgroups",
-                 f'set runtime = "runc" under [engine] in {CONTAINERS_CONF} ({SETUP_HINT})')
+    return Check(
+        "runtime",
+        False,
+        f"runtime is {runtime}, which refuses this host's hybrid cgroups",
+        f'set runtime = "runc" under [engine] in {CONTAINERS_CONF} ({SETUP_HINT})',
+    )
 
 
 def _hard_nofile() -> int:
@@ -64,24 +68,35 @@ def _hard_nofile() -> int:
 def _ulimit_check() -> Check:
     hard = _hard_nofile()
     match = re.search(r"nofile=(\d+):(\d+)", _conf_text())
-    fix = (f'set default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"] under [containers]'
-           f" in {CONTAINERS_CONF} ({SETUP_HINT})")
+    fix = (
+        f'set default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"] under [containers]'
+        f" in {CONTAINERS_CONF} ({SETUP_HINT})"
+    )
     if not match:
-        return Check("ulimits", False,
-                     f"no nofile default for containers; podman's exceeds this host's hard limit "
-                     f"({hard}) and runc fails with setrlimit", fix)
+        return Check(
+            "ulimits",
+            False,
+            f"no nofile default for containers; podman's exceeds this host's hard limit "
+            f"({hard}) and runc fails with setrlimit",
+            fix,
+        )
     wanted = max(int(match.group(1)), int(match.group(2)))
     if wanted > hard:
-        return Check("ulimits", False, f"containers ask for nofile={wanted} > host hard limit {hard}",
-                     fix)
+        return Check(
+            "ulimits", False, f"containers ask for nofile={wanted} > host hard limit {hard}", fix
+        )
     return Check("ulimits", True, f"nofile={wanted} (host hard limit {hard})")
 
 
 def _root_check() -> Check:
     if os.geteuid() == 0:
         return Check("root", True, "running as root")
-    return Check("root", False, "the lab runs privileged systemd containers, which need root",
-                 "run kiln lab commands as root (sudo -E kiln lab up)")
+    return Check(
+        "root",
+        False,
+        "the lab runs privileged systemd containers, which need root",
+        "run kiln lab commands as root (sudo -E kiln lab up)",
+    )
 
 
 def apt_cache_available() -> bool:
@@ -95,13 +110,22 @@ def apt_cache_available() -> bool:
 def _apt_cache_check() -> Check:
     if apt_cache_available():
         return Check("apt cache", True, f"apt-cacher-ng on port {APT_CACHE_PORT}", required=False)
-    return Check("apt cache", False, "no apt-cacher-ng: every node downloads its packages",
-                 f"apt-get install -y apt-cacher-ng ({SETUP_HINT})", required=False)
+    return Check(
+        "apt cache",
+        False,
+        "no apt-cacher-ng: every node downloads its packages",
+        f"apt-get install -y apt-cacher-ng ({SETUP_HINT})",
+        required=False,
+    )
 
 
 def _podman_works() -> Check:
-    result = subprocess.run(["podman", "info", "--format", "{{.Host.OCIRuntime.Name}}"],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        ["podman", "info", "--format", "{{.Host.OCIRuntime.Name}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if result.returncode == 0:
         return Check("podman info", True, f"OCI runtime {result.stdout.strip()}")
     detail = " ".join(result.stderr.split())[:200]

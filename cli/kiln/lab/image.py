@@ -47,8 +47,13 @@ def image_name(distro: str) -> str:
 
 def recipe_hash(distro: str) -> str:
     recipe = json.dumps(
-        {"v": RECIPE_VERSION, "distro": distro, "packages": PACKAGES, "masked": MASKED_UNITS,
-         "keygen": _KEYGEN_UNIT},
+        {
+            "v": RECIPE_VERSION,
+            "distro": distro,
+            "packages": PACKAGES,
+            "masked": MASKED_UNITS,
+            "keygen": _KEYGEN_UNIT,
+        },
         sort_keys=True,
     )
     return hashlib.sha256(recipe.encode()).hexdigest()[:16]
@@ -107,17 +112,32 @@ def ensure_image(distro: str, log: Callable[[str], None], rebuild: bool = False)
     log(f"building node image {name} with debootstrap (once; about a minute)")
     with tempfile.TemporaryDirectory(prefix="kiln-rootfs-") as tmp:
         root = Path(tmp) / "root"
-        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-               distro, str(root), mirror()]
+        cmd = [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(PACKAGES)}",
+            distro,
+            str(root),
+            mirror(),
+        ]
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if result.returncode != 0:
-            lines = [ln for ln in (result.stdout + result.stderr).splitlines() if ln.startswith("E:")]
+            lines = [
+                ln for ln in (result.stdout + result.stderr).splitlines() if ln.startswith("E:")
+            ]
             detail = lines[-1] if lines else f"rc={result.returncode}"
             raise KilnError(f"debootstrap {distro} failed: {detail}", ExitCode.FAILED)
         _configure_rootfs(root, distro)
         tarball = Path(tmp) / "rootfs.tar"
         subprocess.run(["tar", "-C", str(root), "-cf", str(tarball), "."], check=True)
         shutil.rmtree(root, ignore_errors=True)
-        podman("import", "--change", 'CMD=["/sbin/init"]',
-               "--change", f"LABEL={RECIPE_LABEL}={recipe_hash(distro)}", str(tarball), name)
+        podman(
+            "import",
+            "--change",
+            'CMD=["/sbin/init"]',
+            "--change",
+            f"LABEL={RECIPE_LABEL}={recipe_hash(distro)}",
+            str(tarball),
+            name,
+        )
     return name

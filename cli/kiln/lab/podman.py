@@ -9,13 +9,13 @@ from kiln.errors import ExitCode, KilnError
 
 def podman(*args: str, check: bool = True, stdin: bytes | None = None) -> str:
     try:
-        result = subprocess.run(
-            ["podman", *args], input=stdin, capture_output=True, check=False
-        )
+        result = subprocess.run(["podman", *args], input=stdin, capture_output=True, check=False)
     except FileNotFoundError:
         raise KilnError("podman is not installed (run `kiln lab doctor`)") from None
     if check and result.returncode != 0:
-        detail = " ".join(result.stderr.decode(errors="replace").split()) or f"rc={result.returncode}"
+        detail = (
+            " ".join(result.stderr.decode(errors="replace").split()) or f"rc={result.returncode}"
+        )
         raise KilnError(f"podman {args[0]} failed: {detail}", ExitCode.FAILED)
     return result.stdout.decode(errors="replace")
 
@@ -23,9 +23,12 @@ def podman(*args: str, check: bool = True, stdin: bytes | None = None) -> str:
 def exists(kind: str, name: str) -> bool:
     """kind: container, network or image."""
     verb = {"container": "container", "network": "network", "image": "image"}[kind]
-    return subprocess.run(
-        ["podman", verb, "exists", name], capture_output=True, check=False
-    ).returncode == 0
+    return (
+        subprocess.run(
+            ["podman", verb, "exists", name], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
 
 
 def inspect(kind: str, name: str) -> dict[str, Any] | None:

@@ -1,0 +1,189 @@
+"""The `kiln` process: help, version, and every bad-input path the issue names."""
+
+import subprocess
+import sys
+
+import click
+import pytest
+import yaml
+
+from kiln.cli import COMMANDS, LazyGroup, cli
+from kiln.errors import ExitCode
+from tests.conftest import cluster_inventory, run_kiln
+
+
+def all_command_paths() -> list[list[str]]:
+    paths = []
+
+    def walk(command: click.Command, prefix: list[str]) -> None:
+        paths.append(prefix)
+        if isinstance(command, click.Group):
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                walk(command.get_command(ctx, name), [*prefix, name])
+
+    walk(cli, [])
+    return paths
+
+
+@pytest.mark.parametrize("path", all_command_paths(), ids=lambda p: " ".join(p) or "kiln")
+def test_help_on_every_command(path):
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+
+
+def test_help_imports_no_heavy_module():
+    # `kiln --help` must stay fast: nothing heavy may be imported to print it.
+    code = (
+        "import sys; from kiln.cli import main; sys.argv=['kiln','--help'];\n"
+        "try: main()\nexcept SystemExit: pass\n"
+        "heavy = [m for m in ('ansible', 'ansible_runner', 'rich', 'pydantic', 'yaml') "
+        "if m in sys.modules]; print('HEAVY', heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    assert "HEAVY []" in out
+
+
+def test_command_table_lists_real_commands():
+    group = LazyGroup()
+    ctx = click.Context(cli)
+    assert all(group.get_command(ctx, name) is not None for name in COMMANDS)
+
+
+def test_version():
+    result = run_kiln("--version")
+    assert result.returncode == 0
+    assert result.stdout.startswith("kiln, version ")
+
+
+def assert_bad_input(result, message: str) -> None:
+    assert result.returncode == ExitCode.BAD_INPUT, result.stderr
+    assert result.stderr.strip() == f"kiln: error: {message}"
+    assert "Traceback" not in result.stderr
+
+
+def test_inventory_path_that_does_not_exist(tmp_path, state_dir):
+    result = run_kiln("provision", "-i", str(tmp_path / "missing"))
+    assert_bad_input(result, f"inventory not found: {tmp_path / 'missing'}")
+    assert not (state_dir / "runs").exists(), "nothing ran"
+
+
+def test_default_inventory_comes_from_the_environment(tmp_path):
+    result = run_kiln("inventory", "check", env={"KILN_INVENTORY": str(tmp_path / "env-inv")})
+    assert_bad_input(result, f"inventory not found: {tmp_path / 'env-inv'}")
+
+
+def test_yaml_that_does_not_parse(write_inventory, state_dir):
+    inv = write_inventory("all:\n  children: [\n")
+    result = run_kiln("provision", "-i", str(inv))
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert result.stderr.startswith("kiln: error: hosts.yml:3: YAML does not parse:")
+    assert not (state_dir / "runs").exists()
+
+
+def test_no_controller_group(write_inventory):
+    hosts = cluster_inventory()
+    del hosts["all"]["children"]["slurm_controller"]
+    result = run_kiln("inventory", "check", "-i", str(write_inventory(hosts)))
+    assert_bad_input(result, "inventory: no slurm_controller group (expected 1 host, or 2 for a backup)")
+
+
+def test_three_controllers(write_inventory, state_dir):
+    hosts = cluster_inventory(controllers=("a", "b", "c"))
+    result = run_kiln("provision", "-i", str(write_inventory(hosts)))
+    assert_bad_input(
+        result,
+        "inventory: slurm_controller has 3 hosts (a, b, c); expected 1, or 2 for a backup controller",
+    )
+    assert not (state_dir / "runs").exists()
+
+
+def test_empty_compute_group(write_inventory):
+    hosts = cluster_inventory()
+    hosts["all"]["children"]["slurm_compute"]["hosts"] = None
+    result = run_kiln("provision", "-i", str(write_inventory(hosts)))
+    assert_bad_input(result, "inventory: slurm_compute is empty (expected at least 1 host)")
+
+
+def test_kiln_variable_of_the_wrong_type(write_inventory, state_dir):
+    inv = write_inventory(files={"group_vars/all.yml": {"base_chrony_enabled": "sometimes"}})
+    result = run_kiln("provision", "-i", str(inv))
+    assert_bad_input(
+        result,
+        "group_vars/all.yml: base_chrony_enabled must be true or false,"
+        " got a string 'sometimes' (role base)",
+    )
+    assert not (state_dir / "runs").exists()
+
+
+def test_inventory_check_prints_what_it_found(write_inventory):
+    hosts = cluster_inventory()
+    hosts["all"]["children"]["storage"] = {"hosts": {"nfs1": {"ansible_host": "10.0.0.5"}}}
+    result = run_kiln("inventory", "check", "-i", str(write_inventory(hosts)), "--json")
+    assert result.returncode == 0
+    found = yaml.safe_load(result.stdout)
+    assert found["groups"]["slurm_compute"] == ["gpu001", "gpu002"]
+    assert found["hosts"]["nfs1"] == {"address": "10.0.0.5", "roles": ["storage"]}
+
+
+def test_unknown_playbook(write_inventory):
+    result = run_kiln("run", "nosuch", "-i", str(write_inventory()))
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert result.stderr.startswith("kiln: error: no playbook 'nosuch' in Kiln (available: ")
+
+
+def test_bad_extra_vars(write_inventory):
+    result = run_kiln("provision", "-i", str(write_inventory()), "-e", "novalue")
+    assert_bad_input(result, "-e 'novalue': expected KEY=VALUE or @FILE")
+
+
+def test_unknown_option_is_bad_input():
+    result = run_kiln("provision", "--frobnicate")
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert "No such option '--frobnicate'" in result.stderr
+
+
+def test_runs_show_unknown_run():
+    result = run_kiln("runs", "show", "nope")
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert result.stderr.startswith("kiln: error: no run 'nope' in ")
+
+
+def test_lab_up_without_podman(tmp_path):
+    # A PATH holding nothing but this Python: podman, debootstrap and ssh are all absent.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    result = run_kiln("lab", "up", env={"PATH": str(bin_dir)})
+    assert result.returncode == ExitCode.BAD_INPUT
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "podman is not installed: apt-get install -y podman" in lines[0] or (
+        "need root" in lines[0]
+    )
+
+
+def test_lab_doctor_lists_the_fix_for_each_gap(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    result = run_kiln("lab", "doctor", env={"PATH": str(bin_dir)})
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert "debootstrap is not installed" in result.stdout
+    assert "fix:" in result.stdout
+    assert "apt-get install -y debootstrap" in result.stdout
+
+
+def test_lab_commands_on_a_lab_that_is_not_up():
+    result = run_kiln("lab", "status", "--name", "nolab")
+    assert_bad_input(result, "no lab named 'nolab' is up (run `kiln lab up`)")
+    result = run_kiln("lab", "ssh", "--name", "nolab", "compute01")
+    assert_bad_input(result, "no lab named 'nolab' is up (run `kiln lab up`)")
+
+
+def test_lab_rejects_a_bad_name():
+    result = run_kiln("lab", "up", "--name", "bad_name!")
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert "lab name 'bad_name!'" in result.stderr

@@ -1,0 +1,91 @@
+"""The lab end to end: up, provision, re-provision with changed=0, an unreachable
+node, down. Real containers, real SSH, real Ansible; several minutes."""
+
+import json
+import subprocess
+
+import pytest
+
+from kiln.errors import ExitCode
+from tests.conftest import run_kiln
+
+pytestmark = pytest.mark.e2e
+LAB = "e2e"
+
+
+def provision(inventory: str, *extra: str) -> tuple[int, dict]:
+    result = run_kiln("provision", "-i", inventory, "--json", *extra, timeout=1200)
+    assert result.stdout, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    import os
+
+    # One state dir for the module: the lab outlives each test's own state dir.
+    state = tmp_path_factory.mktemp("e2e-state")
+    os.environ["KILN_STATE_DIR"] = str(state)
+    result = run_kiln("lab", "up", "--name", LAB, timeout=900)
+    assert result.returncode == 0, result.stderr
+    inventory = result.stdout.strip().splitlines()[-1].removeprefix("inventory: ")
+    yield inventory.removesuffix("/hosts.yml")
+    run_kiln("lab", "down", "--name", LAB, timeout=300)
+
+
+@pytest.fixture(autouse=True)
+def state_dir(lab):
+    """Overrides the per-test state dir: these tests share the lab's."""
+
+
+def test_provision_then_reprovision_changes_nothing(lab):
+    code, first = provision(lab)
+    assert code == ExitCode.OK, first["failures"]
+    assert sorted(first["hosts"]) == [f"{LAB}-compute01", f"{LAB}-compute02",
+                                      f"{LAB}-controller", f"{LAB}-storage"]
+    assert all(h["changed"] > 0 for h in first["hosts"].values())
+    code, second = provision(lab)
+    assert code == ExitCode.OK
+    assert {h: c["changed"] for h, c in second["hosts"].items()} == dict.fromkeys(first["hosts"], 0)
+
+
+def test_nodes_are_provisioned_for_real(lab):
+    ssh = run_kiln("lab", "ssh", "--name", LAB, "compute01", "--",
+                   "cat /etc/ansible/facts.d/kiln.fact; getent hosts e2e-controller; chronyc -n sources")
+    assert ssh.returncode == 0, ssh.stderr
+    fact = json.loads(ssh.stdout[: ssh.stdout.index("}") + 1])
+    assert fact["kiln_version"]
+    assert "e2e-controller" in ssh.stdout
+    controller_ip = ssh.stdout.split("e2e-controller")[0].split()[-1]
+    assert controller_ip in ssh.stdout.split("e2e-controller", 1)[1]  # its time source
+
+
+def test_unreachable_node_is_reported_and_the_rest_provisioned(lab):
+    subprocess.run(["podman", "stop", "--time", "1", f"{LAB}-compute02"], check=True,
+                   capture_output=True)
+    try:
+        code, report = provision(lab)
+        assert code == ExitCode.HOSTS_FAILED
+        assert report["hosts"][f"{LAB}-compute02"]["unreachable"] == 1
+        assert report["hosts"][f"{LAB}-compute01"]["failed"] == 0
+        assert report["hosts"][f"{LAB}-compute01"]["ok"] > 5
+        assert [f["host"] for f in report["failures"]] == [f"{LAB}-compute02"]
+    finally:
+        assert run_kiln("lab", "up", "--name", LAB, timeout=600).returncode == 0
+
+
+def test_status_and_up_again_are_safe(lab):
+    status = run_kiln("lab", "status", "--name", LAB, "--json")
+    assert status.returncode == 0, status.stdout
+    nodes = json.loads(status.stdout)["nodes"]
+    assert {n["role"] for n in nodes} == {"controller", "compute", "storage"}
+    assert all(n["state"] == "running" and n["ssh"] for n in nodes)
+
+
+def test_down_removes_everything(lab):
+    assert run_kiln("lab", "down", "--name", LAB, timeout=300).returncode == 0
+    left = subprocess.run(["podman", "ps", "-a", "--filter", f"label=io.kiln.lab={LAB}",
+                           "--format", "{{.Names}}"], capture_output=True, text=True).stdout
+    assert left.strip() == ""
+    assert subprocess.run(["podman", "network", "exists", f"kiln-{LAB}"]).returncode != 0
+    assert not (__import__("pathlib").Path(lab) / "hosts.yml").exists()

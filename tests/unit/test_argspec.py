@@ -1,0 +1,44 @@
+from kiln import argspec, paths
+
+
+def errors(name, value, spec):
+    return list(argspec.check_value(name, value, spec))
+
+
+def test_catalogue_reads_the_roles_argument_specs():
+    catalogue = argspec.load_catalogue(paths.roles_dir())
+    assert catalogue["base_packages"].role == "base"
+    assert catalogue["base_packages"].spec["type"] == "list"
+
+
+def test_types():
+    assert errors("x", "curl", {"type": "list"}) == ["x must be a list, got a string 'curl'"]
+    assert errors("x", 3, {"type": "bool"}) == ["x must be true or false, got an integer 3"]
+    assert errors("x", True, {"type": "int"}) == ["x must be an integer, got a boolean True"]
+    assert errors("x", 3, {"type": "int"}) == []
+    assert errors("x", 3, {"type": "str"}) == []  # Ansible stringifies numbers too
+    assert errors("x", ["a"], {"type": "dict"}) == ["x must be a mapping, got a list ['a']"]
+
+
+def test_templates_are_left_to_ansible():
+    assert errors("x", "{{ groups['all'] }}", {"type": "list"}) == []
+
+
+def test_choices_and_list_elements():
+    spec = {"type": "list", "elements": "str", "choices": ["a", "b"]}
+    assert errors("x", ["a", "c"], spec) == ["x[1] must be one of a, b, got 'c'"]
+    assert errors("x", ["a", 5.5, []], {"type": "list", "elements": "str"}) == [
+        "x[2] must be a string, got a list []"
+    ]
+
+
+def test_list_of_dicts_checks_keys_and_required():
+    spec = argspec.load_catalogue(paths.roles_dir())["base_limits"].spec
+    good = [{"domain": "*", "type": "-", "item": "nofile", "value": 1024}]
+    assert errors("base_limits", good, spec) == []
+    bad = [{"domain": "*", "type": "both", "item": "nofile", "valu": 1}]
+    assert errors("base_limits", bad, spec) == [
+        "base_limits[0].valu is not a known key (known: domain, item, type, value)",
+        "base_limits[0].type must be one of soft, hard, -, got 'both'",
+        "base_limits[0].value is required",
+    ]

@@ -1,0 +1,144 @@
+"""Inventory loading and every validation case the Foundation issue names."""
+
+import pytest
+
+from kiln import inventory
+from kiln.errors import ExitCode, InputError
+from tests.conftest import cluster_inventory
+
+
+def load_error(path) -> str:
+    with pytest.raises(InputError) as info:
+        inventory.load(path)
+    assert info.value.exit_code == ExitCode.BAD_INPUT
+    return info.value.message
+
+
+def test_loads_groups_hosts_and_roles(write_inventory):
+    hosts = cluster_inventory(compute=("gpu[001:003]",))
+    hosts["all"]["children"]["slurm_login"] = {"hosts": {"login1": None}}
+    spec = inventory.load(write_inventory(hosts))
+    assert spec.group("slurm_compute") == ["gpu001", "gpu002", "gpu003"]
+    assert spec.kiln_roles("ctl1") == ["slurm_controller"]
+    assert spec.kiln_roles("login1") == ["slurm_login"]
+    assert sorted(spec.hosts) == ["ctl1", "gpu001", "gpu002", "gpu003", "login1"]
+
+
+def test_variable_precedence_all_then_group_then_host(write_inventory):
+    hosts = cluster_inventory(host_vars={"gpu002": {"base_apt_proxy": "http://host"}})
+    spec = inventory.load(write_inventory(hosts, {
+        "group_vars/all.yml": {"base_apt_proxy": "http://all", "base_set_hostname": True},
+        "group_vars/slurm_compute/apt.yml": {"base_apt_proxy": "http://compute"},
+    }))
+    assert spec.hosts["ctl1"].vars["base_apt_proxy"] == "http://all"
+    assert spec.hosts["gpu001"].vars["base_apt_proxy"] == "http://compute"
+    assert spec.hosts["gpu002"].vars["base_apt_proxy"] == "http://host"
+
+
+def test_accepts_hosts_yml_path_directly(write_inventory):
+    directory = write_inventory()
+    assert inventory.load(directory / "hosts.yml").path == directory
+
+
+def test_missing_path(tmp_path):
+    assert load_error(tmp_path / "nope") == f"inventory not found: {tmp_path / 'nope'}"
+
+
+def test_directory_without_hosts_file(tmp_path):
+    assert "no hosts.yml in this inventory directory" in load_error(tmp_path)
+
+
+def test_yaml_that_does_not_parse_names_file_and_line(write_inventory):
+    directory = write_inventory("all:\n  children:\n    slurm_controller: [unclosed\n")
+    message = load_error(directory)
+    assert message.startswith("hosts.yml:4: YAML does not parse:")
+
+
+def test_bad_yaml_in_group_vars(write_inventory):
+    directory = write_inventory(files={"group_vars/all.yml": "base_packages: [a\nfoo: : :\n"})
+    assert load_error(directory).startswith("group_vars/all.yml:")
+
+
+def test_no_controller_group(write_inventory):
+    hosts = cluster_inventory()
+    del hosts["all"]["children"]["slurm_controller"]
+    assert load_error(write_inventory(hosts)) == (
+        "inventory: no slurm_controller group (expected 1 host, or 2 for a backup)"
+    )
+
+
+def test_three_controllers(write_inventory):
+    hosts = cluster_inventory(controllers=("c1", "c2", "c3"))
+    assert load_error(write_inventory(hosts)) == (
+        "inventory: slurm_controller has 3 hosts (c1, c2, c3);"
+        " expected 1, or 2 for a backup controller"
+    )
+
+
+def test_two_controllers_are_fine(write_inventory):
+    spec = inventory.load(write_inventory(cluster_inventory(controllers=("c1", "c2"))))
+    assert spec.group("slurm_controller") == ["c1", "c2"]
+
+
+def test_empty_compute_group(write_inventory):
+    hosts = cluster_inventory()
+    hosts["all"]["children"]["slurm_compute"] = {"hosts": {}}
+    assert load_error(write_inventory(hosts)) == (
+        "inventory: slurm_compute is empty (expected at least 1 host)"
+    )
+
+
+def test_wrong_type_names_file_variable_and_expectation(write_inventory):
+    directory = write_inventory(files={"group_vars/all/base.yml": {"base_packages": "curl"}})
+    assert load_error(directory) == (
+        "group_vars/all/base.yml: base_packages must be a list, got a string 'curl' (role base)"
+    )
+
+
+def test_wrong_type_in_host_vars_inside_hosts_yml(write_inventory):
+    hosts = cluster_inventory(host_vars={"gpu001": {"base_set_hostname": "maybe"}})
+    assert load_error(write_inventory(hosts)) == (
+        "hosts.yml (host gpu001): base_set_hostname must be true or false,"
+        " got a string 'maybe' (role base)"
+    )
+
+
+def test_every_problem_is_reported_one_per_line(write_inventory):
+    hosts = cluster_inventory(controllers=())
+    hosts["all"]["children"]["slurm_controller"] = {"hosts": {}}
+    directory = write_inventory(hosts, {"host_vars/gpu001.yml": {"base_sysctl": [1]}})
+    lines = load_error(directory).splitlines()
+    assert len(lines) == 2
+    assert lines[1] == "host_vars/gpu001.yml: base_sysctl must be a mapping, got a list [1] (role base)"
+
+
+def test_host_reference_must_exist(write_inventory):
+    directory = write_inventory(files={"group_vars/all.yml": {"base_ntp_server_host": "ntp9"}})
+    assert load_error(directory) == (
+        "group_vars/all.yml: base_ntp_server_host names 'ntp9', which is not a host in the inventory"
+    )
+
+
+def test_stray_group_vars_is_a_warning(write_inventory):
+    directory = write_inventory(files={"group_vars/slurm_comptue.yml": {"base_packages": []}})
+    spec = inventory.load(directory)
+    assert spec.warnings == [
+        "group_vars/slurm_comptue: no group named slurm_comptue in the inventory; ignored"
+    ]
+
+
+def test_unknown_group_keys(write_inventory):
+    hosts = cluster_inventory()
+    hosts["all"]["children"]["slurm_compute"]["host"] = {"x": None}
+    assert "group slurm_compute has unknown keys host" in load_error(write_inventory(hosts))
+
+
+def test_the_lab_settings_validate(write_inventory, tmp_path):
+    import shutil
+
+    from kiln import paths
+
+    directory = write_inventory()
+    shutil.copytree(paths.packaged_lab_settings() / "group_vars", directory / "group_vars",
+                    dirs_exist_ok=True)
+    inventory.load(directory)
