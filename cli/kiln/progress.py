@@ -82,7 +82,8 @@ class LiveDisplay:
             console=console,
         )
         self.bar = self.progress.add_task(title, total=expected_tasks)
-        self.live = Live(console=console, refresh_per_second=8, transient=False)
+        # Transient: the run summary printed afterwards replaces the live view.
+        self.live = Live(console=console, refresh_per_second=8, transient=True)
         self.acc: EventAccumulator | None = None
 
     def __enter__(self) -> "LiveDisplay":
@@ -90,7 +91,6 @@ class LiveDisplay:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.live.update(self._render(final=True))
         self.live.__exit__(None, None, None)
 
     def update(self, event: dict[str, Any], acc: EventAccumulator) -> None:
@@ -101,13 +101,13 @@ class LiveDisplay:
         self.progress.update(self.bar, completed=acc.tasks_started, total=total)
         self.live.update(self._render())
 
-    def _render(self, final: bool = False) -> Group:
+    def _render(self) -> Group:
         table = Table(box=None, pad_edge=False, header_style="bold")
         for column in ("host", "task", "ok", "changed", "failed", "unreachable"):
             table.add_column(column, justify="right" if column not in ("host", "task") else "left")
         if self.acc:
             for host, counts in sorted(self.acc.summary.hosts.items()):
-                task = "" if final else self.acc.current_task.get(host, "")
+                task = self.acc.current_task.get(host, "")
                 table.add_row(
                     host,
                     task[:60],

@@ -88,7 +88,9 @@ def test_no_controller_group(write_inventory):
     hosts = cluster_inventory()
     del hosts["all"]["children"]["slurm_controller"]
     result = run_kiln("inventory", "check", "-i", str(write_inventory(hosts)))
-    assert_bad_input(result, "inventory: no slurm_controller group (expected 1 host, or 2 for a backup)")
+    assert_bad_input(
+        result, "inventory: no slurm_controller group (expected 1 host, or 2 for a backup)"
+    )
 
 
 def test_three_controllers(write_inventory, state_dir):
@@ -96,7 +98,8 @@ def test_three_controllers(write_inventory, state_dir):
     result = run_kiln("provision", "-i", str(write_inventory(hosts)))
     assert_bad_input(
         result,
-        "inventory: slurm_controller has 3 hosts (a, b, c); expected 1, or 2 for a backup controller",
+        "inventory: slurm_controller has 3 hosts (a, b, c);"
+        " expected 1, or 2 for a backup controller",
     )
     assert not (state_dir / "runs").exists()
 

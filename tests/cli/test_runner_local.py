@@ -76,7 +76,11 @@ def test_success_json_and_kept_record(local_inventory, playbook):
     assert report["playbook"] == "checks.yml"
     assert report["failures"] == []
     assert report["hosts"]["local-a"] == {
-        "ok": 3, "changed": 1, "failed": 0, "unreachable": 0, "skipped": 2,
+        "ok": 3,
+        "changed": 1,
+        "failed": 0,
+        "unreachable": 0,
+        "skipped": 2,
     }
     listed = json.loads(run_kiln("runs", "list", "--json").stdout)["runs"]
     assert [r["run"] for r in listed] == [report["run"]]
@@ -94,22 +98,31 @@ def test_a_failed_host_is_summarized_and_the_others_continue(local_inventory, pl
     assert report["hosts"]["local-broken"]["failed"] == 1
     assert report["hosts"]["local-a"]["failed"] == 0
     assert report["hosts"]["local-a"]["ok"] == 3  # ran to the last task
-    assert {"host": "local-broken", "task": "Fail on the broken node",
-            "message": "disk on fire: /dev/nvme0n1 is read-only"} in report["failures"]
+    assert {
+        "host": "local-broken",
+        "task": "Fail on the broken node",
+        "message": "disk on fire: /dev/nvme0n1 is read-only",
+    } in report["failures"]
     loop = next(f for f in report["failures"] if f["host"] == "local-loop")
     assert loop["task"] == "Loop with a failing item"
     assert "non-zero return code" in loop["message"]
 
 
 def test_unreachable_host_is_named_and_exit_4(local_inventory, playbook):
-    ghost = {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "root",
-             "ansible_ssh_common_args": "-o ConnectTimeout=3"}
+    ghost = {
+        "ansible_host": "127.0.0.1",
+        "ansible_port": 1,
+        "ansible_user": "root",
+        "ansible_ssh_common_args": "-o ConnectTimeout=3",
+    }
     inv = local_inventory({"local-a": LOCAL, "ghost01": ghost})
     result = run_kiln("run", playbook, "-i", inv)
     assert result.returncode == ExitCode.HOSTS_FAILED
     # Plain output without a terminal: one line per event, then the summary.
     assert "changed     local-a  Make a change" in result.stdout
-    assert "unreachable ghost01: Make a change: Failed to connect to the host via ssh" in result.stdout
+    assert (
+        "unreachable ghost01: Make a change: Failed to connect to the host via ssh" in result.stdout
+    )
     assert "exit=4" in result.stdout
     shown = json.loads(run_kiln("runs", "show", "latest", "--json").stdout)
     assert shown["hosts"]["ghost01"]["unreachable"] == 1
@@ -127,14 +140,26 @@ def test_playbook_error_outside_hosts_exits_1(local_inventory, tmp_path):
 
 def test_ctrl_c_exits_130_and_keeps_the_record(local_inventory, tmp_path, state_dir):
     slow = tmp_path / "slow.yml"
-    slow.write_text(yaml.safe_dump([{
-        "name": "Slow", "hosts": "all", "gather_facts": False,
-        "tasks": [{"name": "Wait", "ansible.builtin.command": "sleep 60"}],
-    }]))
+    slow.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Slow",
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "tasks": [{"name": "Wait", "ansible.builtin.command": "sleep 60"}],
+                }
+            ]
+        )
+    )
     inv = local_inventory({"local-a": LOCAL})
-    proc = subprocess.Popen([sys.executable, "-m", "kiln", "run", str(slow), "-i", inv],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ.copy())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kiln", "run", str(slow), "-i", inv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
     deadline = time.monotonic() + 60
     events = lambda: list(state_dir.glob("runs/*/artifacts/ansible/job_events/*.json"))  # noqa: E731
     while time.monotonic() < deadline and not any("runner_on_start" in p.name for p in events()):

@@ -41,8 +41,12 @@ def state_dir(lab):
 def test_provision_then_reprovision_changes_nothing(lab):
     code, first = provision(lab)
     assert code == ExitCode.OK, first["failures"]
-    assert sorted(first["hosts"]) == [f"{LAB}-compute01", f"{LAB}-compute02",
-                                      f"{LAB}-controller", f"{LAB}-storage"]
+    assert sorted(first["hosts"]) == [
+        f"{LAB}-compute01",
+        f"{LAB}-compute02",
+        f"{LAB}-controller",
+        f"{LAB}-storage",
+    ]
     assert all(h["changed"] > 0 for h in first["hosts"].values())
     code, second = provision(lab)
     assert code == ExitCode.OK
@@ -50,8 +54,15 @@ def test_provision_then_reprovision_changes_nothing(lab):
 
 
 def test_nodes_are_provisioned_for_real(lab):
-    ssh = run_kiln("lab", "ssh", "--name", LAB, "compute01", "--",
-                   "cat /etc/ansible/facts.d/kiln.fact; getent hosts e2e-controller; chronyc -n sources")
+    ssh = run_kiln(
+        "lab",
+        "ssh",
+        "--name",
+        LAB,
+        "compute01",
+        "--",
+        "cat /etc/ansible/facts.d/kiln.fact; getent hosts e2e-controller; chronyc -n sources",
+    )
     assert ssh.returncode == 0, ssh.stderr
     fact = json.loads(ssh.stdout[: ssh.stdout.index("}") + 1])
     assert fact["kiln_version"]
@@ -61,8 +72,9 @@ def test_nodes_are_provisioned_for_real(lab):
 
 
 def test_unreachable_node_is_reported_and_the_rest_provisioned(lab):
-    subprocess.run(["podman", "stop", "--time", "1", f"{LAB}-compute02"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["podman", "stop", "--time", "1", f"{LAB}-compute02"], check=True, capture_output=True
+    )
     try:
         code, report = provision(lab)
         assert code == ExitCode.HOSTS_FAILED
@@ -84,8 +96,11 @@ def test_status_and_up_again_are_safe(lab):
 
 def test_down_removes_everything(lab):
     assert run_kiln("lab", "down", "--name", LAB, timeout=300).returncode == 0
-    left = subprocess.run(["podman", "ps", "-a", "--filter", f"label=io.kiln.lab={LAB}",
-                           "--format", "{{.Names}}"], capture_output=True, text=True).stdout
+    left = subprocess.run(
+        ["podman", "ps", "-a", "--filter", f"label=io.kiln.lab={LAB}", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+    ).stdout
     assert left.strip() == ""
     assert subprocess.run(["podman", "network", "exists", f"kiln-{LAB}"]).returncode != 0
     assert not (__import__("pathlib").Path(lab) / "hosts.yml").exists()

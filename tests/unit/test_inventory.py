@@ -26,10 +26,15 @@ def test_loads_groups_hosts_and_roles(write_inventory):
 
 def test_variable_precedence_all_then_group_then_host(write_inventory):
     hosts = cluster_inventory(host_vars={"gpu002": {"base_apt_proxy": "http://host"}})
-    spec = inventory.load(write_inventory(hosts, {
-        "group_vars/all.yml": {"base_apt_proxy": "http://all", "base_set_hostname": True},
-        "group_vars/slurm_compute/apt.yml": {"base_apt_proxy": "http://compute"},
-    }))
+    spec = inventory.load(
+        write_inventory(
+            hosts,
+            {
+                "group_vars/all.yml": {"base_apt_proxy": "http://all", "base_set_hostname": True},
+                "group_vars/slurm_compute/apt.yml": {"base_apt_proxy": "http://compute"},
+            },
+        )
+    )
     assert spec.hosts["ctl1"].vars["base_apt_proxy"] == "http://all"
     assert spec.hosts["gpu001"].vars["base_apt_proxy"] == "http://compute"
     assert spec.hosts["gpu002"].vars["base_apt_proxy"] == "http://host"
@@ -109,13 +114,17 @@ def test_every_problem_is_reported_one_per_line(write_inventory):
     directory = write_inventory(hosts, {"host_vars/gpu001.yml": {"base_sysctl": [1]}})
     lines = load_error(directory).splitlines()
     assert len(lines) == 2
-    assert lines[1] == "host_vars/gpu001.yml: base_sysctl must be a mapping, got a list [1] (role base)"
+    assert (
+        lines[1]
+        == "host_vars/gpu001.yml: base_sysctl must be a mapping, got a list [1] (role base)"
+    )
 
 
 def test_host_reference_must_exist(write_inventory):
     directory = write_inventory(files={"group_vars/all.yml": {"base_ntp_server_host": "ntp9"}})
     assert load_error(directory) == (
-        "group_vars/all.yml: base_ntp_server_host names 'ntp9', which is not a host in the inventory"
+        "group_vars/all.yml: base_ntp_server_host names 'ntp9',"
+        " which is not a host in the inventory"
     )
 
 
@@ -139,6 +148,20 @@ def test_the_lab_settings_validate(write_inventory, tmp_path):
     from kiln import paths
 
     directory = write_inventory()
-    shutil.copytree(paths.packaged_lab_settings() / "group_vars", directory / "group_vars",
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        paths.packaged_lab_settings() / "group_vars", directory / "group_vars", dirs_exist_ok=True
+    )
     inventory.load(directory)
+
+
+def test_example_inventories_validate():
+    from kiln import paths
+
+    examples = sorted((paths.content_root() / "inventories" / "examples").iterdir())
+    assert examples
+    for example in examples:
+        spec = inventory.load(example)
+        assert spec.group("slurm_compute"), example
+    spec = inventory.load(paths.content_root() / "inventories" / "examples" / "h100-2su")
+    assert len(spec.group("slurm_compute")) == 64
+    assert spec.hosts["gpu040"].groups == ["slurm_compute", "su2"]

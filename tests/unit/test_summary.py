@@ -52,8 +52,10 @@ def test_failure_message_variants():
     )
     censored = {"censored": "the output has been hidden due to the fact that 'no_log: true'"}
     assert "hidden" in failure_message(censored)
-    looped = {"msg": "One or more items failed", "results": [
-        {"failed": False, "msg": "fine"}, {"failed": True, "msg": "item two broke"}]}
+    looped = {
+        "msg": "One or more items failed",
+        "results": [{"failed": False, "msg": "fine"}, {"failed": True, "msg": "item two broke"}],
+    }
     assert failure_message(looped) == "item two broke"
     assert failure_message({}) == "failed without a message"
     assert len(failure_message({"msg": "x" * 1000})) == 400

@@ -178,26 +178,23 @@ def _authorize_key(node: LabNode, key: Path) -> None:
     )
 
 
+def _ssh_answers(node: LabNode, key: Path, timeout: float) -> bool:
+    """sshd is listening and accepts the lab key."""
+    try:
+        with socket.create_connection((node.address, 22), timeout=min(timeout, 2)):
+            pass
+        argv = ["ssh", "-i", str(key), *SSH_OPTIONS, f"root@{node.address}", "true"]
+        done = subprocess.run(argv, capture_output=True, check=False, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 def _wait_for_ssh(lab: LabPlan, key: Path, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     pending = list(lab.nodes)
     while pending and time.monotonic() < deadline:
-        node = pending[0]
-        try:
-            with socket.create_connection((node.address, 22), timeout=2):
-                pass
-            ok = (
-                subprocess.run(
-                    ["ssh", "-i", str(key), *SSH_OPTIONS, f"root@{node.address}", "true"],
-                    capture_output=True,
-                    check=False,
-                    timeout=15,
-                ).returncode
-                == 0
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            ok = False
-        if ok:
+        if _ssh_answers(pending[0], key, timeout=15):
             pending.pop(0)
         else:
             time.sleep(1)
@@ -320,20 +317,7 @@ def status(name: str) -> list[NodeStatus]:
     for node in lab.nodes:
         info = inspect("container", node.name)
         state = (info or {}).get("State", {}).get("Status", "missing")
-        try:
-            with socket.create_connection((node.address, 22), timeout=1):
-                ssh = (
-                    subprocess.run(
-                        ["ssh", "-i", str(key), *SSH_OPTIONS, f"root@{node.address}", "true"],
-                        capture_output=True,
-                        check=False,
-                        timeout=10,
-                    ).returncode
-                    == 0
-                )
-        except (OSError, subprocess.TimeoutExpired):
-            ssh = False
-        result.append(NodeStatus(node, state, ssh))
+        result.append(NodeStatus(node, state, _ssh_answers(node, key, timeout=10)))
     return result
 
 

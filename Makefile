@@ -1,0 +1,44 @@
+# The two commands of the README: `make lab` and `make test`. Everything else here
+# is a step of one of them.
+VENV := .venv
+KILN := $(VENV)/bin/kiln
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: lab test prereqs venv lint unit molecule e2e lab-down
+
+## Bring up the local lab cluster and provision it.
+lab: prereqs venv
+	$(KILN) lab up
+	$(KILN) provision
+
+## Run every test: lint, unit and CLI tests, Molecule scenarios, the lab end to end.
+test: prereqs venv lint unit molecule e2e
+
+prereqs:
+	scripts/setup-host.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+lint: venv
+	ruff check cli tests bench
+	ruff format --check cli tests bench
+	yamllint --strict .
+	ansible-lint
+
+unit: venv
+	pytest tests/unit tests/cli
+
+molecule: prereqs venv
+	scripts/molecule.sh
+
+e2e: prereqs venv
+	pytest tests/e2e
+
+lab-down: venv
+	$(KILN) lab down
