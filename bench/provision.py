@@ -20,8 +20,9 @@ LAB = "bench"
 
 
 def kiln(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kiln", *args], capture_output=True, text=True,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "kiln", *args], capture_output=True, text=True, check=False
+    )
 
 
 def timed(*args: str) -> tuple[float, subprocess.CompletedProcess]:
@@ -37,8 +38,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true")
     options = parser.parse_args()
 
-    up_s, up = timed("lab", "up", "--name", LAB, "--compute", str(options.compute),
-                     "--distro", options.distro)
+    up_s, up = timed(
+        "lab", "up", "--name", LAB, "--compute", str(options.compute), "--distro", options.distro
+    )
     if up.returncode != 0:
         sys.exit(f"lab up failed: {up.stderr.strip()}")
     inventory = up.stdout.strip().splitlines()[-1].removeprefix("inventory: ")
@@ -51,8 +53,12 @@ def main() -> None:
         figures[f"{label}_exit"] = run.returncode
     if not options.keep:
         kiln("lab", "down", "--name", LAB)
-    figures.update(nodes=options.compute + 2, distro=options.distro, cpus=os.cpu_count(),
-                   host=platform.platform())
+    figures.update(
+        nodes=options.compute + 2,
+        distro=options.distro,
+        cpus=os.cpu_count(),
+        host=platform.platform(),
+    )
     print(json.dumps(figures, indent=2))
 
 

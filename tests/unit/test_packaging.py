@@ -12,26 +12,50 @@ from tests.conftest import REPO
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out), str(REPO)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return next(out.glob("kiln-*.whl"))
 
 
 def test_wheel_ships_playbooks_roles_and_lab_settings(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for expected in ("kiln/ansible/ansible.cfg", "kiln/ansible/playbooks/site.yml",
-                     "kiln/ansible/roles/base/tasks/main.yml",
-                     "kiln/ansible/roles/base/meta/argument_specs.yml",
-                     "kiln/ansible/inventories/lab/group_vars/all/kiln.yml", "kiln/cli.py"):
+    for expected in (
+        "kiln/ansible/ansible.cfg",
+        "kiln/ansible/playbooks/site.yml",
+        "kiln/ansible/roles/base/tasks/main.yml",
+        "kiln/ansible/roles/base/meta/argument_specs.yml",
+        "kiln/ansible/inventories/lab/group_vars/all/kiln.yml",
+        "kiln/cli.py",
+    ):
         assert expected in names
     assert not any("hosts.yml" in n and "inventories/lab" in n for n in names)
 
 
 def test_installed_wheel_finds_its_own_content(wheel, tmp_path):
     zipfile.ZipFile(wheel).extractall(tmp_path / "site")
-    code = ("from kiln import paths; print(paths.content_root()); print(paths.is_checkout());"
-            "print(paths.lab_inventory_dir())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={"PYTHONPATH": str(tmp_path / "site"), "KILN_STATE_DIR": "/st"},
-                         check=True).stdout.split()
+    code = (
+        "from kiln import paths; print(paths.content_root()); print(paths.is_checkout());"
+        "print(paths.lab_inventory_dir())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path / "site"), "KILN_STATE_DIR": "/st"},
+        check=True,
+    ).stdout.split()
     assert out == [str(tmp_path / "site/kiln/ansible"), "False", "/st/lab/kiln/inventory"]
