@@ -38,6 +38,22 @@ def state_dir(lab):
     """Overrides the per-test state dir: these tests share the lab's."""
 
 
+def test_check_mode_on_raw_nodes_changes_nothing(lab):
+    # `kiln drift` will rely on this: a dry run against raw nodes must not fail.
+    code, report = provision(lab, "--check")
+    assert code == ExitCode.OK, report["failures"]
+    fact = run_kiln(
+        "lab",
+        "ssh",
+        "--name",
+        LAB,
+        "compute01",
+        "--",
+        "test ! -e /etc/ansible/facts.d/kiln.fact && test ! -e /usr/bin/jq",
+    )
+    assert fact.returncode == 0, "check mode changed a node"
+
+
 def test_provision_then_reprovision_changes_nothing(lab):
     code, first = provision(lab)
     assert code == ExitCode.OK, first["failures"]
