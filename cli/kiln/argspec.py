@@ -47,6 +47,13 @@ def is_template(value: Any) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
+def is_opaque(value: Any) -> bool:
+    """A value Kiln cannot look into before Ansible runs: a template or a vault secret."""
+    from kiln.inventory import VaultValue
+
+    return is_template(value) or isinstance(value, VaultValue)
+
+
 def _type_ok(kind: str, value: Any) -> bool:
     match kind:
         case "str" | "path":
@@ -68,7 +75,7 @@ def _type_ok(kind: str, value: Any) -> bool:
 
 def check_value(name: str, value: Any, spec: dict[str, Any]) -> Iterator[str]:
     """Yield one message per problem, each naming the variable (dotted for nesting)."""
-    if is_template(value) or (value is None and not spec.get("required")):
+    if is_opaque(value) or (value is None and not spec.get("required")):
         return
     kind = spec.get("type", "str")
     if not _type_ok(kind, value):

@@ -105,9 +105,25 @@ def _find_inventory_file(path: Path) -> Path:
     raise InputError(f"{path}: no hosts.yml in this inventory directory{hint}")
 
 
+class VaultValue(str):
+    """An `!vault` encrypted value: Ansible decrypts it at run time; Kiln only sees
+    that it is there (its type is a string, its content unknown)."""
+
+
+class _InventoryLoader(yaml.SafeLoader):
+    pass
+
+
+_InventoryLoader.add_constructor(
+    "!vault", lambda loader, node: VaultValue(loader.construct_scalar(node))
+)
+_InventoryLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
 def _parse_yaml(path: Path, label: str) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        # A SafeLoader that also knows Ansible's !vault and !unsafe tags.
+        return yaml.load(path.read_text(), Loader=_InventoryLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{label}:{mark.line + 1}" if mark else label

@@ -165,3 +165,14 @@ def test_example_inventories_validate():
     spec = inventory.load(paths.content_root() / "inventories" / "examples" / "h100-2su")
     assert len(spec.group("slurm_compute")) == 64
     assert spec.hosts["gpu040"].groups == ["slurm_compute", "su2"]
+
+
+def test_vault_encrypted_values_load_and_are_not_judged(write_inventory):
+    vaulted = (
+        "base_apt_proxy: !vault |\n"
+        "  $ANSIBLE_VAULT;1.1;AES256\n"
+        "  6162636465666768696a6b6c6d6e6f70\n"
+        "base_packages: !unsafe '{{ not a template }}'\n"
+    )
+    spec = inventory.load(write_inventory(files={"group_vars/all.yml": vaulted}))
+    assert isinstance(spec.hosts["gpu001"].vars["base_apt_proxy"], inventory.VaultValue)
