@@ -19,6 +19,7 @@ COMMANDS = {
     "inventory": ("kiln.commands.inventory", "inventory", "Check an inventory."),
     "lab": ("kiln.commands.lab", "lab", "The local podman lab cluster."),
     "runs": ("kiln.commands.runs", "runs", "List and show past runs."),
+    "topology": ("kiln.commands.topology", "topology", "Generate Slurm topology."),
 }
 
 

@@ -1,7 +1,6 @@
 """`kiln provision` and `kiln run PLAYBOOK`: run a playbook against a validated inventory."""
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +8,7 @@ import click
 import yaml
 
 from kiln import inventory, render
+from kiln.commands import stack
 from kiln.errors import InputError
 
 
@@ -33,34 +33,28 @@ def parse_extravars(items: tuple[str, ...]) -> dict[str, Any]:
     return extravars
 
 
-def playbook_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option(
-            "-i",
-            "--inventory",
-            "inventory_path",
-            type=click.Path(path_type=Path),
-            help="Inventory directory or hosts.yml (default: $KILN_INVENTORY, else the lab).",
-        ),
-        click.option("-l", "--limit", help="Only these hosts (an Ansible host pattern)."),
-        click.option(
-            "-t", "--tags", help="Only tasks and roles with these tags (comma-separated)."
-        ),
-        click.option("--skip-tags", help="Skip tasks and roles with these tags."),
-        click.option("--check", is_flag=True, help="Report what would change; change nothing."),
-        click.option("--diff", is_flag=True, help="Show the differences in changed files."),
-        click.option(
-            "-e",
-            "--extra-vars",
-            "extra_vars",
-            multiple=True,
-            help="KEY=VALUE or @FILE; may repeat.",
-        ),
-        click.option("--json", "json_mode", is_flag=True, help="Print one JSON object."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+playbook_options = stack(
+    click.option(
+        "-i",
+        "--inventory",
+        "inventory_path",
+        type=click.Path(path_type=Path),
+        help="Inventory directory or hosts.yml (default: $KILN_INVENTORY, else the lab).",
+    ),
+    click.option("-l", "--limit", help="Only these hosts (an Ansible host pattern)."),
+    click.option("-t", "--tags", help="Only tasks and roles with these tags (comma-separated)."),
+    click.option("--skip-tags", help="Skip tasks and roles with these tags."),
+    click.option("--check", is_flag=True, help="Report what would change; change nothing."),
+    click.option("--diff", is_flag=True, help="Show the differences in changed files."),
+    click.option(
+        "-e",
+        "--extra-vars",
+        "extra_vars",
+        multiple=True,
+        help="KEY=VALUE or @FILE; may repeat.",
+    ),
+    click.option("--json", "json_mode", is_flag=True, help="Print one JSON object."),
+)
 
 
 def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options: Any) -> None:

@@ -1,0 +1,136 @@
+"""`kiln topology generate | show`: Slurm topology from a fabric, labels, NVLink or a file."""
+
+from pathlib import Path
+
+import click
+
+from kiln.commands import stack
+from kiln.topology import checks
+from kiln.topology.generate import SOURCES, Request, generate
+from kiln.topology.writers import FORMATS, render
+
+source_options = stack(
+    click.option(
+        "--from",
+        "source",
+        type=click.Choice(SOURCES),
+        required=True,
+        help="Where the topology comes from.",
+    ),
+    click.argument("files", nargs=-1, type=click.Path(path_type=Path)),
+    click.option(
+        "-i",
+        "--inventory",
+        "inventory_path",
+        type=click.Path(path_type=Path),
+        help="Use this inventory's Slurm compute nodes as the node set.",
+    ),
+    click.option(
+        "--hca",
+        multiple=True,
+        help="HCA device pattern of the compute fabric (e.g. 'mlx5_[0-7]'); "
+        "the first matching device is the rail the tree is built from.",
+    ),
+    click.option(
+        "--node-name-map",
+        type=click.Path(path_type=Path),
+        help='ibnetdiscover node-name map (0xGUID "name" lines).',
+    ),
+    click.option("--block-size", type=int, help="Base block size (nvlink; default: largest)."),
+    click.option(
+        "--missing",
+        type=click.Choice([p.value for p in checks.MissingPolicy]),
+        default="fail",
+        show_default=True,
+        help="Nodes of the inventory absent from the source: fail, or place them "
+        f"under '{checks.CATCH_ALL}'.",
+    ),
+)
+
+
+def _request(source, files, inventory_path, hca, node_name_map, block_size, missing) -> Request:
+    return Request(
+        source=source,
+        files=list(files),
+        inventory_path=inventory_path,
+        hca=list(hca),
+        node_name_map=node_name_map,
+        block_size=block_size,
+        missing=checks.MissingPolicy(missing),
+    )
+
+
+@click.group()
+def topology() -> None:
+    """Generate Slurm topology (topology.conf / topology.yaml)."""
+
+
+@topology.command("generate")
+@source_options
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="tree", show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here, not stdout.")
+def generate_command(fmt: str, output: Path | None, **options) -> None:
+    """Print (or write) the topology, with a summary on stderr."""
+    topo = generate(_request(**options))
+    text = render(topo, fmt)
+    if output:
+        output.write_text(text)
+    else:
+        click.echo(text, nl=False)
+    _summary(topo)
+
+
+@topology.command("show")
+@source_options
+def show(**options) -> None:
+    """Draw the topology as a tree in the terminal."""
+    from rich.console import Console
+    from rich.tree import Tree
+
+    from kiln import hostlist
+
+    topo = generate(_request(**options))
+    root = Tree(f"[bold]{topo.source}")
+    if topo.is_block:
+        for block in sorted(topo.blocks.values(), key=lambda b: b.name):
+            root.add(f"{block.name}: {hostlist.compress(block.nodes)} ({len(block.nodes)})")
+    else:
+
+        def add(parent, name):
+            switch = topo.switches[name]
+            if switch.nodes:
+                parent.add(f"{name}: {hostlist.compress(switch.nodes)} ({len(switch.nodes)})")
+                return
+            branch = parent.add(f"[bold]{name}")
+            for child in sorted(switch.children):
+                add(branch, child)
+
+        top = topo.levels() - 1
+        for switch in sorted(topo.switches.values(), key=lambda s: s.name):
+            if switch.level == top:
+                add(root, switch.name)
+    Console(highlight=False).print(root)
+    _summary(topo)
+
+
+def _summary(topo) -> None:
+    if topo.is_block:
+        sizes = ", ".join(
+            f"{b.name}={len(b.nodes)}" for b in sorted(topo.blocks.values(), key=lambda b: b.name)
+        )
+        click.echo(
+            f"topology: {len(topo.blocks)} blocks ({sizes}), {len(topo.nodes())} nodes", err=True
+        )
+    else:
+        leaves = topo.leaves()
+        per_leaf = sorted({len(s.nodes) for s in leaves})
+        click.echo(
+            f"topology: {topo.levels()} levels, {len(topo.switches)} switches, "
+            f"{len(leaves)} leaves, {len(topo.nodes())} nodes, "
+            f"{'-'.join(map(str, (per_leaf[0], per_leaf[-1])))} nodes per leaf",
+            err=True,
+        )
+    for note in topo.notes:
+        click.echo(f"note: {note}", err=True)
+    for warning in topo.warnings:
+        click.echo(f"warning: {warning}", err=True)

@@ -1,0 +1,167 @@
+"""Topology sources other than the fabric: inventory labels, NVLink domains, and a
+file written by hand."""
+
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kiln import hostlist
+from kiln.topology.model import Block, Switch, Topology, TopologyError, safe_name
+
+LABEL_VARIABLE = "topology_path"
+
+
+def from_labels(paths: dict[str, Any], source: str = "inventory labels") -> Topology:
+    """host -> [top switch, ..., leaf switch], e.g. topology_path: [spine1, leaf3]."""
+    topology = Topology(source=source)
+    leaf_of: dict[str, str] = {}
+    for host, path in sorted(paths.items()):
+        if not isinstance(path, list) or not path or not all(isinstance(p, str) for p in path):
+            raise TopologyError(
+                f"host {host}: {LABEL_VARIABLE} must be a non-empty list of switch names, "
+                f"top first (e.g. [spine1, leaf3]), got {path!r}"
+            )
+        names = [safe_name(p, p) for p in path]
+        depth = len(names)
+        for index, name in enumerate(names):
+            level = depth - 1 - index
+            switch = topology.switches.setdefault(name, Switch(name, level))
+            if switch.level != level:
+                raise TopologyError(
+                    f"host {host}: switch {name} is at level {level} here but at level "
+                    f"{switch.level} for other hosts; paths must have one length per tree"
+                )
+            if index + 1 < depth:
+                switch.children.add(names[index + 1])
+        topology.switches[names[-1]].nodes.add(host)
+        leaf_of[host] = names[-1]
+    return topology
+
+
+_NVLINK = re.compile(
+    r"^\s*(?P<host>[^\s:,]+)\s*[:,]\s*(?P<uuid>[^,]+?)\s*,\s*(?P<clique>[^,]+?)\s*$"
+)
+
+
+def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topology:
+    """Blocks of nodes sharing an NVLink domain (clusterUuid + cliqueId).
+
+    Input: one line per GPU, `HOST: UUID, CLIQUE` (as a parallel shell prints
+    `nvidia-smi --query-gpu=fabric.clusterUuid,fabric.cliqueId --format=csv,noheader`)
+    or `HOST,UUID,CLIQUE`.
+    """
+    domains: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    first_line: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        match = _NVLINK.match(raw)
+        if not match:
+            raise TopologyError(
+                f"{label}:{number}: expected 'HOST: clusterUuid, cliqueId', "
+                f"got {raw.strip()[:80]!r}"
+            )
+        domains[match["host"]].add((match["uuid"], match["clique"]))
+        first_line.setdefault(match["host"], number)
+    topology = Topology(source=f"nvlink {label}")
+    members: dict[tuple[str, str], set[str]] = defaultdict(set)
+    no_fabric = []
+    for host, seen in sorted(domains.items()):
+        if len(seen) > 1:
+            listed = "; ".join(f"{u}/{c}" for u, c in sorted(seen))
+            raise TopologyError(
+                f"{label}:{first_line[host]}: the GPUs of {host} report "
+                f"different NVLink domains ({listed})"
+            )
+        domain = next(iter(seen))
+        if any(v.strip().upper() in ("N/A", "[N/A]", "") for v in domain):
+            no_fabric.append(host)
+            continue
+        members[domain].add(host)
+    if no_fabric:
+        topology.warnings.append(f"no NVLink domain reported by {hostlist.compress(no_fabric)}")
+    ordered = sorted(members.values(), key=lambda hosts: min(hosts))
+    for index, hosts in enumerate(ordered, 1):
+        name = f"nvl{index:02d}"
+        topology.blocks[name] = Block(name, hosts)
+    if topology.blocks:
+        base = block_size or max(len(b.nodes) for b in topology.blocks.values())
+        topology.block_sizes = [base]
+    return topology
+
+
+def from_file(path: Path) -> Topology:
+    """A hand-written topology: Slurm's topology.conf tree/block form, or YAML
+    `{switches: {NAME: {nodes: HOSTLIST} | {switches: [NAME...]}}}`."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read: {exc.strerror}") from None
+    if re.search(r"^\s*(SwitchName|BlockName)=", text, re.MULTILINE):
+        return _from_conf(text, str(path))
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"{path}: neither topology.conf nor YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("switches"), dict):
+        raise TopologyError(f"{path}: expected topology.conf lines or a YAML 'switches:' mapping")
+    lines = []
+    for name, body in data["switches"].items():
+        body = body or {}
+        if "nodes" in body:
+            lines.append(f"SwitchName={name} Nodes={body['nodes']}")
+        else:
+            children = body.get("switches") or []
+            lines.append(f"SwitchName={name} Switches={','.join(children)}")
+    return _from_conf("\n".join(lines), str(path))
+
+
+def _from_conf(text: str, label: str) -> Topology:
+    topology = Topology(source=label)
+    children: dict[str, list[str]] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+        try:
+            if "BlockName" in fields:
+                topology.blocks[fields["BlockName"]] = Block(
+                    fields["BlockName"], set(hostlist.expand(fields.get("Nodes", "")))
+                )
+            elif "BlockSizes" in fields:
+                topology.block_sizes = [int(x) for x in fields["BlockSizes"].split(",")]
+            elif "SwitchName" in fields:
+                name = fields["SwitchName"]
+                switch = Switch(name, 0, nodes=set(hostlist.expand(fields.get("Nodes", ""))))
+                topology.switches[name] = switch
+                children[name] = hostlist.expand(fields.get("Switches", ""))
+            else:
+                raise ValueError("expected SwitchName=, BlockName= or BlockSizes=")
+        except ValueError as exc:
+            raise TopologyError(f"{label}:{number}: {exc}") from None
+    for name, kids in children.items():
+        unknown = [k for k in kids if k not in topology.switches]
+        if unknown:
+            raise TopologyError(
+                f"{label}: switch {name} lists unknown switches {', '.join(unknown)}"
+            )
+        topology.switches[name].children = set(kids)
+    _assign_levels(topology)
+    return topology
+
+
+def _assign_levels(topology: Topology) -> None:
+    def level(name: str, trail: tuple[str, ...]) -> int:
+        if name in trail:
+            raise TopologyError(f"{topology.source}: switch {name} contains itself")
+        switch = topology.switches[name]
+        if not switch.children:
+            return 0
+        return 1 + max(level(c, (*trail, name)) for c in switch.children)
+
+    for name, switch in topology.switches.items():
+        switch.level = level(name, ())

@@ -1,0 +1,120 @@
+"""`kiln topology` through the real process: output, summary, bad input and exit codes."""
+
+from pathlib import Path
+
+from kiln.errors import ExitCode
+from tests.conftest import cluster_inventory, run_kiln
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "topology"
+
+
+def test_generate_prints_the_file_and_a_summary():
+    result = run_kiln(
+        "topology", "generate", "--from", "ibnetdiscover", str(FIXTURES / "two-rails.ibnetdiscover")
+    )
+    assert result.returncode == 0, result.stderr
+    assert "SwitchName=ib-spine-1 Switches=ib-leaf-a[1-2]" in result.stdout
+    assert "topology: 2 levels, 3 switches, 2 leaves, 3 nodes" in result.stderr
+    assert "note: built from rail mlx5_0" in result.stderr
+    assert "warning: skipped 2 HCAs without a host name" in result.stderr
+
+
+def test_generate_to_a_file_from_inventory_labels(write_inventory, tmp_path):
+    hosts = cluster_inventory(
+        host_vars={
+            "gpu001": {"topology_path": ["spine", "leaf1"]},
+            "gpu002": {"topology_path": ["spine", "leaf2"]},
+        }
+    )
+    out = tmp_path / "topology.conf"
+    result = run_kiln(
+        "topology",
+        "generate",
+        "--from",
+        "labels",
+        "-i",
+        str(write_inventory(hosts)),
+        "-o",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    assert out.read_text().splitlines()[1:] == [
+        "SwitchName=leaf1 Nodes=gpu001",
+        "SwitchName=leaf2 Nodes=gpu002",
+        "SwitchName=spine Switches=leaf[1-2]",
+    ]
+
+
+def test_labels_missing_on_some_compute_nodes(write_inventory):
+    hosts = cluster_inventory(
+        compute=("gpu001", "gpu002", "gpu003"),
+        host_vars={"gpu001": {"topology_path": ["spine", "leaf1"]}},
+    )
+    result = run_kiln("topology", "generate", "--from", "labels", "-i", str(write_inventory(hosts)))
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert result.stderr.strip() == (
+        "kiln: error: 2 compute nodes have no topology_path label: gpu[002-003]"
+    )
+
+
+def test_inventory_nodes_missing_from_the_fabric(write_inventory):
+    inv = write_inventory(cluster_inventory(compute=("gpu001", "gpu002", "gpu003", "gpu009")))
+    args = [
+        "topology",
+        "generate",
+        "--from",
+        "ibnetdiscover",
+        str(FIXTURES / "two-rails.ibnetdiscover"),
+        "-i",
+        str(inv),
+    ]
+    failed = run_kiln(*args)
+    assert failed.returncode == ExitCode.BAD_INPUT
+    assert "1 Slurm nodes are not in the topology source: gpu009" in failed.stderr
+    placed = run_kiln(*args, "--missing", "catch-all")
+    assert placed.returncode == 0
+    assert "SwitchName=kiln-unplaced Nodes=gpu009" in placed.stdout
+
+
+def test_nvlink_node_with_two_clique_ids(tmp_path):
+    data = tmp_path / "nvlink.txt"
+    data.write_text("gpu001: 6f8a0c4e-aaaa, 7\ngpu001: 6f8a0c4e-aaaa, 8\n")
+    result = run_kiln("topology", "generate", "--from", "nvlink", str(data), "--format", "block")
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert result.stderr.strip() == (
+        f"kiln: error: {data}:1: the GPUs of gpu001 report different NVLink domains "
+        "(6f8a0c4e-aaaa/7; 6f8a0c4e-aaaa/8)"
+    )
+
+
+def test_node_name_map_with_a_duplicate_name(tmp_path):
+    mapping = tmp_path / "node-name-map"
+    mapping.write_text('0x0002c90300a00001 "gpu001 mlx5_0"\n0x0002c90300a00011 "gpu001 mlx5_0"\n')
+    result = run_kiln(
+        "topology",
+        "generate",
+        "--from",
+        "ibnetdiscover",
+        str(FIXTURES / "two-rails.ibnetdiscover"),
+        "--node-name-map",
+        str(mapping),
+    )
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert "node-name-map:2: name 'gpu001 mlx5_0' is already given to another GUID" in result.stderr
+
+
+def test_garbage_input_names_the_line(tmp_path):
+    junk = tmp_path / "junk.txt"
+    junk.write_text("#\nthis is not a fabric\n")
+    result = run_kiln("topology", "generate", "--from", "ibnetdiscover", str(junk))
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert f"{junk}:2: not ibnetdiscover output" in result.stderr
+
+
+def test_show_draws_the_tree():
+    result = run_kiln(
+        "topology", "show", "--from", "ibnetdiscover", str(FIXTURES / "two-rails.ibnetdiscover")
+    )
+    assert result.returncode == 0
+    assert "ib-spine-1" in result.stdout
+    assert "ib-leaf-a1: gpu[001-002] (2)" in result.stdout
