@@ -20,7 +20,7 @@ from kiln.errors import InputError
 INVENTORY_FILES = ("hosts.yml", "hosts.yaml")
 KILN_GROUPS = ("slurm_controller", "slurm_compute", "slurm_login", "storage")
 # Variables whose value must be the name of a host in the inventory.
-HOST_REFERENCES = ("base_ntp_server_host",)
+HOST_REFERENCES = ("base_ntp_server_host", "munge_key_host", "slurm_dbd_host")
 _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]")
 
 
@@ -301,6 +301,7 @@ def _check_variables(spec: ClusterSpec, definitions: list[_Definition]) -> list[
                 f"{definition.source}: {message} (role {declared.role})"
                 for message in argspec.check_value(definition.name, definition.value, declared.spec)
             )
+        problems.extend(f"{definition.source}: {p}" for p in _value_problems(definition, spec))
         if _names_unknown_host(definition, spec):
             problems.append(
                 f"{definition.source}: {definition.name} names {definition.value!r},"
@@ -314,3 +315,24 @@ def _names_unknown_host(definition: _Definition, spec: ClusterSpec) -> bool:
     if definition.name not in HOST_REFERENCES or argspec.is_template(value):
         return False
     return value not in (None, "") and value not in spec.hosts
+
+
+def _value_problems(definition: _Definition, spec: ClusterSpec) -> list[str]:
+    """Checks that need more than a type: munge keys, Slurm partitions and shapes."""
+    from kiln import munge, slurm
+
+    name, value = definition.name, definition.value
+    if argspec.is_opaque(value) or value in (None, "", [], {}):
+        return []
+    try:
+        if name == "munge_key_b64" and isinstance(value, str):
+            problem = munge.key_problem(value)
+            return [f"munge_key_b64 {problem}"] if problem else []
+        if name == "slurm_partitions" and isinstance(value, list):
+            slurm.partitions(value, spec.groups, spec.group("slurm_compute"))
+        if name == "slurm_node_shape" and isinstance(value, dict):
+            slurm.shape_from_dict("slurm_node_shape", value)  # its message names the variable
+    except (slurm.SlurmConfigError, ValueError) as exc:
+        message = str(exc)
+        return [message if message.startswith(name) else f"{name}: {message}"]
+    return []

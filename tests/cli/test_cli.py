@@ -190,3 +190,53 @@ def test_lab_rejects_a_bad_name():
     result = run_kiln("lab", "up", "--name", "bad_name!")
     assert result.returncode == ExitCode.BAD_INPUT
     assert "lab name 'bad_name!'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("group_vars", "message"),
+    [
+        (
+            {"slurm_partitions": [{"name": "big", "nodes": "gpu_su9"}]},
+            "group_vars/all.yml: slurm_partitions: partition big: nodes 'gpu_su9' is neither an"
+            " inventory group nor a hostlist of compute nodes",
+        ),
+        (
+            {"slurm_node_shape": {"CPUs": 128, "RealMemory": "2TB"}},
+            "group_vars/all.yml: slurm_node_shape: shape RealMemory must be an integer, got '2TB'",
+        ),
+        (
+            {"slurm_dbd_host": "head09"},
+            "group_vars/all.yml: slurm_dbd_host names 'head09',"
+            " which is not a host in the inventory",
+        ),
+        (
+            {"munge_key_host": "head09"},
+            "group_vars/all.yml: munge_key_host names 'head09',"
+            " which is not a host in the inventory",
+        ),
+        (
+            {"munge_key_b64": "this is not base64!"},
+            "group_vars/all.yml: munge_key_b64 is not valid base64",
+        ),
+        (
+            {"munge_key_b64": "c2hvcnQ="},
+            "group_vars/all.yml: munge_key_b64 decodes to 5 bytes; a munge key has 32 to 1024",
+        ),
+    ],
+    ids=["partition-group", "shape-memory", "dbd-host", "munge-host", "munge-b64", "munge-size"],
+)
+def test_slurm_bad_input(write_inventory, state_dir, group_vars, message):
+    inv = write_inventory(files={"group_vars/all.yml": group_vars})
+    result = run_kiln("provision", "-i", str(inv))
+    assert_bad_input(result, message)
+    assert not (state_dir / "runs").exists()
+
+
+def test_a_valid_munge_key_passes(write_inventory):
+    import base64
+
+    key = base64.b64encode(bytes(range(256)) * 4).decode()
+    inv = write_inventory(files={"group_vars/all.yml": {"munge_key_b64": key}})
+    result = run_kiln("inventory", "check", "-i", str(inv))
+    assert result.returncode == 0, result.stderr
+    assert key not in result.stdout + result.stderr

@@ -54,7 +54,23 @@ def test_check_mode_on_raw_nodes_changes_nothing(lab):
     assert fact.returncode == 0, "check mode changed a node"
 
 
-def test_provision_then_reprovision_changes_nothing(lab):
+DAEMONS = "munge slurmctld slurmdbd slurmd chrony"
+
+
+def on(node: str, command: str) -> str:
+    result = run_kiln("lab", "ssh", "--name", LAB, node, "--", command)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def start_times() -> dict[str, str]:
+    return {
+        node: on(node, f"systemctl show -p ActiveEnterTimestamp {DAEMONS}")
+        for node in ("controller", "compute01", "compute02")
+    }
+
+
+def test_provision_then_reprovision_changes_and_restarts_nothing(lab):
     code, first = provision(lab)
     assert code == ExitCode.OK, first["failures"]
     assert sorted(first["hosts"]) == [
@@ -64,9 +80,40 @@ def test_provision_then_reprovision_changes_nothing(lab):
         f"{LAB}-storage",
     ]
     assert all(h["changed"] > 0 for h in first["hosts"].values())
+    before = start_times()
     code, second = provision(lab)
     assert code == ExitCode.OK
     assert {h: c["changed"] for h, c in second["hosts"].items()} == dict.fromkeys(first["hosts"], 0)
+    assert start_times() == before, "a daemon was restarted by a run that changed nothing"
+
+
+def test_jobs_run_across_compute_nodes_and_are_accounted(lab):
+    hosts = on("controller", "srun -N2 --job-name=e2e hostname").split()
+    assert sorted(hosts) == [f"{LAB}-compute01", f"{LAB}-compute02"]
+    jobs = on(
+        "controller",
+        "for i in $(seq 20); do sacct -X -n -P -o JobName,State --name e2e"
+        " | grep -q COMPLETED && break; sleep 1; done;"
+        " sacct -X -n -P -o JobName,State --name e2e",
+    )
+    assert "e2e|COMPLETED" in jobs
+
+
+def test_secrets_never_reach_run_artifacts(lab):
+    import os
+    from pathlib import Path
+
+    key = on("controller", "base64 -w0 /etc/munge/munge.key").strip()
+    password = on("controller", "sed -n 's/^StoragePass=//p' /etc/slurm/slurmdbd.conf").strip()
+    assert len(key) > 40 and len(password) >= 16
+    runs = Path(os.environ["KILN_STATE_DIR"]) / "runs"
+    leaked = []
+    for path in runs.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            if key in text or password in text:
+                leaked.append(str(path))
+    assert leaked == []
 
 
 def test_nodes_are_provisioned_for_real(lab):
@@ -100,6 +147,33 @@ def test_unreachable_node_is_reported_and_the_rest_provisioned(lab):
         assert [f["host"] for f in report["failures"]] == [f"{LAB}-compute02"]
     finally:
         assert run_kiln("lab", "up", "--name", LAB, timeout=600).returncode == 0
+
+
+def slurm_nodes() -> list[str]:
+    return sorted(on("controller", "sinfo -h -N -o '%N %t'").splitlines())
+
+
+def test_add_a_node_with_limit_leaves_the_others_alone(lab):
+    assert run_kiln("lab", "up", "--name", LAB, "--compute", "3", timeout=600).returncode == 0
+    before = on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd")
+    code, report = provision(lab, "--limit", f"slurm_controller:{LAB}-compute03")
+    assert code == ExitCode.OK, report["failures"]
+    assert sorted(report["hosts"]) == [f"{LAB}-compute03", f"{LAB}-controller"]
+    assert slurm_nodes() == [
+        f"{LAB}-compute01 idle",
+        f"{LAB}-compute02 idle",
+        f"{LAB}-compute03 idle",
+    ]
+    assert on("controller", f"srun -w {LAB}-compute03 hostname").strip() == f"{LAB}-compute03"
+    assert on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd") == before
+
+
+def test_remove_a_node_from_the_inventory(lab):
+    assert run_kiln("lab", "up", "--name", LAB, "--compute", "2", timeout=600).returncode == 0
+    code, report = provision(lab, "--tags", "slurm")
+    assert code == ExitCode.OK, report["failures"]
+    assert slurm_nodes() == [f"{LAB}-compute01 idle", f"{LAB}-compute02 idle"]
+    assert f"{LAB}-compute03" not in on("controller", "cat /etc/slurm/slurm.conf")
 
 
 def test_status_and_up_again_are_safe(lab):

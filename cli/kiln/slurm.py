@@ -1,0 +1,271 @@
+"""Slurm configuration as data: slurm.conf, gres.conf and cgroup.conf rendered from
+settings dicts, node shapes and partitions. Used by the slurm role through its
+filter plugin, and by the inventory checks.
+
+Settings are dicts of slurm.conf keys. The operator's overrides are merged over the
+role's defaults; a value of null (or Ansible's omit) removes a key. Keys a Slurm
+version does not know are left out for that version.
+"""
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kiln import hostlist
+
+# Keys that appeared or were removed in a Slurm release: (first version, last version).
+VERSIONED_KEYS: dict[str, tuple[tuple[int, int] | None, tuple[int, int] | None]] = {
+    # cgroup.conf: CgroupPlugin chooses v1/v2 from 22.05 on.
+    "CgroupPlugin": ((22, 5), None),
+    # cgroup.conf: CgroupAutomount is defunct from 23.02 on.
+    "CgroupAutomount": (None, (22, 5)),
+}
+# Keys that may repeat: a list value becomes one line per item.
+REPEATED_KEYS = {"SlurmctldHost"}
+SHAPE_KEYS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
+_OMIT_PREFIX = "__omit_place_holder__"
+
+
+class SlurmConfigError(ValueError):
+    """A setting, shape or partition that cannot be turned into Slurm config."""
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """'slurm-wlm 24.11.5' or 'slurm 22.05.8' or '24.11' -> (24, 11)."""
+    match = re.search(r"(\d+)\.(\d+)", text)
+    if not match:
+        raise SlurmConfigError(f"cannot read a Slurm version from {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def _removed(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.startswith(_OMIT_PREFIX))
+
+
+def merge(defaults: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    merged = {**defaults, **overrides}
+    return {k: v for k, v in merged.items() if not _removed(v)}
+
+
+def _known_in(key: str, version: tuple[int, int]) -> bool:
+    first, last = VERSIONED_KEYS.get(key, (None, None))
+    return (first is None or version >= first) and (last is None or version <= last)
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    if isinstance(value, list):
+        return ",".join(_format(v) for v in value)
+    return str(value)
+
+
+def settings_lines(settings: dict[str, Any], version: tuple[int, int]) -> list[str]:
+    lines = []
+    for key in sorted(settings):
+        if not _known_in(key, version):
+            continue
+        value = settings[key]
+        if key in REPEATED_KEYS and isinstance(value, list):
+            lines.extend(f"{key}={_format(v)}" for v in value)
+        else:
+            lines.append(f"{key}={_format(value)}")
+    return lines
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What slurm.conf says about a node's hardware."""
+
+    cpus: int
+    boards: int = 1
+    sockets_per_board: int = 1
+    cores_per_socket: int = 1
+    threads_per_core: int = 1
+    real_memory: int = 1
+    gpus: int = 0
+    features: tuple[str, ...] = field(default_factory=tuple)
+
+    def words(self) -> str:
+        parts = [
+            f"CPUs={self.cpus}",
+            f"Boards={self.boards}",
+            f"SocketsPerBoard={self.sockets_per_board}",
+            f"CoresPerSocket={self.cores_per_socket}",
+            f"ThreadsPerCore={self.threads_per_core}",
+            f"RealMemory={self.real_memory}",
+        ]
+        if self.gpus:
+            parts.append(f"Gres=gpu:{self.gpus}")
+        if self.features:
+            parts.append(f"Features={','.join(self.features)}")
+        return " ".join(parts)
+
+
+def parse_slurmd_c(text: str, gpus: int = 0) -> dict[str, Any]:
+    """`slurmd -C` output -> a shape dict (the form group/host vars use)."""
+    fields = dict(re.findall(r"(\w+)=(\S+)", text.splitlines()[0] if text else ""))
+    missing = [k for k in SHAPE_KEYS if k not in fields]
+    if missing:
+        raise SlurmConfigError(f"slurmd -C gave no {', '.join(missing)}: {text[:120]!r}")
+    shape: dict[str, Any] = {k: int(fields[k]) for k in SHAPE_KEYS}
+    if gpus:
+        shape["Gres"] = f"gpu:{gpus}"
+    return shape
+
+
+def shape_from_dict(host: str, data: dict[str, Any]) -> NodeShape:
+    """A declared or detected shape; errors name the host and the key."""
+
+    def number(key: str, default: int | None = None) -> int:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SlurmConfigError(f"{host}: shape {key} must be an integer, got {value!r}")
+        return value
+
+    sockets = data.get("SocketsPerBoard", data.get("Sockets", 1))
+    gres = str(data.get("Gres", "") or "")
+    gpus = 0
+    if gres:
+        match = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", gres)
+        if not match:
+            raise SlurmConfigError(f"{host}: shape Gres must look like gpu:8, got {gres!r}")
+        gpus = int(match.group(1))
+    features = data.get("Features") or []
+    if isinstance(features, str):
+        features = [f for f in features.split(",") if f]
+    return NodeShape(
+        cpus=number("CPUs"),
+        boards=number("Boards", 1),
+        sockets_per_board=number("SocketsPerBoard", sockets if isinstance(sockets, int) else 1),
+        cores_per_socket=number("CoresPerSocket", 1),
+        threads_per_core=number("ThreadsPerCore", 1),
+        real_memory=number("RealMemory"),
+        gpus=gpus,
+        features=tuple(sorted(features)),
+    )
+
+
+def node_lines(shapes: dict[str, NodeShape]) -> list[str]:
+    """One NodeName line per distinct shape, its hosts compressed."""
+    by_shape: dict[NodeShape, list[str]] = {}
+    for host, shape in shapes.items():
+        by_shape.setdefault(shape, []).append(host)
+    lines = [
+        f"NodeName={hostlist.compress(hosts)} {shape.words()} State=UNKNOWN"
+        for shape, hosts in by_shape.items()
+    ]
+    return sorted(lines)
+
+
+@dataclass
+class Partition:
+    name: str
+    nodes: list[str]
+    default: bool = False
+    max_time: str = "INFINITE"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def line(self) -> str:
+        words = [
+            f"PartitionName={self.name}",
+            f"Nodes={hostlist.compress(self.nodes)}",
+            f"Default={'YES' if self.default else 'NO'}",
+            f"MaxTime={self.max_time}",
+            "State=UP",
+        ]
+        words += [f"{k}={_format(v)}" for k, v in sorted(self.extra.items())]
+        return " ".join(words)
+
+
+def partitions(
+    declared: list[dict[str, Any]], groups: dict[str, list[str]], compute: list[str]
+) -> list[Partition]:
+    """Partitions from the inventory: `nodes` is an inventory group or a hostlist."""
+    result = []
+    for item in declared:
+        name = item.get("name")
+        spec = str(item.get("nodes", "slurm_compute"))
+        if spec in groups:
+            nodes = groups[spec]
+        elif "[" in spec or "," in spec or spec in compute:
+            nodes = hostlist.expand(spec)
+        else:
+            raise SlurmConfigError(
+                f"partition {name}: nodes {spec!r} is neither an inventory group nor a hostlist "
+                "of compute nodes"
+            )
+        unknown = sorted(set(nodes) - set(compute))
+        if unknown:
+            raise SlurmConfigError(
+                f"partition {name}: {hostlist.compress(unknown)} are not compute nodes"
+            )
+        if not nodes:
+            raise SlurmConfigError(f"partition {name}: no nodes")
+        result.append(
+            Partition(
+                name=name,
+                nodes=nodes,
+                default=bool(item.get("default", False)),
+                max_time=str(item.get("max_time", "INFINITE")),
+                extra=dict(item.get("extra") or {}),
+            )
+        )
+    if result and not any(p.default for p in result):
+        result[0].default = True
+    return result
+
+
+def slurm_conf(
+    settings: dict[str, Any],
+    version: tuple[int, int],
+    shapes: dict[str, NodeShape],
+    parts: list[Partition],
+) -> str:
+    lines = ["# Managed by Kiln (slurm role). Change slurm_conf_overrides, not this file.", ""]
+    lines += settings_lines(settings, version)
+    lines += ["", "# Nodes", *node_lines(shapes)]
+    lines += ["", "# Partitions"] + [p.line() for p in parts]
+    return "\n".join(lines) + "\n"
+
+
+def gres_conf(shapes: dict[str, NodeShape], autodetect_nvml: bool) -> str:
+    """AutoDetect=nvml where the build has NVML; explicit device files otherwise;
+    nothing for CPU-only nodes."""
+    lines = ["# Managed by Kiln (slurm role)."]
+    by_gpus: dict[int, list[str]] = {}
+    for host, shape in shapes.items():
+        if shape.gpus:
+            by_gpus.setdefault(shape.gpus, []).append(host)
+    for gpus, hosts in sorted(by_gpus.items()):
+        names = hostlist.compress(hosts)
+        if autodetect_nvml:
+            lines.append(f"NodeName={names} AutoDetect=nvml")
+        else:
+            files = "/dev/nvidia0" if gpus == 1 else f"/dev/nvidia[0-{gpus - 1}]"
+            lines.append(f"NodeName={names} Name=gpu File={files}")
+    return "\n".join(lines) + "\n"
+
+
+def cgroup_conf(settings: dict[str, Any], version: tuple[int, int]) -> str:
+    lines = ["# Managed by Kiln (slurm role).", *settings_lines(settings, version)]
+    return "\n".join(lines) + "\n"
+
+
+USABLE_STATES = {"IDLE", "ALLOCATED", "MIXED", "COMPLETING"}
+
+
+def node_state(scontrol_oneliner: str) -> dict[str, Any]:
+    """`scontrol show node X --oneliner` -> {state, flags, reason, usable}."""
+    full = (re.search(r"\bState=(\S+)", scontrol_oneliner) or [None, "UNKNOWN"])[1]
+    base = re.split(r"[+*~#!%$@^-]", full, maxsplit=1)[0]
+    reason_match = re.search(r"\bReason=(.*?)(?= \w+=|$)", scontrol_oneliner)
+    reason = reason_match.group(1).strip() if reason_match else ""
+    usable = base in USABLE_STATES and "DRAIN" not in full and "NOT_RESPONDING" not in full
+    return {"state": full, "base": base, "reason": reason, "usable": usable}
+
+
+def conf_value(text: str, key: str) -> str:
+    """The value of KEY=VALUE in a Slurm-style config file, or ''."""
+    match = re.search(rf"(?m)^\s*{re.escape(key)}=(.*)$", text or "")
+    return match.group(1).strip() if match else ""

@@ -1,0 +1,83 @@
+"""A real Slurm cluster in three containers: jobs run, accounting records them, one
+munge key everywhere."""
+
+import json
+
+import pytest
+
+testinfra_hosts = ["podman://slurm-ctl", "podman://slurm-c1", "podman://slurm-c2"]
+
+
+@pytest.fixture(scope="module")
+def ctl(host):
+    import testinfra
+
+    return testinfra.get_host("podman://slurm-ctl")
+
+
+def test_daemons_by_role(host):
+    name = host.backend.get_hostname()
+    assert host.service("munge").is_running
+    if name == "slurm-ctl":
+        for daemon in ("slurmctld", "slurmdbd", "mariadb"):
+            assert host.service(daemon).is_running, daemon
+        assert not host.package("slurmd").is_installed
+    else:
+        assert host.service("slurmd").is_running
+        assert not host.package("slurmctld").is_installed
+        # configless: no local slurm.conf, the config comes from slurmctld
+        assert not host.file("/etc/slurm/slurm.conf").exists
+        assert "--conf-server slurm-ctl:6817" in host.file("/etc/default/slurmd").content_string
+
+
+def test_munge_key_is_private_and_the_same_everywhere(host, ctl):
+    key = host.file("/etc/munge/munge.key")
+    assert key.user == "munge"
+    assert key.mode == 0o400
+    assert key.sha256sum == ctl.file("/etc/munge/munge.key").sha256sum
+    # a credential made on the controller decodes here
+    credential = ctl.check_output("munge -n")
+    assert host.run(f"echo '{credential}' | unmunge").rc == 0
+
+
+def test_nodes_idle_in_the_declared_partitions(host, ctl):
+    if host.backend.get_hostname() != "slurm-ctl":
+        pytest.skip("checked from the controller")
+    lines = ctl.check_output("sinfo -h -N -o '%N %P %t'").splitlines()
+    assert sorted(lines) == [
+        "slurm-c1 batch* idle", "slurm-c1 debug idle", "slurm-c2 batch* idle",
+    ]
+    debug = ctl.check_output("scontrol show partition debug --oneliner")
+    assert "MaxTime=00:30:00" in debug and "Hidden=YES" in debug
+
+
+def test_a_job_runs_on_both_nodes_and_accounting_records_it(host, ctl):
+    if host.backend.get_hostname() != "slurm-ctl":
+        pytest.skip("run from the controller")
+    out = ctl.check_output("srun -N2 --job-name=kiln-molecule hostname")
+    assert sorted(out.split()) == ["slurm-c1", "slurm-c2"]
+    jobs = ctl.check_output(
+        "for i in $(seq 20); do sacct -X -n -P -o JobName,State,NNodes --name kiln-molecule "
+        "| grep -q COMPLETED && break; sleep 1; done; "
+        "sacct -X -n -P -o JobName,State,NNodes --name kiln-molecule"
+    )
+    assert "kiln-molecule|COMPLETED|2" in jobs.splitlines()
+    assert "molecule" in ctl.check_output("sacctmgr -n -P list cluster format=cluster")
+
+
+def test_secrets_are_private(host):
+    if host.backend.get_hostname() != "slurm-ctl":
+        pytest.skip("the database password lives on the dbd host")
+    conf = host.file("/etc/slurm/slurmdbd.conf")
+    assert conf.mode == 0o600
+    assert conf.user == "slurm"
+
+
+def test_detected_shape_matches_slurmd(host, ctl):
+    name = host.backend.get_hostname()
+    if name == "slurm-ctl":
+        pytest.skip("compute nodes only")
+    detected = dict(w.split("=", 1) for w in host.check_output("slurmd -C").split()[1:6])
+    node = ctl.check_output(f"scontrol show node {name} --oneliner")
+    assert f"CPUTot={detected['CPUs']}" in node
+    assert json.dumps(detected)  # slurmd -C answered on the node itself

@@ -1,0 +1,177 @@
+"""kiln.slurm: the config model on the rendered text."""
+
+import pytest
+
+from kiln import slurm
+from kiln.slurm import NodeShape, SlurmConfigError
+
+SHAPE = NodeShape(
+    cpus=128,
+    sockets_per_board=2,
+    cores_per_socket=32,
+    threads_per_core=2,
+    real_memory=2000000,
+    gpus=8,
+)
+
+
+def test_overrides_win_and_null_or_omit_removes():
+    merged = slurm.merge(
+        {"A": 1, "B": 2, "C": 3}, {"B": 20, "C": None, "D": "__omit_place_holder__abc123"}
+    )
+    assert merged == {"A": 1, "B": 20}
+
+
+def test_settings_lines_are_sorted_with_repeats_and_booleans():
+    lines = slurm.settings_lines(
+        {"SlurmctldHost": ["ctl1", "ctl2"], "ClusterName": "c", "X": True, "T": ["a", "b"]},
+        (24, 11),
+    )
+    assert lines == ["ClusterName=c", "SlurmctldHost=ctl1", "SlurmctldHost=ctl2", "T=a,b", "X=YES"]
+
+
+def test_keys_a_version_lacks_are_left_out():
+    settings = {"CgroupPlugin": "autodetect", "CgroupAutomount": True, "ConstrainCores": True}
+    assert slurm.settings_lines(settings, (22, 5)) == [
+        "CgroupAutomount=YES",
+        "CgroupPlugin=autodetect",
+        "ConstrainCores=YES",
+    ]
+    assert slurm.settings_lines(settings, (24, 11)) == [
+        "CgroupPlugin=autodetect",
+        "ConstrainCores=YES",
+    ]
+    assert slurm.settings_lines(settings, (21, 8)) == ["CgroupAutomount=YES", "ConstrainCores=YES"]
+
+
+def test_parse_version():
+    assert slurm.parse_version("slurm-wlm 24.11.5") == (24, 11)
+    assert slurm.parse_version("slurm 22.05.8-4+deb12u3") == (22, 5)
+    with pytest.raises(SlurmConfigError):
+        slurm.parse_version("nothing")
+
+
+def test_slurmd_c_and_shapes():
+    out = (
+        "NodeName=gpu001 CPUs=128 Boards=1 SocketsPerBoard=2 CoresPerSocket=32 "
+        "ThreadsPerCore=2 RealMemory=2063937\nUpTime=12-01:02:03\n"
+    )
+    shape = slurm.parse_slurmd_c(out, gpus=8)
+    assert shape == {
+        "CPUs": 128,
+        "Boards": 1,
+        "SocketsPerBoard": 2,
+        "CoresPerSocket": 32,
+        "ThreadsPerCore": 2,
+        "RealMemory": 2063937,
+        "Gres": "gpu:8",
+    }
+    assert slurm.shape_from_dict("gpu001", shape).gpus == 8
+    with pytest.raises(SlurmConfigError, match="gave no RealMemory"):
+        slurm.parse_slurmd_c(
+            "NodeName=x CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1"
+        )
+
+
+def test_declared_shape_errors_name_host_and_key():
+    with pytest.raises(
+        SlurmConfigError, match=r"gpu009: shape RealMemory must be an integer, got '2T'"
+    ):
+        slurm.shape_from_dict("gpu009", {"CPUs": 8, "RealMemory": "2T"})
+    with pytest.raises(SlurmConfigError, match="Gres must look like gpu:8"):
+        slurm.shape_from_dict("gpu009", {"CPUs": 8, "RealMemory": 1, "Gres": "eight"})
+
+
+def test_node_lines_group_identical_shapes_with_compressed_hostlists():
+    small = NodeShape(cpus=2, cores_per_socket=2, real_memory=4000)
+    lines = slurm.node_lines({"gpu001": SHAPE, "gpu002": SHAPE, "gpu003": SHAPE, "cpu1": small})
+    assert lines == [
+        "NodeName=cpu1 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
+        "RealMemory=4000 State=UNKNOWN",
+        "NodeName=gpu[001-003] CPUs=128 Boards=1 SocketsPerBoard=2 CoresPerSocket=32 "
+        "ThreadsPerCore=2 RealMemory=2000000 Gres=gpu:8 State=UNKNOWN",
+    ]
+
+
+def test_partitions_by_group_or_hostlist():
+    groups = {"slurm_compute": ["gpu001", "gpu002", "gpu003"], "su1": ["gpu001", "gpu002"]}
+    parts = slurm.partitions(
+        [
+            {"name": "batch", "nodes": "slurm_compute"},
+            {"name": "su1", "nodes": "su1", "max_time": "1-00:00:00"},
+            {"name": "one", "nodes": "gpu[002-003]", "default": True, "extra": {"Hidden": True}},
+        ],
+        groups,
+        groups["slurm_compute"],
+    )
+    assert [p.line() for p in parts] == [
+        "PartitionName=batch Nodes=gpu[001-003] Default=NO MaxTime=INFINITE State=UP",
+        "PartitionName=su1 Nodes=gpu[001-002] Default=NO MaxTime=1-00:00:00 State=UP",
+        "PartitionName=one Nodes=gpu[002-003] Default=YES MaxTime=INFINITE State=UP Hidden=YES",
+    ]
+
+
+def test_partition_errors():
+    groups = {"slurm_compute": ["gpu001"]}
+    with pytest.raises(SlurmConfigError, match="'gpus' is neither an inventory group"):
+        slurm.partitions([{"name": "p", "nodes": "gpus"}], groups, ["gpu001"])
+    with pytest.raises(SlurmConfigError, match=r"gpu009 are not compute nodes"):
+        slurm.partitions([{"name": "p", "nodes": "gpu[001,009]"}], groups, ["gpu001"])
+
+
+def test_first_partition_is_default_when_none_is():
+    parts = slurm.partitions([{"name": "a"}, {"name": "b"}], {"slurm_compute": ["n1"]}, ["n1"])
+    assert [p.default for p in parts] == [True, False]
+
+
+def test_gres_conf_nvml_explicit_and_cpu_only():
+    cpu = NodeShape(cpus=2, real_memory=1)
+    one = NodeShape(cpus=2, real_memory=1, gpus=1)
+    shapes = {"gpu001": SHAPE, "gpu002": SHAPE, "cpu1": cpu, "tiny1": one}
+    assert slurm.gres_conf(shapes, autodetect_nvml=True).splitlines()[1:] == [
+        "NodeName=tiny1 AutoDetect=nvml",
+        "NodeName=gpu[001-002] AutoDetect=nvml",
+    ]
+    assert slurm.gres_conf(shapes, autodetect_nvml=False).splitlines()[1:] == [
+        "NodeName=tiny1 Name=gpu File=/dev/nvidia0",
+        "NodeName=gpu[001-002] Name=gpu File=/dev/nvidia[0-7]",
+    ]
+    assert slurm.gres_conf({"cpu1": cpu}, True).splitlines()[1:] == []
+
+
+def test_whole_slurm_conf():
+    text = slurm.slurm_conf(
+        {"ClusterName": "c", "SlurmctldHost": ["ctl1"]},
+        (24, 11),
+        {"gpu001": SHAPE},
+        [slurm.Partition("batch", ["gpu001"], True)],
+    )
+    assert text.splitlines()[2:] == [
+        "ClusterName=c",
+        "SlurmctldHost=ctl1",
+        "",
+        "# Nodes",
+        "NodeName=gpu001 CPUs=128 Boards=1 SocketsPerBoard=2 CoresPerSocket=32 ThreadsPerCore=2 "
+        "RealMemory=2000000 Gres=gpu:8 State=UNKNOWN",
+        "",
+        "# Partitions",
+        "PartitionName=batch Nodes=gpu001 Default=YES MaxTime=INFINITE State=UP",
+    ]
+
+
+def test_node_state():
+    idle = slurm.node_state("NodeName=n1 Arch=x86_64 State=IDLE ThreadsPerCore=1")
+    assert idle == {"state": "IDLE", "base": "IDLE", "reason": "", "usable": True}
+    drained = slurm.node_state(
+        "NodeName=n1 State=IDLE+DRAIN ThreadsPerCore=1"
+        " Reason=kiln: slow disk [root@2026-11-22T03:00:00]"
+    )
+    assert drained["usable"] is False
+    assert drained["reason"] == "kiln: slow disk [root@2026-11-22T03:00:00]"
+    down = slurm.node_state("NodeName=n1 State=DOWN* Reason=Not responding [slurm@2026]")
+    assert (down["base"], down["usable"]) == ("DOWN", False)
+
+
+def test_conf_value():
+    assert slurm.conf_value("A=1\nStoragePass=s3cret x\n", "StoragePass") == "s3cret x"
+    assert slurm.conf_value("", "StoragePass") == ""
