@@ -34,8 +34,10 @@ lint: venv
 unit: venv
 	pytest tests/unit tests/cli
 
+## Every scenario on Debian 13; Slurm again on Debian 12 (Slurm 22.05 rather than 24.11).
 molecule: prereqs venv
 	scripts/molecule.sh
+	KILN_MOLECULE_DISTRO=bookworm scripts/molecule.sh slurm
 
 e2e: prereqs venv
 	pytest tests/e2e

@@ -261,8 +261,17 @@ def node_state(scontrol_oneliner: str) -> dict[str, Any]:
     base = re.split(r"[+*~#!%$@^-]", full, maxsplit=1)[0]
     reason_match = re.search(r"\bReason=(.*?)(?= \w+=|$)", scontrol_oneliner)
     reason = reason_match.group(1).strip() if reason_match else ""
-    usable = base in USABLE_STATES and "DRAIN" not in full and "NOT_RESPONDING" not in full
-    return {"state": full, "base": base, "reason": reason, "usable": usable}
+    reason = re.sub(r"\s*\[[^\]]*@[^\]]*\]$", "", reason)  # Slurm's "[user@time]" suffix
+    drained = "DRAIN" in full
+    usable = base in USABLE_STATES and not drained and "NOT_RESPONDING" not in full
+    # A drain is somebody's decision: waiting will not change it.
+    return {
+        "state": full,
+        "base": base,
+        "reason": reason,
+        "usable": usable,
+        "settled": usable or drained,
+    }
 
 
 def conf_value(text: str, key: str) -> str:

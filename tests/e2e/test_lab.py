@@ -99,6 +99,23 @@ def test_jobs_run_across_compute_nodes_and_are_accounted(lab):
     assert "e2e|COMPLETED" in jobs
 
 
+def test_a_drained_node_is_reported_with_its_reason(lab):
+    node = f"{LAB}-compute02"
+    on("controller", f"scontrol update nodename={node} state=drain reason='e2e: bad fan'")
+    try:
+        code, report = provision(lab, "--tags", "slurm")
+        assert code == ExitCode.HOSTS_FAILED
+        assert report["failures"] == [
+            {
+                "host": node,
+                "task": "Report this node's Slurm state",
+                "message": f"Slurm reports {node} IDLE+DRAIN: e2e: bad fan",
+            }
+        ]
+    finally:
+        on("controller", f"scontrol update nodename={node} state=resume")
+
+
 def test_secrets_never_reach_run_artifacts(lab):
     import os
     from pathlib import Path

@@ -161,15 +161,16 @@ def test_whole_slurm_conf():
 
 def test_node_state():
     idle = slurm.node_state("NodeName=n1 Arch=x86_64 State=IDLE ThreadsPerCore=1")
-    assert idle == {"state": "IDLE", "base": "IDLE", "reason": "", "usable": True}
+    assert idle == {"state": "IDLE", "base": "IDLE", "reason": "", "usable": True, "settled": True}
     drained = slurm.node_state(
         "NodeName=n1 State=IDLE+DRAIN ThreadsPerCore=1"
         " Reason=kiln: slow disk [root@2026-11-22T03:00:00]"
     )
     assert drained["usable"] is False
-    assert drained["reason"] == "kiln: slow disk [root@2026-11-22T03:00:00]"
+    assert drained["reason"] == "kiln: slow disk"
+    assert drained["settled"] is True
     down = slurm.node_state("NodeName=n1 State=DOWN* Reason=Not responding [slurm@2026]")
-    assert (down["base"], down["usable"]) == ("DOWN", False)
+    assert (down["base"], down["usable"], down["settled"]) == ("DOWN", False, False)
 
 
 def test_conf_value():
