@@ -4,7 +4,7 @@ VENV := .venv
 KILN := $(VENV)/bin/kiln
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: lab test prereqs venv lint unit molecule e2e lab-down
+.PHONY: lab test prereqs venv lint unit molecule e2e lab-down docs
 
 ## Bring up the local lab cluster and provision it.
 lab: prereqs venv
@@ -34,13 +34,18 @@ lint: venv
 unit: venv
 	pytest tests/unit tests/cli
 
-## Every scenario on Debian 13; Slurm again on Debian 12 (Slurm 22.05 rather than 24.11).
+## Every scenario on Debian 13; Slurm again on Debian 12 (Slurm 22.05 rather than 24.11),
+## with config files pushed to every node instead of configless.
 molecule: prereqs venv
 	scripts/molecule.sh
-	KILN_MOLECULE_DISTRO=bookworm scripts/molecule.sh slurm
+	KILN_MOLECULE_DISTRO=bookworm KILN_SLURM_CONFIG_MODE=pushed scripts/molecule.sh slurm
 
 e2e: prereqs venv
 	pytest tests/e2e
 
 lab-down: venv
 	$(KILN) lab down
+
+## Regenerate the variable tables in docs/ and role READMEs from the argument specs.
+docs: venv
+	.venv/bin/python -m kiln.vardocs docs/*.md roles/*/README.md

@@ -88,6 +88,8 @@ def load(path: Path | str | None = None) -> ClusterSpec:
     loaded = _read(inventory_file)
     spec = _build_spec(inventory_file, loaded)
     problems = _check_structure(spec) + _check_variables(spec, loaded.definitions)
+    if not problems:
+        problems = _check_topology(spec)
     if problems:
         raise InventoryError(problems)
     return spec
@@ -308,6 +310,32 @@ def _check_variables(spec: ClusterSpec, definitions: list[_Definition]) -> list[
                 " which is not a host in the inventory"
             )
     return problems
+
+
+TOPOLOGY_PREFIX = "slurm_topology_"
+
+
+def _check_topology(spec: ClusterSpec) -> list[str]:
+    """The topology the slurm role would write, built now where its input is here."""
+    from kiln.topology import for_slurm
+    from kiln.topology.model import TopologyError
+    from kiln.topology.sources import LABEL_VARIABLE
+
+    controller = spec.group("slurm_controller")[0]
+    settings = {
+        name.removeprefix(TOPOLOGY_PREFIX): value
+        for name, value in spec.hosts[controller].vars.items()
+        if name.startswith(TOPOLOGY_PREFIX)
+    }
+    if any(argspec.is_template(v) or argspec.is_opaque(v) for v in settings.values()):
+        return []
+    compute = spec.group("slurm_compute")
+    labels = {h: spec.hosts[h].vars.get(LABEL_VARIABLE) for h in compute}
+    try:
+        for_slurm.preflight(settings, labels, compute, str(spec.path))
+    except TopologyError as exc:
+        return [f"slurm_topology_source {settings['source']}: {exc}"]
+    return []
 
 
 def _names_unknown_host(definition: _Definition, spec: ClusterSpec) -> bool:

@@ -240,3 +240,51 @@ def test_a_valid_munge_key_passes(write_inventory):
     result = run_kiln("inventory", "check", "-i", str(inv))
     assert result.returncode == 0, result.stderr
     assert key not in result.stdout + result.stderr
+
+
+TOPOLOGY_LABELED = cluster_inventory(
+    host_vars={"gpu001": {"topology_path": ["spine1", "leaf1"]}, "gpu002": None}
+)
+
+
+@pytest.mark.parametrize(
+    ("group_vars", "files", "message"),
+    [
+        (
+            {"slurm_topology_source": "labels"},
+            {},
+            "slurm_topology_source labels: 1 compute nodes have no topology_path label: gpu002",
+        ),
+        (
+            {"slurm_topology_source": "file", "slurm_topology_files": ["topology.conf"]},
+            {"topology.conf": "SwitchName=s1 Nodes=gpu001\nthis is not a topology line\n"},
+            "slurm_topology_source file: {inv}/topology.conf:2: expected SwitchName=,"
+            " BlockName= or BlockSizes=",
+        ),
+        (
+            {"slurm_topology_source": "ibnetdiscover", "slurm_topology_files": ["fabric.txt"]},
+            {"fabric.txt": "random words\n"},
+            "slurm_topology_source ibnetdiscover: {inv}/fabric.txt:1: not ibnetdiscover"
+            " output: 'random words'",
+        ),
+        (
+            {"slurm_topology_source": "file", "slurm_topology_files": ["missing.conf"]},
+            {},
+            "slurm_topology_source file: {inv}/missing.conf: cannot read:"
+            " No such file or directory",
+        ),
+    ],
+    ids=["unlabeled-node", "malformed-file", "garbage-ibnetdiscover", "file-not-there"],
+)
+def test_topology_bad_input(write_inventory, state_dir, group_vars, files, message):
+    inv = write_inventory(TOPOLOGY_LABELED, files={"group_vars/all.yml": group_vars, **files})
+    result = run_kiln("provision", "-i", str(inv))
+    assert_bad_input(result, message.format(inv=inv))
+    assert not (state_dir / "runs").exists()
+
+
+def test_topology_catch_all_places_unlabeled_nodes(write_inventory):
+    group_vars = {"slurm_topology_source": "labels", "slurm_topology_missing": "catch-all"}
+    inv = write_inventory(TOPOLOGY_LABELED, files={"group_vars/all.yml": group_vars})
+    result = run_kiln("inventory", "check", "-i", str(inv))
+    assert result.returncode == 0, result.stderr

@@ -3,8 +3,10 @@ node, down. Real containers, real SSH, real Ansible; several minutes."""
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 
 from kiln.errors import ExitCode
 from tests.conftest import run_kiln
@@ -150,6 +152,48 @@ def test_unreachable_node_is_reported_and_the_rest_provisioned(lab):
         assert [f["host"] for f in report["failures"]] == [f"{LAB}-compute02"]
     finally:
         assert run_kiln("lab", "up", "--name", LAB, timeout=600).returncode == 0
+
+
+def slurm_switches() -> dict[str, str]:
+    lines = on("controller", "scontrol show topology").splitlines()
+    return {
+        line.split()[0].removeprefix("SwitchName="): line
+        for line in lines
+        if line.startswith("SwitchName=")
+    }
+
+
+def relabel(data, host: str, path: list[str]) -> None:
+    """Set a host's topology_path wherever the inventory defines the host."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == host and isinstance(value, dict):
+                value["topology_path"] = path
+            else:
+                relabel(value, host, path)
+
+
+def test_slurm_uses_the_lab_labels_and_a_new_label_only_reconfigures(lab):
+    shown = slurm_switches()
+    assert set(shown) == {"leaf1", "spine1"}
+    assert f"Nodes={LAB}-compute[01-02]" in shown["leaf1"]
+    assert "Switches=leaf1" in shown["spine1"]
+    hosts = Path(lab) / "hosts.yml"
+    original = hosts.read_text()
+    data = yaml.safe_load(original)
+    relabel(data, f"{LAB}-compute02", ["spine1", "leaf9"])
+    hosts.write_text(yaml.safe_dump(data))
+    before = start_times()
+    try:
+        code, report = provision(lab, "--tags", "slurm")
+        assert code == ExitCode.OK, report["failures"]
+        shown = slurm_switches()
+        assert f"Nodes={LAB}-compute01" in shown["leaf1"]
+        assert f"Nodes={LAB}-compute02" in shown["leaf9"]
+        assert "Switches=leaf[1,9]" in shown["spine1"]
+        assert start_times() == before, "a topology change restarted a daemon"
+    finally:
+        hosts.write_text(original)
 
 
 def slurm_nodes() -> list[str]:

@@ -143,11 +143,14 @@ def test_unknown_group_keys(write_inventory):
 
 
 def test_the_lab_settings_validate(write_inventory, tmp_path):
+    """The inventory `kiln lab up` writes, with the committed lab settings."""
     import shutil
 
     from kiln import paths
+    from kiln.lab import cluster
 
-    directory = write_inventory()
+    lab = cluster.plan("kiln", 3, "trixie")
+    directory = write_inventory(cluster.inventory_data(lab, tmp_path / "key", None))
     shutil.copytree(
         paths.packaged_lab_settings() / "group_vars", directory / "group_vars", dirs_exist_ok=True
     )

@@ -6,7 +6,7 @@ import click
 
 from kiln.commands import stack
 from kiln.topology import checks
-from kiln.topology.generate import SOURCES, Request, generate
+from kiln.topology.generate import SOURCES, Request, describe, generate
 from kiln.topology.writers import FORMATS, render
 
 source_options = stack(
@@ -114,23 +114,5 @@ def show(**options) -> None:
 
 
 def _summary(topo) -> None:
-    if topo.is_block:
-        sizes = ", ".join(
-            f"{b.name}={len(b.nodes)}" for b in sorted(topo.blocks.values(), key=lambda b: b.name)
-        )
-        click.echo(
-            f"topology: {len(topo.blocks)} blocks ({sizes}), {len(topo.nodes())} nodes", err=True
-        )
-    else:
-        leaves = topo.leaves()
-        per_leaf = sorted({len(s.nodes) for s in leaves})
-        click.echo(
-            f"topology: {topo.levels()} levels, {len(topo.switches)} switches, "
-            f"{len(leaves)} leaves, {len(topo.nodes())} nodes, "
-            f"{'-'.join(map(str, (per_leaf[0], per_leaf[-1])))} nodes per leaf",
-            err=True,
-        )
-    for note in topo.notes:
-        click.echo(f"note: {note}", err=True)
-    for warning in topo.warnings:
-        click.echo(f"warning: {warning}", err=True)
+    for line in describe(topo):
+        click.echo(line, err=True)

@@ -25,7 +25,8 @@ def apply(topology: Topology, cluster_nodes: set[str] | None, missing: MissingPo
             if missing is MissingPolicy.FAIL:
                 raise TopologyError(
                     f"{len(absent)} Slurm nodes are not in the topology source: {listed}"
-                    " (use --missing catch-all to place them under one switch)"
+                    " (to place them under one switch: --missing catch-all,"
+                    " or slurm_topology_missing: catch-all in the inventory)"
                 )
             _catch_all(topology, absent)
             topology.warnings.append(f"{len(absent)} nodes placed under {CATCH_ALL}: {listed}")

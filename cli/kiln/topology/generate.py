@@ -1,10 +1,11 @@
 """From a source and options to a checked Topology: what `kiln topology` and the
-role's filter plugin call."""
+slurm role (through kiln.topology.for_slurm) call."""
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from kiln import inventory
+from kiln import hostlist, inventory
 from kiln.topology import checks, fabric_tree, ibnetdiscover, sources
 from kiln.topology.model import Topology, TopologyError
 
@@ -13,9 +14,16 @@ SOURCES = ("ibnetdiscover", "labels", "nvlink", "file")
 
 @dataclass
 class Request:
+    """Input comes from files, or already read (`texts`: label, text pairs; `labels`:
+    host -> path) when Ansible collected it. The node set comes from the inventory at
+    `inventory_path`, or `nodes`; without either, every host in the input."""
+
     source: str
     files: list[Path] = field(default_factory=list)
+    texts: list[tuple[str, str]] = field(default_factory=list)
+    labels: dict[str, Any] | None = None
     inventory_path: Path | None = None
+    nodes: set[str] | None = None
     hca: list[str] = field(default_factory=list)
     node_name_map: Path | None = None
     block_size: int | None = None
@@ -24,49 +32,85 @@ class Request:
 
 def generate(request: Request) -> Topology:
     spec = inventory.load(request.inventory_path) if request.inventory_path else None
-    if request.source != "labels" and not request.files:
-        raise TopologyError(f"--from {request.source} needs at least one FILE")
-    if request.source == "ibnetdiscover":
-        selection = fabric_tree.Selection(hca_patterns=request.hca)
-        if request.node_name_map:
-            selection.name_map = fabric_tree.read_name_map(request.node_name_map)
-        topology = fabric_tree.build(
-            ibnetdiscover.parse_files(request.files),
-            selection,
-            source=", ".join(str(f) for f in request.files),
-        )
-    elif request.source == "labels":
-        if spec is None:
+    nodes = set(spec.group("slurm_compute")) if spec else request.nodes
+    if request.source == "labels":
+        if spec is None and request.labels is None:
             raise TopologyError("--from labels reads the inventory: give -i INVENTORY")
-        topology = _from_inventory_labels(spec)
-    elif request.source == "nvlink":
-        text = "\n".join(_read(f) for f in request.files)
-        topology = sources.from_nvlink(text, str(request.files[0]), request.block_size)
-    elif request.source == "file":
-        topology = sources.from_file(request.files[0])
+        labels = request.labels
+        if spec is not None:
+            labels = {h: spec.hosts[h].vars.get(sources.LABEL_VARIABLE) for h in nodes or ()}
+        source = f"labels in {spec.path}" if spec else "inventory labels"
+        topology = from_labels(labels or {}, nodes, request.missing, source)
     else:
-        raise TopologyError(f"unknown source {request.source!r} (one of {', '.join(SOURCES)})")
-    nodes = set(spec.group("slurm_compute")) if spec else None
+        topology = _from_input(request, _inputs(request))
     checks.apply(topology, nodes, request.missing)
     return topology
 
 
-def _from_inventory_labels(spec: inventory.ClusterSpec) -> Topology:
-    compute = spec.group("slurm_compute")
-    unlabeled = [h for h in compute if sources.LABEL_VARIABLE not in spec.hosts[h].vars]
-    if unlabeled:
-        from kiln import hostlist
-
+def from_labels(
+    labels: dict[str, Any], nodes: set[str] | None, missing: checks.MissingPolicy, source: str
+) -> Topology:
+    """Nodes without a label are an error, unless the policy places them under the
+    catch-all switch."""
+    labeled = {h: p for h, p in labels.items() if p not in (None, "", [])}
+    unlabeled = sorted((nodes or set()) - set(labeled))
+    if unlabeled and missing is checks.MissingPolicy.FAIL:
         raise TopologyError(
             f"{len(unlabeled)} compute nodes have no {sources.LABEL_VARIABLE} label: "
             f"{hostlist.compress(unlabeled)}"
         )
-    paths = {h: spec.hosts[h].vars[sources.LABEL_VARIABLE] for h in compute}
-    return sources.from_labels(paths, source=f"labels in {spec.path}")
+    return sources.from_labels(labeled, source=source)
+
+
+def _inputs(request: Request) -> list[tuple[str, str]]:
+    inputs = list(request.texts) + [(str(f), _read(f)) for f in request.files]
+    if not inputs:
+        raise TopologyError(f"--from {request.source} needs at least one FILE")
+    return inputs
+
+
+def _from_input(request: Request, inputs: list[tuple[str, str]]) -> Topology:
+    label = ", ".join(name for name, _ in inputs)
+    if request.source == "ibnetdiscover":
+        selection = fabric_tree.Selection(hca_patterns=request.hca)
+        if request.node_name_map:
+            selection.name_map = fabric_tree.read_name_map(request.node_name_map)
+        fabric = ibnetdiscover.Fabric()
+        for name, text in inputs:
+            fabric.merge(ibnetdiscover.parse(text, name))
+        return fabric_tree.build(fabric, selection, source=label)
+    if request.source == "nvlink":
+        text = "\n".join(text for _, text in inputs)
+        return sources.from_nvlink(text, inputs[0][0], request.block_size)
+    if request.source == "file":
+        return sources.from_text(inputs[0][1], inputs[0][0])
+    raise TopologyError(f"unknown source {request.source!r} (one of {', '.join(SOURCES)})")
+
+
+def describe(topology: Topology) -> list[str]:
+    """The short summary: shape, then notes and warnings, one line each."""
+    if topology.is_block:
+        sizes = ", ".join(
+            f"{b.name}={len(b.nodes)}"
+            for b in sorted(topology.blocks.values(), key=lambda b: b.name)
+        )
+        count = len(topology.nodes())
+        lines = [f"topology: {len(topology.blocks)} blocks ({sizes}), {count} nodes"]
+    else:
+        leaves = topology.leaves()
+        per_leaf = sorted({len(s.nodes) for s in leaves})
+        lines = [
+            f"topology: {topology.levels()} levels, {len(topology.switches)} switches, "
+            f"{len(leaves)} leaves, {len(topology.nodes())} nodes, "
+            f"{'-'.join(map(str, (per_leaf[0], per_leaf[-1])))} nodes per leaf"
+        ]
+    lines += [f"note: {note}" for note in topology.notes]
+    lines += [f"warning: {warning}" for warning in topology.warnings]
+    return lines
 
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text()
+        return path.read_text(errors="replace")
     except OSError as exc:
         raise TopologyError(f"{path}: cannot read: {exc.strerror}") from None

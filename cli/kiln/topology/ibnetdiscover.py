@@ -6,7 +6,6 @@ its description and its cabled ports.
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from kiln.topology.model import TopologyError
 
@@ -74,17 +73,6 @@ def parse(text: str, label: str = "ibnetdiscover") -> Fabric:
         fabric = _parse_default(lines, label)
     if not any(n.kind == "switch" for n in fabric.nodes.values()):
         raise TopologyError(f"{label}: no switches found; is this ibnetdiscover output?")
-    return fabric
-
-
-def parse_files(paths: list[Path]) -> Fabric:
-    fabric = Fabric()
-    for path in paths:
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            raise TopologyError(f"{path}: cannot read: {exc.strerror}") from None
-        fabric.merge(parse(text, str(path)))
     return fabric
 
 

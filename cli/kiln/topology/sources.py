@@ -94,20 +94,24 @@ def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topolog
 
 
 def from_file(path: Path) -> Topology:
-    """A hand-written topology: Slurm's topology.conf tree/block form, or YAML
-    `{switches: {NAME: {nodes: HOSTLIST} | {switches: [NAME...]}}}`."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise TopologyError(f"{path}: cannot read: {exc.strerror}") from None
+    return from_text(text, str(path))
+
+
+def from_text(text: str, label: str) -> Topology:
+    """A hand-written topology: Slurm's topology.conf tree/block form, or YAML
+    `{switches: {NAME: {nodes: HOSTLIST} | {switches: [NAME...]}}}`."""
     if re.search(r"^\s*(SwitchName|BlockName)=", text, re.MULTILINE):
-        return _from_conf(text, str(path))
+        return _from_conf(text, label)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise TopologyError(f"{path}: neither topology.conf nor YAML: {exc}") from None
+        raise TopologyError(f"{label}: neither topology.conf nor YAML: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("switches"), dict):
-        raise TopologyError(f"{path}: expected topology.conf lines or a YAML 'switches:' mapping")
+        raise TopologyError(f"{label}: expected topology.conf lines or a YAML 'switches:' mapping")
     lines = []
     for name, body in data["switches"].items():
         body = body or {}
@@ -116,7 +120,7 @@ def from_file(path: Path) -> Topology:
         else:
             children = body.get("switches") or []
             lines.append(f"SwitchName={name} Switches={','.join(children)}")
-    return _from_conf("\n".join(lines), str(path))
+    return _from_conf("\n".join(lines), label)
 
 
 def _from_conf(text: str, label: str) -> Topology:

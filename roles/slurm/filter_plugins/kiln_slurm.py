@@ -1,5 +1,5 @@
-"""Filters that hand Slurm config rendering to kiln.slurm: one implementation for the
-CLI's checks and the role."""
+"""Filters that hand Slurm config rendering to kiln.slurm and kiln.topology: one
+implementation for the CLI's checks and the role."""
 
 import sys
 from pathlib import Path
@@ -9,16 +9,23 @@ try:
 except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cli"))
 
+from ansible.errors import AnsibleFilterError
+
 from kiln import hostlist, slurm
+from kiln.topology import for_slurm
+from kiln.topology.model import TopologyError
+
+
+def _cached(host_vars, name):
+    """A fact set with `cacheable: true`: a variable when set in this run, in the fact
+    cache (so present even when the host is outside --limit) otherwise."""
+    return host_vars.get(name) or (host_vars.get("ansible_facts") or {}).get(name) or []
 
 
 def _shapes(hostvars, hosts, declared_key, detected_key):
     shapes = {}
     for host in hosts:
-        facts = hostvars[host].get("ansible_facts") or {}
-        # A detected shape is a cached fact: present even when the host is outside --limit.
-        data = (hostvars[host].get(declared_key) or hostvars[host].get(detected_key)
-                or facts.get(detected_key))
+        data = hostvars[host].get(declared_key) or _cached(hostvars[host], detected_key)
         if not data:
             raise slurm.SlurmConfigError(
                 f"no node shape for {host}: declare slurm_node_shape, or provision it once "
@@ -48,6 +55,36 @@ def kiln_cgroup_conf(settings, version):
     return slurm.cgroup_conf(settings, slurm.parse_version(version))
 
 
+def kiln_topology(settings, version, hostvars, compute, collected=()):
+    """settings: the slurm_topology_* variables without the prefix; collected:
+    [label, text] pairs gathered on the nodes (ibnetdiscover output)."""
+    source = settings["source"]
+    labels = nvlink = None
+    if source == "labels":
+        labels = {h: hostvars[h].get("topology_path") for h in compute}
+    if source == "nvlink":
+        # Cached facts, like shapes: present for hosts outside --limit too.
+        lines = [f"{h}: {line}" for h in compute for line in _cached(hostvars[h], "slurm_nvlink")]
+        nvlink = [("nvidia-smi on the compute nodes", "\n".join(lines))]
+    try:
+        return for_slurm.render(
+            source,
+            settings["format"],
+            slurm.parse_version(version),
+            list(compute),
+            labels=labels,
+            texts=nvlink or [tuple(pair) for pair in collected],
+            files=settings["files"],
+            hca=settings["hca"],
+            node_name_map=settings["node_name_map"],
+            block_size=settings["block_size"],
+            missing=settings["missing"],
+            base_dir=settings["base_dir"],
+        )
+    except TopologyError as exc:
+        raise AnsibleFilterError(f"topology: {exc}") from None
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -60,4 +97,5 @@ class FilterModule:
             "kiln_hostlist": hostlist.compress,
             "kiln_slurm_node_state": slurm.node_state,
             "kiln_conf_value": slurm.conf_value,
+            "kiln_topology": kiln_topology,
         }
