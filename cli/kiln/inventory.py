@@ -299,10 +299,13 @@ def _check_variables(spec: ClusterSpec, definitions: list[_Definition]) -> list[
     for definition in definitions:
         declared = catalogue.get(definition.name)
         if declared is not None:
-            problems.extend(
+            wrong_type = [
                 f"{definition.source}: {message} (role {declared.role})"
                 for message in argspec.check_value(definition.name, definition.value, declared.spec)
-            )
+            ]
+            if wrong_type:  # one message per mistake: the value checks would repeat it
+                problems.extend(wrong_type)
+                continue
         problems.extend(f"{definition.source}: {p}" for p in _value_problems(definition, spec))
         if _names_unknown_host(definition, spec):
             problems.append(
@@ -346,8 +349,9 @@ def _names_unknown_host(definition: _Definition, spec: ClusterSpec) -> bool:
 
 
 def _value_problems(definition: _Definition, spec: ClusterSpec) -> list[str]:
-    """Checks that need more than a type: munge keys, Slurm partitions and shapes."""
-    from kiln import munge, slurm
+    """Checks that need more than a type: munge keys, Slurm partitions and shapes,
+    storage mounts."""
+    from kiln import munge, slurm, storage
 
     name, value = definition.name, definition.value
     if argspec.is_opaque(value) or value in (None, "", [], {}):
@@ -358,6 +362,8 @@ def _value_problems(definition: _Definition, spec: ClusterSpec) -> list[str]:
             return [f"munge_key_b64 {problem}"] if problem else []
         if name == "slurm_partitions" and isinstance(value, list):
             slurm.partitions(value, spec.groups, spec.group("slurm_compute"))
+        if name == "autofs_mounts" and isinstance(value, list):
+            storage.parse(value, spec.groups)
         if name == "slurm_node_shape" and isinstance(value, dict):
             slurm.shape_from_dict("slurm_node_shape", value)  # its message names the variable
     except (slurm.SlurmConfigError, ValueError) as exc:

@@ -288,3 +288,39 @@ def test_topology_catch_all_places_unlabeled_nodes(write_inventory):
     inv = write_inventory(TOPOLOGY_LABELED, files={"group_vars/all.yml": group_vars})
     result = run_kiln("inventory", "check", "-i", str(inv))
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("mounts", "message"),
+    [
+        (
+            [{"name": "a", "path": "/a", "type": "zfs", "source": "x:/y"}],
+            "group_vars/all.yml: autofs_mounts[0].type must be one of nfs, nfs4, lustre,"
+            " glusterfs, wekafs, bind, generic, got 'zfs' (role autofs)",
+        ),
+        (
+            [
+                {"name": "a", "path": "/data", "type": "bind", "source": "/x"},
+                {"name": "b", "path": "/data", "type": "bind", "source": "/y"},
+            ],
+            "group_vars/all.yml: autofs_mounts: mounts a and b both mount on /data",
+        ),
+        (
+            [{"name": "a", "path": "data", "type": "bind", "source": "/x"}],
+            "group_vars/all.yml: autofs_mounts: mount a: mount point 'data' must be an"
+            " absolute path",
+        ),
+        (
+            [{"name": "a", "path": "/a", "type": "bind", "source": "/x", "groups": ["gpu_su9"]}],
+            "group_vars/all.yml: autofs_mounts: mount a: group gpu_su9 is not in the inventory",
+        ),
+    ],
+    ids=["unknown-type", "same-mount-point", "relative-mount-point", "unknown-group"],
+)
+def test_storage_bad_input(write_inventory, state_dir, mounts, message):
+    inv = write_inventory(files={"group_vars/all.yml": {"autofs_mounts": mounts}})
+    result = run_kiln("provision", "-i", str(inv))
+    assert result.returncode == ExitCode.BAD_INPUT, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"kiln: error: {message}")
+    assert not (state_dir / "runs").exists()

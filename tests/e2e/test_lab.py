@@ -48,7 +48,7 @@ def test_check_mode_on_raw_nodes_changes_nothing(lab):
     on("compute01", "test ! -e /etc/ansible/facts.d/kiln.fact && test ! -e /usr/bin/jq")
 
 
-DAEMONS = "munge slurmctld slurmdbd slurmd chrony"
+DAEMONS = "munge slurmctld slurmdbd slurmd chrony autofs glusterd"
 
 
 def on(node: str, command: str) -> str:
@@ -60,7 +60,7 @@ def on(node: str, command: str) -> str:
 def start_times() -> dict[str, str]:
     return {
         node: on(node, f"systemctl show -p ActiveEnterTimestamp {DAEMONS}")
-        for node in ("controller", "compute01", "compute02")
+        for node in ("controller", "storage", "compute01", "compute02")
     }
 
 
@@ -91,6 +91,18 @@ def test_jobs_run_across_compute_nodes_and_are_accounted(lab):
         " sacct -X -n -P -o JobName,State --name e2e",
     )
     assert "e2e|COMPLETED" in jobs
+
+
+def test_every_node_automounts_the_shared_volume(lab):
+    # A job on both compute nodes writes there; the controller reads what they wrote.
+    on("controller", "srun -N2 sh -c 'hostname > /shared/e2e-$(hostname)'")
+    for node in ("compute01", "compute02"):
+        assert on("controller", f"cat /shared/e2e-{LAB}-{node}").strip() == f"{LAB}-{node}"
+    for node in ("controller", "storage", "compute01", "compute02"):
+        # the check touches the mount (autofs mounts on access), then says what it found
+        check = on(node, "kiln-mount-check")
+        assert check.startswith(f"OK shared /shared: fuse.glusterfs {LAB}-storage:/shared"), check
+        assert on(node, "findmnt -n -o FSTYPE /shared | tail -1").strip() == "fuse.glusterfs"
 
 
 def test_a_drained_node_is_reported_with_its_reason(lab):

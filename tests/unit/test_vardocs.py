@@ -9,7 +9,7 @@ DOCS = sorted(paths.content_root().glob("docs/*.md")) + sorted(
 
 def test_every_role_has_a_generated_table_somewhere():
     marked = "".join(doc.read_text() for doc in DOCS)
-    for role in ("base", "munge", "slurm"):
+    for role in ("base", "munge", "slurm", "autofs", "glusterfs_server"):
         assert f"<!-- kiln:variables {role} -->" in marked, role
 
 

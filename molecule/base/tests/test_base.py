@@ -59,7 +59,9 @@ def test_hpc_limits(host):
     assert "* - memlock unlimited" in limits.content_string
     assert "* - nofile 1048576" in limits.content_string
     # systemd was re-executed, so services inherit the new defaults now.
-    assert host.check_output("systemctl show -p DefaultLimitMEMLOCK") == "DefaultLimitMEMLOCK=infinity"
+    assert (
+        host.check_output("systemctl show -p DefaultLimitMEMLOCK") == "DefaultLimitMEMLOCK=infinity"
+    )
 
 
 def test_sysctl_file_written(host):

@@ -7,7 +7,10 @@ import os
 import pytest
 
 testinfra_hosts = [
-    "podman://slurm-ctl", "podman://slurm-c1", "podman://slurm-c2", "podman://slurm-login",
+    "podman://slurm-ctl",
+    "podman://slurm-c1",
+    "podman://slurm-c2",
+    "podman://slurm-login",
 ]
 CONFIG_MODE = os.environ.get("KILN_SLURM_CONFIG_MODE", "configless")
 CONFIG_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
@@ -43,7 +46,7 @@ def test_config_files_by_mode(host, ctl):
     local = [host.file(f"/etc/slurm/{f}") for f in CONFIG_FILES]
     if name == "slurm-login" or CONFIG_MODE == "pushed":
         # the same bytes as the controller's: one rendering for the whole cluster
-        for conf, f in zip(local, CONFIG_FILES):
+        for conf, f in zip(local, CONFIG_FILES, strict=True):
             assert conf.sha256sum == ctl.file(f"/etc/slurm/{f}").sha256sum, f
     if name == "slurm-login":
         return
@@ -52,7 +55,9 @@ def test_config_files_by_mode(host, ctl):
         # no local files: slurmd fetched them from slurmctld into its cache
         assert not any(conf.exists for conf in local)
         assert "--conf-server slurm-ctl:6817" in options
-        assert "slurm.conf" in host.check_output("ls /run/slurm/conf || ls /var/lib/slurm/slurmd/conf-cache")
+        assert "slurm.conf" in host.check_output(
+            "ls /run/slurm/conf || ls /var/lib/slurm/slurmd/conf-cache"
+        )
     else:
         assert "--conf-server" not in options
         assert "enable_configless" not in ctl.file("/etc/slurm/slurm.conf").content_string
@@ -73,7 +78,9 @@ def test_nodes_idle_in_the_declared_partitions(host, ctl):
         pytest.skip("checked from the controller")
     lines = ctl.check_output("sinfo -h -N -o '%N %P %t'").splitlines()
     assert sorted(lines) == [
-        "slurm-c1 batch* idle", "slurm-c1 debug idle", "slurm-c2 batch* idle",
+        "slurm-c1 batch* idle",
+        "slurm-c1 debug idle",
+        "slurm-c2 batch* idle",
     ]
     debug = ctl.check_output("scontrol show partition debug --oneliner")
     assert "MaxTime=00:30:00" in debug and "Hidden=YES" in debug

@@ -1,0 +1,237 @@
+"""Shared storage declared once in the inventory (`autofs_mounts`), rendered as autofs
+maps. The autofs role and `kiln inventory check` both use this module, so a
+declaration is judged the same way before a run and during it."""
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+TYPES = ("nfs", "nfs4", "lustre", "glusterfs", "wekafs", "bind", "generic")
+
+# Options a GPU cluster wants unless the operator says otherwise. NFS: hard mounts
+# (a server restart stalls I/O instead of corrupting a checkpoint), large transfers,
+# several TCP connections where the kernel has nconnect (5.3+).
+DEFAULT_OPTIONS: dict[str, list[str]] = {
+    "nfs": [
+        "vers=4.1",
+        "hard",
+        "proto=tcp",
+        "timeo=600",
+        "retrans=2",
+        "rsize=1048576",
+        "wsize=1048576",
+        "noatime",
+    ],
+    "lustre": ["flock", "noatime"],
+    "glusterfs": ["noatime"],
+    "wekafs": ["noatime"],
+    "bind": [],
+    "generic": [],
+}
+NCONNECT = "nconnect=8"
+NCONNECT_KERNEL = (5, 3)
+# Idle time before autofs unmounts; a mount with open files is never expired.
+DEFAULT_TIMEOUT = 3600
+# Debian packages for each type's client; None: a vendor client the distro lacks.
+CLIENT_PACKAGES: dict[str, list[str] | None] = {
+    "nfs": ["nfs-common"],
+    "lustre": None,
+    "glusterfs": ["glusterfs-client"],
+    "wekafs": None,
+    "bind": [],
+    "generic": [],
+}
+# What proves a vendor client is installed, and what to tell the operator otherwise.
+VENDOR_CLIENTS = {
+    "lustre": ("/sbin/mount.lustre", "the Lustre client (lustre-client-utils and its modules)"),
+    "wekafs": ("/sbin/mount.wekafs", "the Weka client (the agent your Weka backends serve)"),
+}
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+class StorageError(ValueError):
+    """A storage declaration that cannot be used; the message names the mount."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    name: str
+    path: str  # mount point; ending in /* makes an indirect map keyed by subdirectory
+    type: str
+    source: str
+    options: tuple[str, ...] = ()
+    fstype: str = ""  # generic only
+    groups: tuple[str, ...] = ("all",)
+    timeout: int = DEFAULT_TIMEOUT
+    required: bool = True
+    default_options: bool = True
+
+    @property
+    def kind(self) -> str:
+        """nfs4 is nfs; the rest are themselves."""
+        return "nfs" if self.type == "nfs4" else self.type
+
+    @property
+    def indirect(self) -> bool:
+        return self.path.endswith("/*")
+
+    @property
+    def mount_point(self) -> str:
+        return self.path.removesuffix("/*")
+
+    @property
+    def server(self) -> str:
+        """The host the mount depends on, for messages ('' for bind mounts)."""
+        if self.kind == "bind":
+            return ""
+        return re.split(r"[:@/]", self.source, maxsplit=1)[0]
+
+
+def parse(raw: Any, groups: dict[str, list[str]] | None = None) -> list[Mount]:
+    """Check and normalize `autofs_mounts`; groups (name -> hosts) checks `groups:`."""
+    if not isinstance(raw, list):
+        raise StorageError(f"autofs_mounts must be a list of mounts, got {type(raw).__name__}")
+    mounts = [_one(item, index, groups) for index, item in enumerate(raw)]
+    _no_duplicates(mounts)
+    return mounts
+
+
+def _one(item: Any, index: int, groups: dict[str, list[str]] | None) -> Mount:
+    if not isinstance(item, dict):
+        raise StorageError(f"autofs_mounts[{index}] must be a mapping, got {item!r}")
+    name = str(item.get("name", ""))
+    label = f"mount {name}" if name else f"autofs_mounts[{index}]"
+    if not _NAME.match(name):
+        raise StorageError(
+            f"{label}: name must be lower-case letters, digits, - or _ (it names files)"
+        )
+    kind = item.get("type")
+    if kind not in TYPES:
+        raise StorageError(f"{label}: unknown type {kind!r}; expected one of {', '.join(TYPES)}")
+    path = str(item.get("path", ""))
+    if not path.startswith("/"):
+        raise StorageError(f"{label}: mount point {path!r} must be an absolute path")
+    if PurePosixPath(path.removesuffix("/*")) in (PurePosixPath("/"),) or ".." in path.split("/"):
+        raise StorageError(f"{label}: mount point {path!r} is not a place to mount on")
+    source = str(item.get("source", ""))
+    if not source:
+        raise StorageError(f"{label}: source is required (e.g. server:/export, or a path for bind)")
+    if kind == "bind" and not source.startswith("/"):
+        raise StorageError(
+            f"{label}: a bind mount's source must be an absolute path, got {source!r}"
+        )
+    fstype = str(item.get("fstype", ""))
+    if kind == "generic" and not fstype:
+        raise StorageError(f"{label}: type generic needs fstype (passed to autofs as -fstype)")
+    options = item.get("options", [])
+    if isinstance(options, str):
+        options = [o for o in options.split(",") if o]
+    wanted = item.get("groups", ["all"])
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    if groups is not None:
+        unknown = [g for g in wanted if g != "all" and g not in groups]
+        if unknown:
+            raise StorageError(f"{label}: group {', '.join(unknown)} is not in the inventory")
+    timeout = item.get("timeout", DEFAULT_TIMEOUT)
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0:
+        raise StorageError(
+            f"{label}: timeout must be whole seconds (0: never unmount), got {timeout!r}"
+        )
+    return Mount(
+        name=name,
+        path=path,
+        type=kind,
+        source=source,
+        options=tuple(str(o) for o in options),
+        fstype=fstype,
+        groups=tuple(wanted),
+        timeout=timeout,
+        required=bool(item.get("required", True)),
+        default_options=bool(item.get("default_options", True)),
+    )
+
+
+def _no_duplicates(mounts: list[Mount]) -> None:
+    by_name: dict[str, Mount] = {}
+    by_point: dict[str, Mount] = {}
+    for mount in mounts:
+        if mount.name in by_name:
+            raise StorageError(f"two mounts are named {mount.name}")
+        if mount.mount_point in by_point:
+            raise StorageError(
+                f"mounts {by_point[mount.mount_point].name} and {mount.name}"
+                f" both mount on {mount.mount_point}"
+            )
+        by_name[mount.name] = by_point[mount.mount_point] = mount
+
+
+def for_host(mounts: list[Mount], host_groups: list[str]) -> list[Mount]:
+    wanted = set(host_groups) | {"all"}
+    return [m for m in mounts if wanted & set(m.groups)]
+
+
+def _kernel(version: str) -> tuple[int, int]:
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(match[1]), int(match[2])) if match else (0, 0)
+
+
+def options(mount: Mount, kernel: str = "") -> list[str]:
+    """The mount options autofs passes: defaults (unless turned off), then the operator's,
+    where an operator option replaces a default of the same name."""
+    chosen = list(DEFAULT_OPTIONS[mount.kind]) if mount.default_options else []
+    if mount.kind == "nfs" and mount.default_options and _kernel(kernel) >= NCONNECT_KERNEL:
+        chosen.append(NCONNECT)
+    own = {o.split("=", 1)[0] for o in mount.options}
+    return [o for o in chosen if o.split("=", 1)[0] not in own] + list(mount.options)
+
+
+def fstype(mount: Mount) -> str:
+    return {"nfs": "nfs4" if mount.type == "nfs4" else "nfs"}.get(
+        mount.kind, mount.fstype or mount.kind
+    )
+
+
+# Locations autofs must not read as host:path: a local path, Lustre's MGS@NET:/FS.
+_COLON_PREFIX = ("bind", "lustre")
+
+
+def map_line(mount: Mount, kernel: str = "") -> str:
+    """One autofs map entry: KEY -fstype=TYPE,OPTIONS LOCATION."""
+    key = "*" if mount.indirect else mount.mount_point
+    opts = ",".join([f"-fstype={fstype(mount)}", *options(mount, kernel)])
+    location = (":" if mount.kind in _COLON_PREFIX else "") + mount.source
+    if mount.indirect:
+        location = location.rstrip("/") + "/&"
+    return f"{key} {opts} {location}"
+
+
+def master_line(mount: Mount) -> str:
+    mount_at = mount.mount_point if mount.indirect else "/-"
+    return f"{mount_at} /etc/auto.kiln-{mount.name} --timeout={mount.timeout}"
+
+
+def files(mounts: list[Mount], kernel: str = "") -> dict[str, str]:
+    """path -> content of every autofs file for these mounts."""
+    header = "# Managed by Kiln (autofs role): changes are overwritten.\n"
+    out = {}
+    for mount in mounts:
+        out[f"/etc/auto.master.d/kiln-{mount.name}.autofs"] = header + master_line(mount) + "\n"
+        out[f"/etc/auto.kiln-{mount.name}"] = header + map_line(mount, kernel) + "\n"
+    return out
+
+
+def check_list(mounts: list[Mount], kernel: str = "") -> list[dict[str, Any]]:
+    """What the health check reads on the node (/etc/kiln/mounts.json)."""
+    return [
+        {
+            "name": m.name,
+            "path": m.mount_point,
+            "indirect": m.indirect,
+            "fstype": fstype(m) if m.kind != "bind" else "",
+            "source": m.source,
+            "server": m.server,
+            "required": m.required,
+        }
+        for m in mounts
+    ]

@@ -1,0 +1,145 @@
+"""kiln.storage: autofs maps for every filesystem type, on the rendered text."""
+
+import pytest
+
+from kiln import storage
+
+HEADER = "# Managed by Kiln (autofs role): changes are overwritten.\n"
+
+
+def render(**mount) -> str:
+    item = {"name": "data", "path": "/data", **mount}
+    (parsed,) = storage.parse([item])
+    return storage.map_line(parsed, kernel="6.1.0-18-amd64")
+
+
+@pytest.mark.parametrize(
+    ("mount", "line"),
+    [
+        (
+            {"type": "nfs", "source": "vast1:/ml"},
+            "/data -fstype=nfs,vers=4.1,hard,proto=tcp,timeo=600,retrans=2,rsize=1048576,"
+            "wsize=1048576,noatime,nconnect=8 vast1:/ml",
+        ),
+        (
+            {"type": "nfs4", "source": "nas:/export", "options": ["vers=4.2", "nconnect=16"]},
+            "/data -fstype=nfs4,hard,proto=tcp,timeo=600,retrans=2,rsize=1048576,wsize=1048576,"
+            "noatime,vers=4.2,nconnect=16 nas:/export",
+        ),
+        (
+            {"type": "lustre", "source": "10.0.0.1@o2ib:/lfs"},
+            "/data -fstype=lustre,flock,noatime :10.0.0.1@o2ib:/lfs",
+        ),
+        (
+            {"type": "glusterfs", "source": "storage1:/shared"},
+            "/data -fstype=glusterfs,noatime storage1:/shared",
+        ),
+        (
+            {"type": "wekafs", "source": "weka01/fs01", "options": ["net=udp", "num_cores=1"]},
+            "/data -fstype=wekafs,noatime,net=udp,num_cores=1 weka01/fs01",
+        ),
+        ({"type": "bind", "source": "/local/nvme"}, "/data -fstype=bind :/local/nvme"),
+        (
+            {
+                "type": "generic",
+                "fstype": "fuse.sshfs",
+                "source": "#sshfs\\#backup\\:/dir",
+                "options": "allow_other,reconnect",
+                "default_options": False,
+            },
+            "/data -fstype=fuse.sshfs,allow_other,reconnect #sshfs\\#backup\\:/dir",
+        ),
+    ],
+    ids=["nfs", "nfs4-own-options", "lustre", "glusterfs", "wekafs", "bind", "generic"],
+)
+def test_map_line_for_every_type(mount, line):
+    assert render(**mount) == line
+
+
+def test_no_nconnect_on_old_kernels():
+    (mount,) = storage.parse([{"name": "a", "path": "/a", "type": "nfs", "source": "s:/e"}])
+    assert "nconnect" not in storage.map_line(mount, kernel="4.19.0-26-amd64")
+    assert "nconnect=8" in storage.map_line(mount, kernel="5.3.0")
+
+
+def test_direct_and_indirect_maps():
+    mounts = storage.parse(
+        [
+            {"name": "shared", "path": "/shared", "type": "glusterfs", "source": "st1:/shared"},
+            {
+                "name": "home",
+                "path": "/home/*",
+                "type": "nfs4",
+                "source": "nas:/home",
+                "timeout": 0,
+                "default_options": False,
+            },
+        ]
+    )
+    files = storage.files(mounts)
+    assert files == {
+        "/etc/auto.master.d/kiln-shared.autofs": HEADER
+        + "/- /etc/auto.kiln-shared --timeout=3600\n",
+        "/etc/auto.kiln-shared": HEADER + "/shared -fstype=glusterfs,noatime st1:/shared\n",
+        "/etc/auto.master.d/kiln-home.autofs": HEADER + "/home /etc/auto.kiln-home --timeout=0\n",
+        "/etc/auto.kiln-home": HEADER + "* -fstype=nfs4 nas:/home/&\n",
+    }
+
+
+def test_mounts_go_to_the_hosts_of_their_groups():
+    mounts = storage.parse(
+        [
+            {"name": "a", "path": "/a", "type": "bind", "source": "/x"},
+            {"name": "b", "path": "/b", "type": "bind", "source": "/y", "groups": ["slurm_login"]},
+        ],
+        {"slurm_login": ["login1"], "slurm_compute": ["gpu001"]},
+    )
+    assert [m.name for m in storage.for_host(mounts, ["slurm_compute"])] == ["a"]
+    assert [m.name for m in storage.for_host(mounts, ["slurm_login"])] == ["a", "b"]
+
+
+def test_health_check_list_names_the_server():
+    (mount,) = storage.parse(
+        [{"name": "w", "path": "/w", "type": "nfs", "source": "vast-vip:/w", "required": False}]
+    )
+    assert storage.check_list([mount]) == [
+        {
+            "name": "w",
+            "path": "/w",
+            "indirect": False,
+            "fstype": "nfs",
+            "source": "vast-vip:/w",
+            "server": "vast-vip",
+            "required": False,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mounts", "message"),
+    [
+        (
+            [{"name": "a", "path": "/a", "type": "zfs", "source": "x"}],
+            "mount a: unknown type 'zfs';"
+            " expected one of nfs, nfs4, lustre, glusterfs, wekafs, bind, generic",
+        ),
+        (
+            [{"name": "a", "path": "/a", "type": "bind", "source": "x"}],
+            "mount a: a bind mount's source must be an absolute path, got 'x'",
+        ),
+        (
+            [{"name": "a", "path": "/a", "type": "generic", "source": "x"}],
+            "mount a: type generic needs fstype (passed to autofs as -fstype)",
+        ),
+        (
+            [{"name": "A b", "path": "/a", "type": "bind", "source": "/x"}],
+            "mount A b: name must be lower-case letters, digits, - or _ (it names files)",
+        ),
+    ],
+    ids=["type", "bind-relative-source", "generic-fstype", "name"],
+)
+def test_bad_declarations(mounts, message):
+    """The rest (same mount point, relative path, unknown group) run through the CLI."""
+    with pytest.raises(storage.StorageError) as caught:
+        storage.parse(mounts, {"slurm_compute": ["gpu001"]})
+    assert str(caught.value) == message
