@@ -80,9 +80,17 @@ def test_node_name_map_with_a_duplicate_name(tmp_path):
 def test_garbage_and_truncated_input_name_the_line():
     with pytest.raises(TopologyError, match=r"x:2: not ibnetdiscover output: 'hello world'"):
         ibnetdiscover.parse('Switch\t2 "S-01"\t\t# "MF0;a:b/U1"\nhello world\n', "x")
-    cut = TWO_RAILS.read_text().split('Ca\t1 "H-0002c90300a00001"')[0]
-    with pytest.raises(TopologyError, match="truncated output"):
-        ibnetdiscover.parse(cut, "cut")
+    # Port lines are read when the tree needs them, so a cut dump fails the build.
+    cut = TWO_RAILS.read_text().split('Ca\t1 "H-0002c90300a00021"')[0]
+    with pytest.raises(TopologyError, match=r"cut: S-b83fd2030000aa\d0 is cabled to H-.*truncated"):
+        fabric_tree.build(ibnetdiscover.parse(cut, "cut"), fabric_tree.Selection())
+    no_hcas = TWO_RAILS.read_text().split('Ca\t1 "H-0002c90300a00001"')[0]
+    with pytest.raises(TopologyError, match=r"the file describes no HCAs \(truncated output"):
+        fabric_tree.build(ibnetdiscover.parse(no_hcas, "cut"), fabric_tree.Selection())
+    broken = TWO_RAILS.read_text().replace('[1]\t"H-0002c90300a00021"', '[1]\t"H-0002c9', 1)
+    line = next(n for n, text in enumerate(broken.splitlines(), 1) if '"H-0002c9[' in text)
+    with pytest.raises(TopologyError, match=rf"broken:{line}: not ibnetdiscover output: '\[1\]"):
+        fabric_tree.build(ibnetdiscover.parse(broken, "broken"), fabric_tree.Selection())
     with pytest.raises(TopologyError, match="no switches found"):
         ibnetdiscover.parse("", "empty")
 
@@ -215,3 +223,15 @@ def test_checks_refuse_an_empty_topology_and_a_node_under_two_leaves():
     )
     with pytest.raises(TopologyError, match="node n1 is under two of a leaf switch: a and b"):
         checks.apply(twice, None, checks.MissingPolicy.FAIL)
+
+
+def test_pasted_and_hand_edited_dumps_read_the_same():
+    """CRLF line ends, indented lines and upper-case GUIDs (a paste, a hand edit) give the
+    same tree as ibnetdiscover's own output."""
+    text = TWO_RAILS.read_text()
+    want = fabric_tree.build(ibnetdiscover.parse(text), fabric_tree.Selection())
+    pasted = "\r\n".join("  " + line for line in text.splitlines())
+    edited = text.replace("H-0002c90300a00011", "H-0002C90300A00011")
+    for variant in (pasted, edited):
+        got = fabric_tree.build(ibnetdiscover.parse(variant), fabric_tree.Selection())
+        assert writers.tree_conf(got) == writers.tree_conf(want)

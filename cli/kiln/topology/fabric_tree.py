@@ -31,8 +31,10 @@ class Selection:
     guids: set[str] = field(default_factory=set)
     name_map: dict[str, str] = field(default_factory=dict)  # node GUID -> description
 
-    def selects(self, guid: str, device: str) -> bool:
-        if self.guids and guid not in self.guids:
+    def selects(self, node: FabricNode, device: str) -> bool:
+        if not self.guids and not self.hca_patterns:
+            return True
+        if self.guids and node.guid not in self.guids:
             return False
         patterns = self.hca_patterns or ["*"]
         return any(fnmatch.fnmatchcase(device, p) for p in patterns)
@@ -81,7 +83,10 @@ def _switch_label(node: FabricNode) -> str:
 
 def _host_of(node: FabricNode, selection: Selection) -> tuple[str | None, str, str]:
     """(host, device, why-skipped) for a channel adapter."""
-    desc = selection.name_map.get(node.guid, node.desc).strip()
+    desc = node.desc
+    if selection.name_map:
+        desc = selection.name_map.get(node.guid, desc)
+    desc = desc.strip()
     if not desc:
         return None, "", "unnamed"
     if "aggregation node" in desc.lower():
@@ -104,7 +109,7 @@ def build(fabric: Fabric, selection: Selection, source: str = "ibnetdiscover") -
         host, device, why = _host_of(node, selection)
         if host is None:
             skipped[why] += 1
-        elif selection.selects(node.guid, device):
+        elif selection.selects(node, device):
             hcas[host].append((device, node))
     if skipped:
         detail = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
@@ -112,6 +117,8 @@ def build(fabric: Fabric, selection: Selection, source: str = "ibnetdiscover") -
             f"skipped {sum(skipped.values())} HCAs without a host name ({detail})"
         )
     if not hcas:
+        if not any(node.kind == "ca" for node in fabric.nodes.values()):
+            raise TopologyError(f"{source}: the file describes no HCAs (truncated output?)")
         raise TopologyError(f"{source}: no HCA of a named host matches the selection")
     rail = min((d for entries in hcas.values() for d, _ in entries), key=_natural)
     topology.notes.append(f"built from rail {rail or '(unnamed device)'}")
@@ -123,7 +130,7 @@ def build(fabric: Fabric, selection: Selection, source: str = "ibnetdiscover") -
         device, ca = next(((d, c) for d, c in entries if d == rail), entries[0])
         if device != rail:
             off_rail.append(host)
-        switches = {peer for peer, _ in ca.ports.values() if fabric.nodes[peer].kind == "switch"}
+        switches = {peer for peer in ca.peers() if fabric.nodes[peer].kind == "switch"}
         if not switches:
             topology.warnings.append(f"{host}: HCA {device} is not cabled to a switch; left out")
             continue
@@ -137,31 +144,24 @@ def build(fabric: Fabric, selection: Selection, source: str = "ibnetdiscover") -
 
 
 def _switch_neighbours(fabric: Fabric, switch_id: str) -> set[str]:
-    return {
-        peer
-        for peer, _ in fabric.nodes[switch_id].ports.values()
-        if fabric.nodes[peer].kind == "switch"
-    }
+    return {peer for peer in fabric.nodes[switch_id].peers() if fabric.nodes[peer].kind == "switch"}
 
 
 def _grow(fabric: Fabric, leaf_of_host: dict[str, str], topology: Topology) -> None:
-    # Any switch cabled to an HCA is a leaf of some rail; it is never anyone's parent.
-    host_facing = {
-        peer
-        for node in fabric.nodes.values()
-        if node.kind == "ca"
-        for peer, _ in node.ports.values()
-    }
     members: dict[str, set[str]] = defaultdict(set)  # leaf id -> hosts
     for host, leaf in leaf_of_host.items():
         members[leaf].add(host)
     levels: list[dict[str, set[str]]] = [{leaf: set() for leaf in members}]  # id -> child ids
     placed = set(members)
+    # A switch cabled to an HCA is a leaf of some rail; it is never anyone's parent.
+    faces_hosts: dict[str, bool] = {}
     while True:
         parents: dict[str, set[str]] = defaultdict(set)
         for child in levels[-1]:
-            for peer in _switch_neighbours(fabric, child):
-                if peer not in placed and peer not in host_facing:
+            for peer in _switch_neighbours(fabric, child) - placed:
+                if peer not in faces_hosts:
+                    faces_hosts[peer] = fabric.nodes[peer].cabled_to_hca()
+                if not faces_hosts[peer]:
                     parents[peer].add(child)
         if not parents:
             break
