@@ -17,6 +17,7 @@ COMMANDS = {
     "provision": ("kiln.commands.playbook", "provision", "Provision the cluster (site.yml)."),
     "run": ("kiln.commands.playbook", "run", "Run one of Kiln's playbooks."),
     "inventory": ("kiln.commands.inventory", "inventory", "Check an inventory."),
+    "judge": ("kiln.commands.judge", "judge", "Judge benchmark output Kiln did not run."),
     "lab": ("kiln.commands.lab", "lab", "The local podman lab cluster."),
     "runs": ("kiln.commands.runs", "runs", "List and show past runs."),
     "topology": ("kiln.commands.topology", "topology", "Generate Slurm topology."),

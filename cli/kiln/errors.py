@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2  # nothing ran
     DRIFT = 3  # reserved for `kiln drift`
     HOSTS_FAILED = 4  # one or more hosts failed or were unreachable
+    VALIDATION_FAILED = 5  # validation ran and a node (or a judged result) failed
     INTERRUPTED = 130
 
 

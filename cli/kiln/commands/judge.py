@@ -1,0 +1,79 @@
+"""`kiln judge nccl-tests FILE...`: verdicts on nccl-tests output captured elsewhere."""
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from kiln.errors import ExitCode
+from kiln.validation import nccl_judge, nccl_tests, profiles
+from kiln.validation.verdicts import Verdict, fmt
+
+
+@click.group()
+def judge() -> None:
+    """Judge benchmark output that Kiln did not run (a provider's trial, an old log)."""
+
+
+@judge.command("nccl-tests")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--profile", "profile_name", help="Reference profile: a shipped name or a YAML file.")
+@click.option(
+    "--collective",
+    type=click.Choice(nccl_tests.COLLECTIVES),
+    help="The collective, for pastes that do not say (no preamble, no telling file name).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def nccl_tests_command(
+    files: tuple[Path, ...], profile_name: str | None, collective: str | None, as_json: bool
+) -> None:
+    """Judge nccl-tests output (text or -J JSON): best busbw at >= 1 GiB, busbw at the
+    largest size, correctness; exit 5 when any result fails."""
+    profile = profiles.load(profile_name) if profile_name else None
+    runs = [run for path in files for run in nccl_tests.parse_file(path, collective)]
+    for run in runs:
+        if run.collective is None:
+            raise nccl_tests.NcclTestsError(
+                f"{run.source}: cannot tell which collective this is; pass --collective"
+            )
+    results = nccl_judge.judge(runs, profile)
+    if as_json:
+        payload = {
+            "profile": profile.name if profile else None,
+            "results": [r.to_dict() for r in results],
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        _print(results, profile)
+    if any(r.verdict is Verdict.FAIL for r in results):
+        sys.exit(int(ExitCode.VALIDATION_FAILED))
+
+
+def _print(results: list[nccl_judge.Result], profile: profiles.Profile | None) -> None:
+    rows = [
+        ("file", "collective", "ranks/nodes", "best busbw >=1GiB", "at largest size", "verdict")
+    ]
+    for r in results:
+        best = f"{fmt(r.best_busbw_gbps)} GB/s" if r.best_busbw_gbps is not None else "-"
+        largest = (
+            f"{fmt(r.largest_size_busbw_gbps)} GB/s @ {nccl_judge.human_size(r.largest_size_bytes)}"
+            if r.largest_size_busbw_gbps is not None
+            else "-"
+        )
+        shape = f"{r.ranks or '?'}/{r.nodes or '?'}"
+        rows.append((r.source, r.collective or "?", shape, best, largest, r.verdict.value.upper()))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    for r in results:
+        for line in r.reasons:
+            click.echo(f"{r.verdict.value.upper()} {r.source}: {line}")
+        for line in r.notes:
+            click.echo(f"note {r.source}: {line}")
+    judged_by = f"profile {profile.name}" if profile else "no profile: correctness and peers only"
+    counts = {v: sum(r.verdict is v for r in results) for v in Verdict}
+    click.echo(
+        f"{len(results)} results ({judged_by}): {counts[Verdict.PASS]} pass, "
+        f"{counts[Verdict.WARN]} warn, {counts[Verdict.FAIL]} fail"
+    )

@@ -1,0 +1,256 @@
+"""Parse nccl-tests output: the text table all_reduce_perf and friends print, and the
+JSON file they write with -J.
+
+The text parser takes whole logs (preamble, device lines, several tests one after the
+other, `srun --label` prefixes) as well as a bare paste of the table rows; it keeps both
+the out-of-place and in-place columns, `#wrong` (None when the run printed N/A: no
+validation), and the footer lines (out-of-bounds count and the average bus bandwidth,
+with FAILED where nccl-tests printed it).
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kiln.errors import InputError
+
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "alltoall",
+    "broadcast",
+    "reduce",
+    "sendrecv",
+    "gather",
+    "scatter",
+    "hypercube",
+)
+_LABEL = re.compile(r"^\s*\d+:\s?")  # srun --label
+_STARTING = re.compile(r"#\s*Collective test starting:\s*(\S+)")
+_SETUP = re.compile(
+    r"#\s*nThread\s+\d+\s+nGpus\s+\d+\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)"
+    r"(?:\s+step:\s*(\d+)\((factor|bytes)\))?"
+)
+_DEVICE = re.compile(
+    r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)"
+)
+_OUT_OF_BOUNDS = re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_AVERAGE = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|inf)\s*(OK|FAILED)?")
+_TIMESTAMP = re.compile(r"\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+
+
+class NcclTestsError(InputError):
+    """Output that cannot be read as nccl-tests output; names the file and line."""
+
+
+@dataclass
+class Measure:
+    time_us: float
+    algbw: float  # GB/s
+    busbw: float  # GB/s
+    wrong: float | None  # None: the run did not validate (N/A)
+
+
+@dataclass
+class Row:
+    size: int  # bytes
+    count: int
+    type: str
+    redop: str
+    root: str
+    out_of_place: Measure | None
+    in_place: Measure | None
+
+    def best_busbw(self) -> float:
+        return max(m.busbw for m in (self.out_of_place, self.in_place) if m is not None)
+
+    def wrong(self) -> float:
+        return sum(m.wrong or 0 for m in (self.out_of_place, self.in_place) if m is not None)
+
+
+@dataclass
+class Run:
+    """One test (all_reduce_perf, ...) as one log or JSON file shows it."""
+
+    source: str  # file name, with the test's place in it when a log holds several
+    collective: str | None
+    rows: list[Row] = field(default_factory=list)
+    ranks: int | None = None
+    hosts: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)  # GPU model per rank
+    max_bytes: int | None = None  # what the run was asked to reach
+    step: tuple[int, bool] = (2, True)  # (step, is a factor), from -f / -i
+    out_of_bounds: int | None = None
+    out_of_bounds_failed: bool = False
+    average_busbw: float | None = None
+    average_failed: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    def next_size(self, size: int) -> int:
+        step, is_factor = self.step
+        return size * step if is_factor else size + step
+
+    @property
+    def finished(self) -> bool:
+        """The footer was printed (a run that died prints none)."""
+        return self.out_of_bounds is not None
+
+
+def collective_of(name: str) -> str | None:
+    """all_reduce from 'all_reduce_perf', './build/all_reduce_perf_mpi' or a file name."""
+    base = Path(name).name.lower().replace("-", "_")
+    for collective in sorted(COLLECTIVES, key=len, reverse=True):
+        if collective in base or collective.replace("_", "") in base:
+            return collective
+    return None
+
+
+def parse_file(path: Path, collective: str | None = None) -> list[Run]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise NcclTestsError(f"{path}: cannot read: {exc.strerror}") from None
+    if text.lstrip().startswith("{"):
+        return [parse_json(text, str(path), collective)]
+    return parse_text(text, str(path), collective)
+
+
+def parse_text(text: str, source: str, collective: str | None = None) -> list[Run]:
+    runs: list[Run] = []
+    run: Run | None = None
+    fallback = collective or collective_of(source)
+
+    def current() -> Run:
+        nonlocal run
+        if run is None or run.finished:
+            run = Run(source=source, collective=fallback)
+            runs.append(run)
+        return run
+
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = _LABEL.sub("", raw, count=1).rstrip()
+        if not line.strip():
+            continue
+        if match := _STARTING.match(line):
+            run = None
+            current().collective = collective or collective_of(match[1]) or fallback
+        elif match := _SETUP.match(line):
+            here = current()
+            here.max_bytes = int(match[2])
+            if match[3]:
+                here.step = (int(match[3]), match[4] == "factor")
+        elif match := _DEVICE.match(line):
+            here = current()
+            here.ranks = max(here.ranks or 0, int(match[1]) + 1)
+            here.devices.append(match[3].strip())
+            if match[2] not in here.hosts:
+                here.hosts.append(match[2])
+        elif match := _OUT_OF_BOUNDS.match(line):
+            here = current()
+            here.out_of_bounds = int(match[1])
+            here.out_of_bounds_failed = match[2] == "FAILED" or int(match[1]) > 0
+        elif match := _AVERAGE.match(line):
+            target = run if run is not None else current()
+            target.average_busbw = float(match[1])
+            target.average_failed = match[2] == "FAILED"
+        elif line.lstrip().startswith("# error:"):
+            current().errors.append(line.split(":", 1)[1].strip())
+        elif not line.lstrip().startswith("#") and line.split()[0].isdigit():
+            current().rows.append(_row(line, source, number))
+        # Anything else (NCCL INFO lines, mpirun chatter, comments) is not ours to judge.
+    runs = [r for r in runs if r.rows or r.finished]
+    if not runs:
+        raise NcclTestsError(f"{source}: no nccl-tests result rows found")
+    return runs
+
+
+def _row(line: str, source: str, number: int) -> Row:
+    """size count type redop root, then time algbw busbw #wrong for out-of-place and
+    in-place (four more per-iteration columns each with -R; a timestamp with -T)."""
+    tokens = _TIMESTAMP.sub("", line).split()
+    body = tokens[5:]
+    try:
+        if len(body) == 16:  # per-iteration columns
+            out, inp = _measure(body[0:4]), _measure(body[8:12])
+        elif len(body) == 8:
+            out, inp = _measure(body[0:4]), _measure(body[4:8])
+        elif len(body) == 4:  # trace replay: in-place only
+            out, inp = None, _measure(body)
+        else:
+            raise ValueError(f"{len(body)} result columns")
+        return Row(int(tokens[0]), int(tokens[1]), tokens[2], tokens[3], tokens[4], out, inp)
+    except (ValueError, IndexError) as exc:
+        raise NcclTestsError(
+            f"{source}:{number}: not an nccl-tests result row ({exc}): {line.strip()[:80]!r}"
+        ) from None
+
+
+def _measure(columns: list[str]) -> Measure:
+    time_us, algbw, busbw, wrong = columns
+    return Measure(
+        float(time_us), float(algbw), float(busbw), None if wrong == "N/A" else float(wrong)
+    )
+
+
+def parse_json(text: str, source: str, collective: str | None = None) -> Run:
+    """The -J file: {"args": [...], "config": {"devices": [...]}, "results": [...],
+    "out_of_bounds": {...}, "average_bus_bandwidth": {...}}."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NcclTestsError(
+            f"{source}:{exc.lineno}: not nccl-tests JSON ({exc.msg}; a run cut short?)"
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise NcclTestsError(f"{source}: not nccl-tests JSON (no results list)")
+    args = data.get("args") or [""]
+    run = Run(source=source, collective=collective or collective_of(str(args[0])))
+    run.collective = run.collective or collective_of(source)
+    config = data.get("config") or {}
+    run.max_bytes = config.get("maximum_bytes")
+    if config.get("step_bytes"):
+        run.step = (int(config["step_bytes"]), False)
+    elif config.get("step_factor"):
+        run.step = (int(config["step_factor"]), True)
+    for device in config.get("devices") or []:
+        run.ranks = max(run.ranks or 0, int(device.get("rank", 0)) + 1)
+        run.devices.append(str(device.get("device_info", "")).strip())
+        if (host := device.get("hostname")) and host not in run.hosts:
+            run.hosts.append(host)
+    for index, result in enumerate(data["results"]):
+        try:
+            run.rows.append(
+                Row(
+                    int(result["size"]),
+                    int(result["count"]),
+                    str(result.get("type", "")),
+                    str(result.get("redop", "")),
+                    str(result.get("root", "")).strip(),
+                    _json_measure(result.get("out_of_place")),
+                    _json_measure(result.get("in_place")),
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise NcclTestsError(f"{source}: results[{index}]: unexpected entry ({exc})") from None
+    if bounds := data.get("out_of_bounds"):
+        run.out_of_bounds = int(bounds.get("count", 0))
+        run.out_of_bounds_failed = run.out_of_bounds > 0
+    if average := data.get("average_bus_bandwidth"):
+        run.average_busbw = float(average.get("bandwidth"))
+        run.average_failed = average.get("okay") in (False, "false")  # nccl-tests writes "false"
+    run.errors = [str(e) for e in data.get("errors") or []]
+    return run
+
+
+def _json_measure(entry: dict | None) -> Measure | None:
+    if entry is None:
+        return None
+    wrong = entry.get("nwrong")
+    return Measure(
+        float(entry.get("time", entry.get("cpu_time", 0.0))),
+        float(entry["alg_bw"]),
+        float(entry["bus_bw"]),
+        None if wrong is None else float(wrong),
+    )

@@ -1,0 +1,107 @@
+"""Verdicts: a measured value against a threshold, or against the fleet's median.
+
+A threshold has a direction: `min` (bandwidth, IOPS: higher is better) or `max`
+(seconds: lower is better). Within `warn_band` of the limit on the good side the
+verdict is warn: it passes, but with no headroom.
+"""
+
+import statistics
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class Threshold:
+    limit: float
+    higher_is_better: bool
+    source: str  # "profile h100-sxm-8x-ib400", "fleet median"
+
+
+@dataclass
+class Judgement:
+    node: str  # a host, a pair "a,b", or a file for numbers Kiln did not run
+    test: str  # catalogue name, e.g. storage.seq_read
+    subject: str  # what was measured: "/shared", "8 ranks on 2 nodes"; may be ""
+    value: float | None
+    unit: str
+    verdict: Verdict
+    reason: str
+    threshold: float | None = None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["verdict"] = self.verdict.value
+        return data
+
+
+def fmt(value: float) -> str:
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def judge(
+    node: str,
+    test: str,
+    subject: str,
+    value: float,
+    unit: str,
+    threshold: Threshold | None,
+    warn_band: float = 0.05,
+) -> Judgement:
+    what = " ".join(p for p in (test, subject) if p)
+    if threshold is None:
+        return Judgement(
+            node, test, subject, value, unit, Verdict.PASS, f"{what} {fmt(value)} {unit}"
+        )
+    limit = threshold.limit
+    if threshold.higher_is_better:
+        failed, close, sign = value < limit, value < limit * (1 + warn_band), "<"
+    else:
+        failed, close, sign = value > limit, value > limit * (1 - warn_band), ">"
+    verdict = Verdict.FAIL if failed else Verdict.WARN if close else Verdict.PASS
+    relation = sign if failed else ">=" if threshold.higher_is_better else "<="
+    reason = f"{what} {fmt(value)} {unit} {relation} {fmt(limit)} {unit} ({threshold.source})"
+    if verdict is Verdict.WARN:
+        reason += f", within {warn_band:.0%} of the limit"
+    return Judgement(node, test, subject, value, unit, verdict, reason, limit)
+
+
+def outliers(
+    judgements: list[Judgement], percent: float, higher_is_better: dict[str, bool]
+) -> list[Judgement]:
+    """Fail every judgement more than `percent` worse than the median of its test and
+    subject across the fleet (needs three or more nodes: with two, neither is the odd one).
+    Returns the judgements, replaced where they became failures."""
+    groups: dict[tuple[str, str], list[Judgement]] = {}
+    for j in judgements:
+        if j.value is not None:
+            groups.setdefault((j.test, j.subject), []).append(j)
+    replaced: dict[int, Judgement] = {}
+    for (test, subject), group in groups.items():
+        if len(group) < 3 or all(j.verdict is Verdict.FAIL for j in group):
+            continue
+        median = statistics.median(j.value for j in group if j.value is not None)
+        better = higher_is_better.get(test, True)
+        limit = median * (1 - percent / 100) if better else median * (1 + percent / 100)
+        source = f"{percent:g}% off the fleet median {fmt(median)}"
+        for j in group:
+            assert j.value is not None
+            if j.verdict is Verdict.FAIL:
+                continue
+            worse = j.value < limit if better else j.value > limit
+            if worse:
+                outlier = judge(
+                    j.node, test, subject, j.value, j.unit, Threshold(limit, better, source)
+                )
+                replaced[id(j)] = outlier
+    return [replaced.get(id(j), j) for j in judgements]
+
+
+def worst(judgements: list[Judgement]) -> Verdict:
+    verdicts = {j.verdict for j in judgements}
+    return next((v for v in (Verdict.FAIL, Verdict.WARN) if v in verdicts), Verdict.PASS)

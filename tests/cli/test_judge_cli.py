@@ -1,0 +1,85 @@
+"""`kiln judge nccl-tests` through the real process: table, JSON, exit codes, bad input."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kiln.errors import ExitCode
+from tests.conftest import run_kiln
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nccl-tests"
+
+
+def test_healthy_runs_pass():
+    result = run_kiln(
+        "judge",
+        "nccl-tests",
+        str(FIXTURES / "all_reduce_1node.txt"),
+        str(FIXTURES / "all_reduce_2nodes.json"),
+        "--profile",
+        "h100-sxm-8x-ib400",
+    )
+    assert result.returncode == ExitCode.OK, result.stderr
+    assert "2 results (profile h100-sxm-8x-ib400): 2 pass, 0 warn, 0 fail" in result.stdout
+    assert "collectives.all_reduce.single_node busbw 478 GB/s >= 400 GB/s" in result.stdout
+
+
+def test_failures_exit_5_with_reasons():
+    result = run_kiln(
+        "judge",
+        "nccl-tests",
+        str(FIXTURES / "all_reduce_slow_avg_failed.txt"),
+        str(FIXTURES / "all_gather_wrong.txt"),
+        "--profile",
+        "h100-sxm-8x-ib400",
+    )
+    assert result.returncode == ExitCode.VALIDATION_FAILED == 5
+    assert "busbw 150 GB/s < 340 GB/s (profile h100-sxm-8x-ib400)" in result.stdout
+    assert "data corruption" in result.stdout
+
+
+def test_json_for_a_provider_paste():
+    result = run_kiln(
+        "judge",
+        "nccl-tests",
+        str(FIXTURES / "provider_paste.txt"),
+        "--collective",
+        "reduce_scatter",
+        "--profile",
+        "h200-sxm-8x-ib400",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    (entry,) = json.loads(result.stdout)["results"]
+    assert entry["best_busbw_gbps"] == pytest.approx(359.0, abs=0.5)
+    assert entry["largest_size_busbw_gbps"] == entry["best_busbw_gbps"]
+    assert entry["largest_size_bytes"] == 8 << 30
+    assert entry["verdict"] == "pass"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["all_reduce_1node.txt", "--profile", "h100"], "unknown profile 'h100'"),
+        (["provider_paste.txt"], "cannot tell which collective this is; pass --collective"),
+        (["not-there.txt"], "not-there.txt: cannot read"),
+    ],
+)
+def test_bad_input(args, message):
+    args = [str(FIXTURES / a) if a.endswith(".txt") else a for a in args]
+    result = run_kiln("judge", "nccl-tests", *args)
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_profile_with_a_misspelled_test(tmp_path):
+    profile = tmp_path / "mine.yaml"
+    profile.write_text("thresholds:\n  collectives.all_reduce.multinode: 300\n")
+    result = run_kiln(
+        "judge", "nccl-tests", str(FIXTURES / "all_reduce_1node.txt"), "--profile", str(profile)
+    )
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert "did you mean 'collectives.all_reduce.multi_node'" in result.stderr

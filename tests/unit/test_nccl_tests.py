@@ -1,0 +1,197 @@
+"""nccl-tests parsing and judging on recorded-format outputs (tests/fixtures/nccl-tests)."""
+
+from pathlib import Path
+
+import pytest
+
+from kiln.validation import nccl_judge, nccl_tests, profiles
+from kiln.validation.nccl_tests import NcclTestsError
+from kiln.validation.verdicts import Verdict
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nccl-tests"
+
+
+def runs(name: str, collective: str | None = None) -> list[nccl_tests.Run]:
+    return nccl_tests.parse_file(FIXTURES / name, collective)
+
+
+def test_one_node_log():
+    (run,) = runs("all_reduce_1node.txt")
+    assert run.collective == "all_reduce"
+    assert (run.ranks, run.hosts) == (8, ["gpu001"])
+    assert run.devices[0] == "NVIDIA H100 80GB HBM3"
+    assert run.max_bytes == 8 << 30
+    assert [r.size for r in run.rows] == [1 << s for s in range(20, 34)]
+    last = run.rows[-1]
+    assert (last.count, last.type, last.redop, last.root) == (2147483648, "float", "sum", "-1")
+    assert last.out_of_place is not None and last.in_place is not None
+    assert last.out_of_place.busbw == pytest.approx(478.0, abs=0.5)
+    assert last.in_place.wrong == 0
+    assert run.finished and run.out_of_bounds == 0 and not run.out_of_bounds_failed
+    assert run.average_busbw == pytest.approx(355.3, abs=0.5)
+
+
+def test_busbw_is_algbw_times_the_collective_factor():
+    """nccl-tests' all_reduce busbw = algbw * 2(n-1)/n; 16 ranks: 1.875."""
+    (run,) = runs("all_reduce_2nodes.txt")
+    for row in run.rows:
+        measure = row.out_of_place
+        assert measure is not None
+        assert measure.busbw == pytest.approx(measure.algbw * 2 * 15 / 16, rel=0.01)
+        # algbw is bytes / time: GB/s from bytes and microseconds.
+        assert measure.algbw == pytest.approx(row.size / measure.time_us / 1e3, rel=0.01)
+
+
+def test_two_node_log_with_launcher_chatter_and_json_agree():
+    (text,) = runs("all_reduce_2nodes.txt")
+    (data,) = runs("all_reduce_2nodes.json")
+    assert text.hosts == data.hosts == ["gpu001", "gpu002"]
+    assert text.ranks == data.ranks == 16
+    assert data.collective == "all_reduce"  # from args[0]
+    assert [r.size for r in text.rows] == [r.size for r in data.rows]
+    for a, b in zip(text.rows, data.rows, strict=True):
+        assert a.best_busbw() == pytest.approx(b.best_busbw(), rel=0.01)
+    assert data.finished and not data.average_failed
+
+
+def test_wrong_values_and_failed_footer():
+    (run,) = runs("all_gather_wrong.txt")
+    bad = [r for r in run.rows if r.wrong()]
+    assert [r.size for r in bad] == [256 << 20]
+    assert run.out_of_bounds == 3 and run.out_of_bounds_failed
+    (result,) = nccl_judge.judge([run], None)
+    assert result.verdict is Verdict.FAIL
+    assert "3 wrong values in 1 size (first at 256 MiB): data corruption" in result.reasons
+
+
+def test_no_validation_prints_na():
+    (run,) = runs("provider_paste.txt", "reduce_scatter")
+    assert all(r.out_of_place and r.out_of_place.wrong is None for r in run.rows)
+    assert run.ranks is None and run.hosts == []
+
+
+def test_average_flagged_failed_is_a_note_not_the_verdict():
+    (run,) = runs("all_reduce_slow_avg_failed.txt")
+    assert run.average_failed
+    profile = profiles.load("h100-sxm-8x-ib400")
+    (result,) = nccl_judge.judge([run], profile)
+    assert result.verdict is Verdict.FAIL
+    assert result.reasons == [
+        "collectives.all_reduce.multi_node busbw 150 GB/s < 340 GB/s (profile h100-sxm-8x-ib400)"
+    ]
+    assert any("FAILED against -G" in note for note in result.notes)
+
+
+def test_plateau_not_footer_average_decides():
+    """A healthy run's footer average (all sizes) is far below the threshold; the plateau
+    is above it, so it passes."""
+    (run,) = runs("all_reduce_2nodes.txt")
+    profile = profiles.load("h100-sxm-8x-ib400")
+    (result,) = nccl_judge.judge([run], profile)
+    assert run.average_busbw is not None and run.average_busbw < 340
+    assert result.verdict is Verdict.PASS
+    assert result.best_busbw_gbps == pytest.approx(371.0, abs=0.5)
+    assert result.best_busbw_bytes == 8 << 30
+    assert result.largest_size_bytes == 8 << 30
+
+
+def test_best_of_in_place_and_out_of_place():
+    text = (
+        "1073741824 268435456 float sum -1 5000.0 214.7 402.6 0 4900.0 219.1 410.8 0\n"
+        "2147483648 536870912 float sum -1 9900.0 216.9 406.7 0 9950.0 215.8 404.7 0\n"
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 405.2\n"
+    )
+    (run,) = nccl_tests.parse_text(text, "paste", "all_reduce")
+    (result,) = nccl_judge.judge([run], None)
+    assert (result.best_busbw_gbps, result.best_busbw_bytes) == (410.8, 1 << 30)
+    assert (result.largest_size_busbw_gbps, result.largest_size_bytes) == (406.7, 2 << 30)
+
+
+def test_truncated_run_fails():
+    (run,) = runs("all_reduce_truncated.txt")
+    assert not run.finished
+    (result,) = nccl_judge.judge([run], None)
+    assert result.verdict is Verdict.FAIL
+    assert result.best_busbw_gbps is None
+    assert result.largest_size_bytes == 512 << 20
+    assert "the run ended after 512 MiB without its footer" in result.reasons[0]
+
+
+def test_srun_label_prefixes_and_timestamps():
+    text = (
+        "0: # Collective test starting: all_gather_perf\n"
+        "0:   1073741824  16777216  float  none  -1  3000.0  357.9  335.5  0"
+        "  3001.0  357.8  335.4  0  2026-11-20 10:00:01\n"
+        "0: # Out of bounds values : 0 OK\n"
+    )
+    (run,) = nccl_tests.parse_text(text, "log")
+    assert run.collective == "all_gather"
+    assert run.rows[0].best_busbw() == 335.5
+
+
+def test_several_tests_in_one_log():
+    text = (FIXTURES / "all_reduce_1node.txt").read_text() + (
+        FIXTURES / "all_gather_wrong.txt"
+    ).read_text()
+    found = nccl_tests.parse_text(text, "both.log")
+    assert [r.collective for r in found] == ["all_reduce", "all_gather"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("hello\n", "no nccl-tests result rows found"),
+        ("  1048576  262144  float  sum  -1  65.2  16.0\n", "x:1: not an nccl-tests result row"),
+        ("  1048576  262144  float  sum  -1  65.2  x  30.1  0  65.4  16.0  30.0  0\n", "x:1:"),
+    ],
+)
+def test_garbage_text(text, message):
+    with pytest.raises(NcclTestsError, match=message):
+        nccl_tests.parse_text(text, "x", "all_reduce")
+
+
+def test_cut_json_names_the_line(tmp_path):
+    cut = tmp_path / "all_reduce.json"
+    cut.write_text((FIXTURES / "all_reduce_2nodes.json").read_text()[:3000])
+    with pytest.raises(NcclTestsError, match=r"all_reduce.json:1: not nccl-tests JSON .*cut short"):
+        nccl_tests.parse_file(cut)
+
+
+def test_outlier_among_peers_without_a_profile(tmp_path):
+    healthy = (FIXTURES / "all_reduce_2nodes.txt").read_text()
+    files = []
+    for name, scale in (("a", 1.0), ("b", 1.01), ("c", 0.99), ("slow", 0.6)):
+        text = healthy
+        if scale != 1.0:
+            text = "".join(_scaled(line, scale) + "\n" for line in healthy.splitlines())
+        path = tmp_path / f"{name}_all_reduce.txt"
+        path.write_text(text)
+        files += nccl_tests.parse_file(path)
+    results = {Path(r.source).name: r for r in nccl_judge.judge(files, None)}
+    assert results["slow_all_reduce.txt"].verdict is Verdict.FAIL
+    assert "15% off the fleet median" in results["slow_all_reduce.txt"].reasons[0]
+    assert {
+        results[n].verdict for n in ("a_all_reduce.txt", "b_all_reduce.txt", "c_all_reduce.txt")
+    } == {Verdict.PASS}
+
+
+def _scaled(line: str, scale: float) -> str:
+    tokens = line.split()
+    if line.startswith("#") or not tokens or not tokens[0].isdigit():
+        return line
+    for i in (6, 7, 10, 11):  # algbw, busbw of both halves
+        tokens[i] = f"{float(tokens[i]) * scale:.2f}"
+    return "  ".join(tokens)
+
+
+def test_sweep_that_stopped_short_of_max_bytes_fails():
+    text = (FIXTURES / "all_reduce_1node.txt").read_text()
+    short = "\n".join(
+        line
+        for line in text.splitlines()
+        if not line.lstrip().startswith(("4294967296", "8589934592"))
+    )
+    (run,) = nccl_tests.parse_text(short, "short_all_reduce.txt")
+    (result,) = nccl_judge.judge([run], None)
+    assert result.verdict is Verdict.FAIL
+    assert result.reasons == ["the sweep stopped at 2 GiB of 8 GiB"]
