@@ -23,6 +23,9 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]'
+	# CPU torch for the benchmark's test, only from a local wheel (PyPI's pulls CUDA)
+	if ls $${PIP_FIND_LINKS:-/opt/wheels}/torch-*.whl >/dev/null 2>&1; then \
+		$(VENV)/bin/pip install -q --find-links $${PIP_FIND_LINKS:-/opt/wheels} torch==2.13.0; fi
 	touch $@
 
 lint: venv

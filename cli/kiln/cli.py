@@ -19,8 +19,10 @@ COMMANDS = {
     "inventory": ("kiln.commands.inventory", "inventory", "Check an inventory."),
     "judge": ("kiln.commands.judge", "judge", "Judge benchmark output Kiln did not run."),
     "lab": ("kiln.commands.lab", "lab", "The local podman lab cluster."),
+    "report": ("kiln.commands.report", "report", "Show and compare validation reports."),
     "runs": ("kiln.commands.runs", "runs", "List and show past runs."),
     "topology": ("kiln.commands.topology", "topology", "Generate Slurm topology."),
+    "validate": ("kiln.commands.validate", "validate", "Validate the cluster; drain bad nodes."),
 }
 
 

@@ -39,7 +39,7 @@ def compress(names: Iterable[str]) -> str:
         else:
             text = f"{prefix}[{_runs(ordered, width)}]"
         parts.append((f"{prefix}{str(ordered[0]).zfill(width)}", text))
-    return ",".join(text for _, text in sorted(parts, key=lambda p: _sort_key(p[0])))
+    return ",".join(text for _, text in sorted(parts, key=lambda p: sort_key(p[0])))
 
 
 def _runs(numbers: list[int], width: int) -> str:
@@ -56,7 +56,8 @@ def _runs(numbers: list[int], width: int) -> str:
     return ",".join(out)
 
 
-def _sort_key(name: str) -> tuple[str, int, str]:
+def sort_key(name: str) -> tuple[str, int, str]:
+    """Natural order: gpu2 before gpu10."""
     match = _NUMBERED.match(name)
     if match:
         return (match.group(1), int(match.group(2)), name)

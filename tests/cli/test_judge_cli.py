@@ -83,3 +83,15 @@ def test_profile_with_a_misspelled_test(tmp_path):
     )
     assert result.returncode == ExitCode.BAD_INPUT
     assert "did you mean 'collectives.all_reduce.multi_node'" in result.stderr
+
+
+def test_judge_writes_the_report_with_plots_that_report_show_renders():
+    result = run_kiln("judge", "nccl-tests", str(FIXTURES / "all_reduce_2nodes.json"), "--json")
+    assert result.returncode == ExitCode.OK, result.stderr
+    html = Path(json.loads(result.stdout)["report"])
+    page = html.read_text()
+    assert page.count("<polyline") == 1 and "all_reduce_2nodes.json" in page
+    report_id = html.parent.name
+    shown = run_kiln("report", "show", report_id, "--format", "markdown")
+    assert shown.returncode == ExitCode.OK
+    assert "all_reduce_2nodes.json all_reduce | pass" in shown.stdout

@@ -1,6 +1,7 @@
 """The lab end to end: up, provision, re-provision with changed=0, an unreachable
 node, down. Real containers, real SSH, real Ansible; several minutes."""
 
+import contextlib
 import json
 import subprocess
 from pathlib import Path
@@ -105,10 +106,19 @@ def test_every_node_automounts_the_shared_volume(lab):
         assert on(node, "findmnt -n -o FSTYPE /shared | tail -1").strip() == "fuse.glusterfs"
 
 
+@contextlib.contextmanager
+def drained_by_hand(node: str, reason: str):
+    """An operator's drain (not Kiln's) for the duration of a test."""
+    on("controller", f"scontrol update nodename={node} state=drain reason='{reason}'")
+    try:
+        yield
+    finally:
+        on("controller", f"scontrol update nodename={node} state=resume")
+
+
 def test_a_drained_node_is_reported_with_its_reason(lab):
     node = f"{LAB}-compute02"
-    on("controller", f"scontrol update nodename={node} state=drain reason='e2e: bad fan'")
-    try:
+    with drained_by_hand(node, "e2e: bad fan"):
         code, report = provision(lab, "--tags", "slurm")
         assert code == ExitCode.HOSTS_FAILED
         assert report["failures"] == [
@@ -118,8 +128,96 @@ def test_a_drained_node_is_reported_with_its_reason(lab):
                 "message": f"Slurm reports {node} IDLE+DRAIN: e2e: bad fan",
             }
         ]
+
+
+def validate(inventory: str, *extra: str) -> tuple[int, dict]:
+    result = run_kiln("validate", "-i", inventory, "--json", *extra, timeout=900)
+    assert result.stdout, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_validate_passes_a_healthy_lab_and_writes_every_report(lab):
+    import os
+    from pathlib import Path
+
+    code, report = validate(lab)
+    assert code == ExitCode.OK, report["node_verdicts"]
+    assert report["profile"] == "lab-cpu"  # from the lab's group_vars
+    nodes = [f"{LAB}-compute01", f"{LAB}-compute02"]
+    assert report["nodes"] == nodes
+    assert {n: v["verdict"] for n, v in report["node_verdicts"].items()} == dict.fromkeys(
+        nodes, "pass"
+    )
+    judged = {(j["node"], j["test"], j["subject"]) for j in report["judgements"]}
+    for node in nodes:
+        for test, subject in [
+            ("slurm.state", ""),
+            ("slurm.srun_s", ""),
+            ("slurm.munge", ""),
+            ("storage.mount", "/shared"),
+            ("storage.seq_write", "/shared"),
+            ("storage.seq_read", "/shared"),
+            ("storage.rand_read_iops", "/shared"),
+            ("storage.metadata_ops", "/shared"),
+            ("storage.cold_import_s", ""),
+        ]:
+            assert (node, test, subject) in judged, (node, test)
+    # The lab's Debian nodes have no torch: the suite is skipped with a note, not failed.
+    assert any(n.startswith("collectives suite skipped: torch") for n in report["notes"])
+    folder = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"]
+    for name in ("report.json", "report.md", "report.html", "junit.xml"):
+        assert (folder / name).stat().st_size > 0, name
+    assert "<svg" in (folder / "report.html").read_text()
+    assert report["actions"] == {"drain": {}, "resume": [], "left": {}}
+    assert "No reservations" in on("controller", "scontrol show reservation")
+    assert on("controller", "ls -A /shared/.kiln-validate").split() == ["import-tree"]
+
+
+def test_validate_named_suite_without_its_prerequisite(lab):
+    result = run_kiln("validate", "-i", lab, "--suite", "collectives", timeout=600)
+    assert result.returncode == ExitCode.BAD_INPUT, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "kiln: error: collectives suite: torch is not importable with python3 on 2 node(s) "
+        "(set validate_torch_python, or install torch on the nodes)"
+    ]
+
+
+def test_a_broken_mount_fails_and_drains_only_that_node_until_it_passes(lab):
+    node = f"{LAB}-compute02"
+    # The fault: autofs stops on one node, so /shared is no longer mounted there.
+    on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+    try:
+        code, report = validate(lab, "--suite", "slurm,storage")
+        assert code == ExitCode.VALIDATION_FAILED == 5
+        verdicts = {n: v["verdict"] for n, v in report["node_verdicts"].items()}
+        assert verdicts == {f"{LAB}-compute01": "pass", node: "fail"}
+        reason = report["node_verdicts"][node]["reasons"][0]
+        assert reason.startswith("storage.mount /shared: "), reason
+        assert report["actions"]["drain"] == {node: f"kiln: {reason}"}
+        state = on("controller", f"scontrol show node {node} --oneliner")
+        assert "DRAIN" in state and "Reason=kiln: storage.mount /shared" in state
+        # Nothing was written where the filesystem should have been.
+        on("compute02", "test ! -e /shared/.kiln-validate")
     finally:
-        on("controller", f"scontrol update nodename={node} state=resume")
+        on("compute02", "systemctl start autofs")
+    code, report = validate(lab, "--suite", "slurm,storage")
+    assert code == ExitCode.OK, report["node_verdicts"]
+    assert report["actions"]["resume"] == [node]
+    state = on("controller", f"scontrol show node {node} --oneliner")
+    assert "DRAIN" not in state, state
+
+
+def test_validate_never_resumes_a_node_drained_by_someone_else(lab):
+    node = f"{LAB}-compute02"
+    with drained_by_hand(node, "e2e: RMA 42"):
+        code, report = validate(lab, "--suite", "slurm")
+        assert code == ExitCode.OK
+        assert report["node_verdicts"][node] == {
+            "verdict": "warn",
+            "reasons": ["slurm.state: not tested: drained by someone else: e2e: RMA 42"],
+        }
+        assert report["actions"]["resume"] == []
+        assert "Reason=e2e: RMA 42" in on("controller", f"scontrol show node {node} --oneliner")
 
 
 def test_secrets_never_reach_run_artifacts(lab):

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from kiln import inventory as inventory_model
 from kiln import render
+from kiln.commands import inventory_option
 
 
 @click.group("inventory")
@@ -16,13 +17,7 @@ def inventory_group() -> None:
 
 
 @inventory_group.command("check")
-@click.option(
-    "-i",
-    "--inventory",
-    "inventory_path",
-    type=click.Path(path_type=Path),
-    help="Inventory directory or hosts.yml (default: $KILN_INVENTORY, else the lab).",
-)
+@inventory_option
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
 def check(inventory_path: Path | None, json_mode: bool) -> None:
     """Validate an inventory; list its groups, hosts and each host's Kiln roles."""

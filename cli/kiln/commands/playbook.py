@@ -8,7 +8,7 @@ import click
 import yaml
 
 from kiln import inventory, render
-from kiln.commands import stack
+from kiln.commands import inventory_option, stack
 from kiln.errors import InputError
 
 
@@ -34,13 +34,7 @@ def parse_extravars(items: tuple[str, ...]) -> dict[str, Any]:
 
 
 playbook_options = stack(
-    click.option(
-        "-i",
-        "--inventory",
-        "inventory_path",
-        type=click.Path(path_type=Path),
-        help="Inventory directory or hosts.yml (default: $KILN_INVENTORY, else the lab).",
-    ),
+    inventory_option,
     click.option("-l", "--limit", help="Only these hosts (an Ansible host pattern)."),
     click.option("-t", "--tags", help="Only tasks and roles with these tags (comma-separated)."),
     click.option("--skip-tags", help="Skip tasks and roles with these tags."),

@@ -40,6 +40,42 @@ TESTS: dict[str, Test] = {
 }
 
 
+# Checks have a verdict of their own (a mount is there or not); no profile sets them.
+CHECKS: dict[str, str] = {
+    "slurm.state": "the node's Slurm state before the run",
+    "slurm.srun": "a job step starts on the node",
+    "slurm.munge": "the node decodes a credential made on the controller",
+    "storage.mount": "each declared mount is mounted with its type and answers in time",
+    "storage.io": "the benchmarks could read and write on the mount",
+    "storage.run": "the storage suite ran on the node",
+    "storage.cold_import": "the cold import finished",
+    "collectives.run": "the collectives benchmark ran",
+}
+
+# Sizes and limits of the suites, per profile: small in the lab, checkpoint-sized on
+# GPU clusters. A profile's `storage:` / `collectives:` override these.
+STORAGE_DEFAULTS: dict[str, object] = {
+    "file_size_mib": 4096,
+    "block_size": "1M",
+    "numjobs": 4,
+    "direct": True,
+    "runtime_s": 30,
+    "metadata_files": 10000,
+    "import_modules": 3000,
+    "timeout_s": 900,
+    "mount_timeout_s": 10,
+}
+COLLECTIVES_DEFAULTS: dict[str, object] = {
+    "backend": "nccl",
+    "ranks_per_node": 8,
+    "min_bytes": 1 << 20,
+    "max_bytes": 8 << 30,
+    "warmup": 5,
+    "iters": 20,
+    "timeout_s": 900,
+}
+
+
 class ProfileError(InputError):
     """A profile that does not exist or does not make sense."""
 
@@ -51,6 +87,8 @@ class Profile:
     thresholds: dict[str, float] = field(default_factory=dict)
     warn_band_percent: float = 5.0
     outlier_percent: float = 15.0
+    storage: dict[str, object] = field(default_factory=lambda: dict(STORAGE_DEFAULTS))
+    collectives: dict[str, object] = field(default_factory=lambda: dict(COLLECTIVES_DEFAULTS))
 
     def threshold(self, test: str) -> Threshold | None:
         if test not in self.thresholds:
@@ -84,6 +122,8 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Profile:
         "thresholds",
         "warn_band_percent",
         "outlier_percent",
+        "storage",
+        "collectives",
     }
     if unknown_keys:
         raise ProfileError(f"{label}: unknown key {sorted(unknown_keys)[0]!r}")
@@ -93,6 +133,10 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Profile:
         profile.thresholds.update(base.thresholds)
         profile.warn_band_percent = base.warn_band_percent
         profile.outlier_percent = base.outlier_percent
+        profile.storage = dict(base.storage)
+        profile.collectives = dict(base.collectives)
+    for section in ("storage", "collectives"):
+        getattr(profile, section).update(_section(data, section, label))
     for key in ("warn_band_percent", "outlier_percent"):
         if key in data:
             setattr(profile, key, _number(data[key], f"{label}: {key}"))
@@ -122,6 +166,23 @@ def _read(name_or_path: str) -> tuple[str, str, str]:
         )
     folder = resources.files("kiln.validation") / "profiles"
     return (folder / f"{name_or_path}.yaml").read_text(), f"profile {name_or_path}", name_or_path
+
+
+def _section(data: dict, section: str, label: str) -> dict[str, object]:
+    """A profile's suite settings: known keys only, each of its default's type."""
+    given = data.get(section) or {}
+    defaults = STORAGE_DEFAULTS if section == "storage" else COLLECTIVES_DEFAULTS
+    if not isinstance(given, dict):
+        raise ProfileError(f"{label}: '{section}' must be a mapping")
+    for key, value in given.items():
+        if key not in defaults:
+            raise ProfileError(
+                f"{label}: unknown {section} setting {key!r}; known: {', '.join(defaults)}"
+            )
+        if type(value) is not type(defaults[key]):
+            kind = type(defaults[key]).__name__
+            raise ProfileError(f"{label}: {section}.{key} must be a {kind}, got {value!r}")
+    return given
 
 
 def _number(value: object, where: str) -> float:

@@ -1,0 +1,110 @@
+"""`kiln report list | show | compare`: validation reports kept by `kiln validate`."""
+
+import sys
+
+import click
+
+from kiln import render
+from kiln.errors import ExitCode
+from kiln.report import compare as comparing
+from kiln.report import model, terminal
+
+
+@click.group()
+def report() -> None:
+    """Validation reports: list, show (re-render), compare two runs."""
+
+
+@report.command("list")
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
+def list_(json_mode: bool) -> None:
+    """Every kept validation run, newest first."""
+    found = model.list_reports()
+    if json_mode:
+        render.emit_json(
+            [
+                {
+                    "id": r.id,
+                    "started": r.started,
+                    "verdict": r.verdict.value,
+                    "nodes": len(r.nodes),
+                    "profile": r.profile,
+                }
+                for r in found
+            ]
+        )
+        return
+    for r in found:
+        click.echo(f"{r.id}  {r.verdict.value:<4}  {len(r.nodes):>4} nodes  {r.profile or '-'}")
+
+
+@report.command()
+@click.argument("run")
+@click.option(
+    "--format",
+    "kind",
+    type=click.Choice(["terminal", "json", "markdown", "html", "junit"]),
+    default="terminal",
+    show_default=True,
+)
+@click.option("-o", "--output", type=click.Path(), help="Write to this file instead.")
+def show(run: str, kind: str, output: str | None) -> None:
+    """Re-render one run (an id, a unique prefix, `latest`, or a report.json)."""
+    from kiln.report import html, junit, markdown
+
+    found = model.load(run)
+    if kind == "terminal" and not output:
+        terminal.show(found)
+    else:
+        renderers = {
+            "json": lambda r: _json(r),
+            "markdown": markdown.render,
+            "html": html.render,
+            "junit": junit.render,
+            "terminal": markdown.render,
+        }
+        text = renderers[kind](found)
+        if output:
+            with open(output, "w") as handle:
+                handle.write(text)
+        else:
+            click.echo(text, nl=False)
+    sys.exit(int(ExitCode.VALIDATION_FAILED if found.verdict.value == "fail" else ExitCode.OK))
+
+
+def _json(found: model.Report) -> str:
+    import json
+
+    return json.dumps(found.to_json(), indent=2) + "\n"
+
+
+@report.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--all", "show_all", is_flag=True, help="Also list tests that did not change.")
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
+def compare(run_a: str, run_b: str, show_all: bool, json_mode: bool) -> None:
+    """What got better or worse from RUN_A to RUN_B, per node and test."""
+    changes = comparing.compare(model.load(run_a), model.load(run_b))
+    if not show_all:
+        changes = [c for c in changes if c.direction != "same"]
+    if json_mode:
+        render.emit_json(
+            [
+                {
+                    "node": c.node,
+                    "test": c.test,
+                    "subject": c.subject,
+                    "before": c.before,
+                    "after": c.after,
+                    "unit": c.unit,
+                    "verdict_before": c.verdict_before,
+                    "verdict_after": c.verdict_after,
+                    "percent": c.percent,
+                    "direction": c.direction,
+                }
+                for c in changes
+            ]
+        )
+    else:
+        terminal.show_changes(changes)

@@ -1,0 +1,59 @@
+"""`kiln validate`: run the validation suites through Slurm, judge, drain, report."""
+
+import sys
+from pathlib import Path
+
+import click
+
+from kiln import inventory, render
+from kiln.commands import inventory_option
+
+
+@click.command()
+@inventory_option
+@click.option(
+    "--suite", "suites", help="Comma-separated: slurm, storage, collectives (default all)."
+)
+@click.option(
+    "--profile",
+    help="Reference numbers: a shipped profile or a YAML file "
+    "(default: the inventory's validate_profile; none judges against the fleet only).",
+)
+@click.option("--nodes", help="Only these compute nodes (a Slurm hostlist, e.g. gpu[001-004]).")
+@click.option("--no-drain", is_flag=True, help="Change no node's Slurm state.")
+@click.option("--json", "json_mode", is_flag=True, help="Print the report as one JSON object.")
+def validate(
+    inventory_path: Path | None,
+    suites: str | None,
+    profile: str | None,
+    nodes: str | None,
+    no_drain: bool,
+    json_mode: bool,
+) -> None:
+    """Validate the cluster: Slurm, storage and collectives on every compute node.
+
+    Exit 0 when every node passes (warnings included), 5 when a node fails."""
+    from kiln.validation import session
+
+    spec = inventory.load(inventory_path)
+    if not json_mode:
+        for warning in spec.warnings:
+            click.echo(f"kiln: warning: {warning}", err=True)
+    request = session.Request(
+        inventory=spec,
+        suites=session.parse_suites(suites),
+        suites_named=bool(suites),
+        profile=profile,
+        nodes=nodes,
+        no_drain=no_drain,
+        json_mode=json_mode,
+    )
+    report, code = session.validate(request)
+    if json_mode:
+        render.emit_json(report.to_json())
+    else:
+        from kiln.report import terminal
+
+        terminal.show(report)
+        click.echo(f"report: {session.report_path(report)}")
+    sys.exit(int(code))

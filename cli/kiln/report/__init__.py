@@ -1,0 +1,2 @@
+"""Validation reports: one JSON record per run, rendered as Markdown, HTML with plots,
+and JUnit XML; compared between runs."""

@@ -1,0 +1,44 @@
+"""The Markdown summary: verdict per node, then every judged test."""
+
+from kiln.report.model import Report
+from kiln.validation.verdicts import fmt
+
+
+def render(report: Report) -> str:
+    lines = [
+        f"# Kiln validation {report.id}: {report.verdict.value.upper()}",
+        "",
+        f"- started {report.started}, inventory `{report.inventory}`",
+        f"- profile: {report.profile or 'none (judged against the fleet only)'}",
+        f"- suites: {', '.join(report.suites)}; nodes: {len(report.nodes)}",
+        "",
+        "## Nodes",
+        "",
+        "| node | verdict | reason |",
+        "|---|---|---|",
+    ]
+    for node in report.nodes:
+        entry = report.node_verdicts.get(node, {"verdict": "pass", "reasons": []})
+        reason = "; ".join(entry["reasons"][:2]) or "all tests passed"
+        lines.append(f"| {node} | {entry['verdict']} | {_cell(reason)} |")
+    lines += ["", "## Tests", "", "| node | test | subject | value | threshold | verdict |"]
+    lines.append("|---|---|---|---|---|---|")
+    for j in report.judgements:
+        value = f"{fmt(j.value)} {j.unit}" if j.value is not None else ""
+        limit = f"{fmt(j.threshold)} {j.unit}" if j.threshold is not None else ""
+        lines.append(
+            f"| {j.node} | {j.test} | {_cell(j.subject)} | {value} | {limit} | {j.verdict.value} |"
+        )
+    actions = report.actions
+    if actions.get("drain") or actions.get("resume") or actions.get("left"):
+        lines += ["", "## Slurm", ""]
+        lines += [f"- drained {n}: {r}" for n, r in sorted(actions.get("drain", {}).items())]
+        lines += [f"- resumed {n}" for n in actions.get("resume", [])]
+        lines += [f"- left {n}: {r}" for n, r in sorted(actions.get("left", {}).items())]
+    if report.notes:
+        lines += ["", "## Notes", "", *[f"- {note}" for note in report.notes]]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")

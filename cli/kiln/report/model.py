@@ -1,0 +1,109 @@
+"""The record of one validation run, kept as report.json beside its renderings.
+
+Everything a rendering or a comparison needs is in it, so `kiln report show` works
+after the cluster is gone (for example after a region migration).
+"""
+
+import json
+import secrets
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kiln import paths
+from kiln.errors import InputError
+from kiln.validation.verdicts import Judgement, Verdict
+
+REPORT_FILE = "report.json"
+FORMATS = {
+    "json": REPORT_FILE,
+    "markdown": "report.md",
+    "html": "report.html",
+    "junit": "junit.xml",
+}
+
+
+@dataclass
+class Report:
+    id: str
+    started: str
+    inventory: str
+    profile: str | None
+    suites: list[str]
+    nodes: list[str]
+    judgements: list[Judgement] = field(default_factory=list)
+    node_verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    curves: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    actions: dict[str, Any] = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)  # the ansible runs (kiln runs show)
+    finished: str | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        found = {Verdict(v["verdict"]) for v in self.node_verdicts.values()}
+        found |= {j.verdict for j in self.judgements}
+        return next((v for v in (Verdict.FAIL, Verdict.WARN) if v in found), Verdict.PASS)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["judgements"] = [j.to_dict() for j in self.judgements]
+        data["verdict"] = self.verdict.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Report":
+        data = {k: v for k, v in data.items() if k != "verdict"}
+        judgements = [
+            Judgement(**{**j, "verdict": Verdict(j["verdict"])}) for j in data.pop("judgements")
+        ]
+        return cls(**data, judgements=judgements)
+
+
+def new_id() -> str:
+    return f"{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def directory(report_id: str) -> Path:
+    return paths.state_dir() / "validations" / report_id
+
+
+def load(report_id: str) -> Report:
+    """A run by id, unique id prefix, 'latest', or the path of a report.json."""
+    given = Path(report_id)
+    if given.name == REPORT_FILE and given.is_file():
+        path = given
+    else:
+        base = paths.state_dir() / "validations"
+        known = sorted(p.parent.name for p in base.glob(f"*/{REPORT_FILE}"))
+        if report_id == "latest":
+            matches = known[-1:]
+        else:
+            matches = [k for k in known if k == report_id] or [
+                k for k in known if k.startswith(report_id)
+            ]
+        if not matches:
+            raise InputError(f"no validation run {report_id!r} in {base} (see `kiln report list`)")
+        if len(matches) > 1:
+            raise InputError(f"validation run {report_id!r} is ambiguous: {', '.join(matches[:5])}")
+        path = base / matches[0] / REPORT_FILE
+    try:
+        return Report.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise InputError(f"{path}: not a Kiln validation report ({exc})") from None
+
+
+def list_reports() -> list[Report]:
+    base = paths.state_dir() / "validations"
+    found = []
+    for path in sorted(base.glob(f"*/{REPORT_FILE}"), reverse=True):
+        try:
+            found.append(Report.from_json(json.loads(path.read_text())))
+        except (OSError, ValueError, TypeError, KeyError):
+            continue  # a run killed while writing; nothing to list
+    return found

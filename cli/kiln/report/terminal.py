@@ -1,0 +1,83 @@
+"""The terminal summary of a validation run: node x test, value, threshold, verdict."""
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from kiln.report.compare import Change
+from kiln.report.model import Report
+from kiln.validation.verdicts import fmt
+
+STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red", "better": "green", "worse": "red"}
+
+
+def _console() -> Console:
+    # Not a terminal (CI logs, pipes): wide enough that test names are not cut.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def show(report: Report, console: Console | None = None) -> None:
+    console = console or _console()
+    table = Table(title=f"validation {report.id}: profile {report.profile or 'none'}", box=None)
+    for column in ("node", "test", "subject", "value", "threshold", "verdict"):
+        table.add_column(column)
+    for j in report.judgements:
+        style = STYLES[j.verdict.value]
+        table.add_row(
+            j.node,
+            j.test,
+            j.subject,
+            f"{fmt(j.value)} {j.unit}" if j.value is not None else _said(j.reason),
+            f"{fmt(j.threshold)} {j.unit}" if j.threshold is not None else "",
+            f"[{style}]{j.verdict.value}[/{style}]",
+        )
+    console.print(table)
+    for node in report.nodes:
+        entry = report.node_verdicts.get(node)
+        if entry and entry["verdict"] != "pass":
+            style = STYLES[entry["verdict"]]
+            console.print(f"[{style}]{entry['verdict']}[/{style}] {node}: {entry['reasons'][0]}")
+    actions = report.actions
+    for node, reason in sorted(actions.get("drain", {}).items()):
+        console.print(f"drained {node}: {reason}")
+    for node in actions.get("resume", []):
+        console.print(f"resumed {node}")
+    for node, why in sorted(actions.get("left", {}).items()):
+        console.print(f"left {node}: {why}")
+    for note in report.notes:
+        console.print(f"note: {note}")
+    verdict = report.verdict.value
+    console.print(
+        f"[{STYLES[verdict]}]{verdict.upper()}[/{STYLES[verdict]}] {len(report.nodes)} nodes"
+    )
+
+
+def _said(reason: str) -> str:
+    """What a check found, short: the part of its reason after the test's name."""
+    text = reason.split(": ", 1)[-1]
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def show_changes(changes: list[Change], console: Console | None = None) -> None:
+    console = console or _console()
+    table = Table(box=None)
+    for column in ("node", "test", "subject", "before", "after", "change", ""):
+        table.add_column(column)
+    for c in changes:
+        percent = f"{c.percent:+.0f}%" if c.percent is not None else ""
+        style = STYLES.get(c.direction, "")
+        table.add_row(
+            c.node,
+            c.test,
+            c.subject,
+            f"{fmt(c.before)} {c.unit} {c.verdict_before}"
+            if c.before is not None
+            else c.verdict_before or "-",
+            f"{fmt(c.after)} {c.unit} {c.verdict_after}"
+            if c.after is not None
+            else c.verdict_after or "-",
+            percent,
+            f"[{style}]{c.direction}[/{style}]" if style else c.direction,
+        )
+    console.print(table)

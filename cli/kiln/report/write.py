@@ -1,0 +1,24 @@
+"""Write a report in every format into its run's directory."""
+
+import json
+from pathlib import Path
+
+from kiln.report import html, junit, markdown
+from kiln.report.model import FORMATS, Report, directory
+
+
+def write_all(report: Report) -> dict[str, Path]:
+    folder = directory(report.id)
+    folder.mkdir(parents=True, exist_ok=True)
+    texts = {
+        "json": json.dumps(report.to_json(), indent=2) + "\n",
+        "markdown": markdown.render(report),
+        "html": html.render(report),
+        "junit": junit.render(report),
+    }
+    written = {}
+    for kind, text in texts.items():
+        path = folder / FORMATS[kind]
+        path.write_text(text)
+        written[kind] = path
+    return written

@@ -1,0 +1,239 @@
+"""Read a validation run's raw results (what validate.yml brought back) into findings.
+
+The results directory holds, per suite, what the probe and the benchmark wrote:
+    slurm_state.json              scontrol's view before the run, and the plan
+    srun.json                     seconds of `srun true` per node
+    munge/NODE.json               the node decoding a controller's credential
+    storage/NODE.json             mount check, fio JSON, small-file timings
+    cold_import/NODE.json         the import's wall time
+    collectives_node/NODE.json    torch benchmark within the node
+    collectives_all/NODE.json     torch benchmark across the nodes (on the first node)
+    *_steps.json                  how each srun step ended, and why a suite was skipped
+A finding is a measured value (judged later against the profile and the fleet) or a
+check that already has its verdict (a mount that is missing fails whatever the profile).
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kiln import hostlist
+from kiln.validation import drain, fio
+from kiln.validation.nccl_judge import PLATEAU_BYTES
+from kiln.validation.verdicts import Verdict
+
+
+@dataclass
+class Measure:
+    node: str
+    test: str
+    subject: str
+    value: float
+
+
+@dataclass
+class Check:
+    node: str
+    test: str
+    subject: str
+    verdict: Verdict
+    reason: str
+
+
+@dataclass
+class Curve:
+    """busbw against message size, for the report's plots."""
+
+    node: str
+    collective: str
+    points: list[tuple[int, float]]
+
+
+@dataclass
+class Collected:
+    nodes: list[str]
+    states: dict[str, drain.NodeState] = field(default_factory=dict)
+    measures: list[Measure] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    curves: list[Curve] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def fail(self, node: str, test: str, subject: str, reason: str) -> None:
+        self.checks.append(Check(node, test, subject, Verdict.FAIL, reason))
+
+
+def _load(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def collect(results: Path, nodes: list[str], suites: list[str]) -> Collected:
+    found = Collected(nodes)
+    state = _load(results / "slurm_state.json") or {}
+    found.states = drain.parse_states(state.get("scontrol", ""))
+    plan = state.get("plan") or {"test": [], "skipped": {}}
+    for node in nodes:
+        if node in plan["skipped"]:
+            why = plan["skipped"][node]
+            verdict = Verdict.WARN if why.startswith("drained by someone else") else Verdict.FAIL
+            found.checks.append(Check(node, "slurm.state", "", verdict, f"not tested: {why}"))
+        elif node in found.states:
+            seen = found.states[node]
+            note = f" ({seen.reason})" if seen.reason else ""
+            found.checks.append(Check(node, "slurm.state", "", Verdict.PASS, seen.state + note))
+    tested = plan["test"]
+    if "slurm" in suites:
+        _slurm(found, results, tested)
+    if "storage" in suites:
+        _storage(found, results, tested)
+    if "collectives" in suites:
+        _collectives(found, results, tested)
+    return found
+
+
+def _slurm(found: Collected, results: Path, tested: list[str]) -> None:
+    srun = _load(results / "srun.json") or {}
+    for node in tested:
+        outcome = srun.get(node)
+        if outcome is None:
+            found.fail(node, "slurm.srun", "", "no srun result for the node")
+        elif outcome.get("rc") == 0:
+            found.measures.append(Measure(node, "slurm.srun_s", "", outcome["seconds"]))
+        else:
+            why = _last_line(outcome.get("stderr", "")) or f"exit {outcome.get('rc')}"
+            found.fail(node, "slurm.srun", "", f"srun on the node failed: {why}")
+        munge = _load(results / "munge" / f"{node}.json")
+        if munge is None:
+            found.fail(node, "slurm.munge", "", "no munge result (the node was unreachable?)")
+        elif munge.get("rc") == 0:
+            found.checks.append(Check(node, "slurm.munge", "", Verdict.PASS, "decodes"))
+        else:
+            status = munge.get("status") or f"unmunge exited {munge.get('rc')}"
+            found.fail(
+                node, "slurm.munge", "", f"cannot decode the controller's credential: {status}"
+            )
+
+
+def _step_problem(steps: dict, name: str) -> str:
+    step = steps.get(name) or {}
+    if step.get("skipped"):
+        return "the step did not run"
+    why = _last_line(step.get("stderr", ""))
+    return f"srun exited {step.get('rc')}" + (f": {why}" if why else "")
+
+
+def _storage(found: Collected, results: Path, tested: list[str]) -> None:
+    steps = _load(results / "storage_steps.json") or {}
+    if steps.get("cold_import_skipped"):
+        found.notes.append(f"cold-import test skipped: {steps['cold_import_skipped']}")
+    for node in tested:
+        data = _load(results / "storage" / f"{node}.json")
+        if data is None:
+            found.fail(
+                node, "storage.run", "", f"no storage result: {_step_problem(steps, 'storage')}"
+            )
+        else:
+            _node_storage(found, node, data)
+        if steps.get("cold_import_skipped"):
+            continue
+        cold = _load(results / "cold_import" / f"{node}.json")
+        if cold is None:
+            why = _step_problem(steps, "cold_import")
+            found.fail(node, "storage.cold_import", "", f"no cold-import result: {why}")
+        elif "error" in cold:
+            found.fail(node, "storage.cold_import", "", cold["error"])
+        else:
+            found.measures.append(Measure(node, "storage.cold_import_s", "", cold["seconds"]))
+
+
+def _node_storage(found: Collected, node: str, data: dict) -> None:
+    check = data.get("mount_check") or {}
+    if check.get("rc") not in (0, 1):
+        why = _last_line(check.get("stderr", "")) or f"exit {check.get('rc')}"
+        found.fail(node, "storage.mount", "", f"the mount check could not run: {why}")
+    for mount in check.get("mounts", []):
+        verdict = {"OK": Verdict.PASS, "WARN": Verdict.WARN}.get(mount["status"], Verdict.FAIL)
+        reason = mount["reason"]
+        if verdict is Verdict.FAIL:
+            reason += "; not benchmarked"
+        found.checks.append(Check(node, "storage.mount", mount["path"], verdict, reason))
+    for target in data.get("targets", []):
+        path = target["path"]
+        if "error" in target:
+            found.fail(node, "storage.io", path, target["error"])
+            continue
+        for key, direction, test in (
+            ("seq_write", "write", "storage.seq_write"),
+            ("seq_read", "read", "storage.seq_read"),
+            ("rand_read", "read", "storage.rand_read_iops"),
+        ):
+            run = target.get(key) or {}
+            try:
+                parsed = fio.parse(run.get("json", ""), f"{node}:{path} {key}")
+            except fio.FioError as exc:
+                stderr = _last_line(run.get("stderr", ""))
+                found.fail(node, "storage.io", path, stderr or exc.message)
+                continue
+            side = getattr(parsed, direction)
+            if side is None:
+                found.fail(node, "storage.io", path, f"fio reported no {direction} for {key}")
+                continue
+            value = side.iops if test.endswith("iops") else side.bw_mbps
+            found.measures.append(Measure(node, test, path, value))
+        meta = target.get("metadata")
+        if meta and meta.get("seconds"):
+            found.measures.append(
+                Measure(node, "storage.metadata_ops", path, meta["ops"] / meta["seconds"])
+            )
+
+
+def plateau_busbw(results: list[dict], collective: str) -> tuple[float, list[tuple[int, float]]]:
+    """Best busbw among sizes of 1 GiB and more (or the largest sizes a short sweep has:
+    the top quarter), and the whole curve."""
+    points = sorted(
+        (r["size_bytes"], r["busbw_gbps"]) for r in results if r["collective"] == collective
+    )
+    if not points:
+        return 0.0, []
+    floor = min(PLATEAU_BYTES, points[-1][0])
+    top = [bw for size, bw in points if size >= floor]
+    return max(top), points
+
+
+def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
+    steps = _load(results / "collectives_steps.json") or {}
+    if steps.get("skipped"):
+        found.notes.append(f"collectives suite skipped: {steps['skipped']}")
+        return
+    for node in tested:
+        doc = _load(results / "collectives_node" / f"{node}.json")
+        if doc is None:
+            why = _step_problem(steps, "single_node")
+            found.fail(node, "collectives.run", "single node", f"no benchmark result: {why}")
+            continue
+        _bench(found, node, doc, "single_node")
+    if len(tested) > 1:
+        docs = [_load(results / "collectives_all" / f"{n}.json") for n in tested]
+        doc = next((d for d in docs if d), None)
+        group = hostlist.compress(tested)
+        if doc is None:
+            why = _step_problem(steps, "multi_node")
+            found.fail(group, "collectives.run", "all nodes", f"no benchmark result: {why}")
+        else:
+            _bench(found, group, doc, "multi_node")
+
+
+def _bench(found: Collected, node: str, doc: dict, scope: str) -> None:
+    for collective in sorted({r["collective"] for r in doc.get("results", [])}):
+        best, points = plateau_busbw(doc["results"], collective)
+        subject = f"{doc.get('ranks')} ranks, {doc.get('backend')}"
+        found.measures.append(Measure(node, f"collectives.{collective}.{scope}", subject, best))
+        found.curves.append(Curve(node, collective, points))

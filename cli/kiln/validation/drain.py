@@ -1,0 +1,110 @@
+"""Draining and resuming nodes on validation verdicts.
+
+Kiln marks its own drains: the reason starts with `kiln:`. A node Kiln drained is
+tested again on the next run (inside a maintenance reservation, so no user job lands
+on it meanwhile) and resumed when it passes. A node someone else drained keeps its
+drain and its reason: Kiln neither tests nor resumes it.
+"""
+
+from dataclasses import asdict, dataclass, field
+
+from kiln import slurm
+
+PREFIX = "kiln:"
+# slurmctld keeps reasons short in `sinfo`; a long one is cut, not refused.
+REASON_LIMIT = 200
+
+
+@dataclass
+class NodeState:
+    state: str
+    reason: str
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.state
+
+    @property
+    def drained_by_kiln(self) -> bool:
+        return self.drained and self.reason.startswith(PREFIX)
+
+
+@dataclass
+class Plan:
+    """Before the suites: what the cluster looks like and which nodes can be tested."""
+
+    states: dict[str, NodeState]
+    test: list[str] = field(default_factory=list)  # nodes the suites run on
+    resume_to_test: list[str] = field(default_factory=list)  # drained by Kiln earlier
+    skipped: dict[str, str] = field(default_factory=dict)  # node -> why not tested
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_states(scontrol_text: str) -> dict[str, NodeState]:
+    """`scontrol show node --oneliner` (any number of nodes) -> state per node."""
+    states = {}
+    for line in scontrol_text.splitlines():
+        name = line.split(" ", 1)[0].removeprefix("NodeName=")
+        if line.startswith("NodeName=") and name:
+            found = slurm.node_state(line)
+            states[name] = NodeState(found["state"], found["reason"])
+    return states
+
+
+def plan(scontrol_text: str, nodes: list[str]) -> Plan:
+    result = Plan(parse_states(scontrol_text))
+    for node in nodes:
+        seen = result.states.get(node)
+        if seen is None:
+            result.skipped[node] = "Slurm does not know this node"
+        elif seen.drained_by_kiln:
+            result.test.append(node)
+            result.resume_to_test.append(node)
+        elif seen.drained:
+            result.skipped[node] = f"drained by someone else: {seen.reason or 'no reason'}"
+        elif any(s in seen.state for s in ("DOWN", "NOT_RESPONDING", "FAIL", "FUTURE")):
+            result.skipped[node] = f"Slurm reports it {seen.state}"
+        else:
+            result.test.append(node)
+    return result
+
+
+@dataclass
+class Actions:
+    drain: dict[str, str] = field(default_factory=dict)  # node -> reason (with the prefix)
+    resume: list[str] = field(default_factory=list)
+    left: dict[str, str] = field(default_factory=dict)  # node -> why Kiln did not act
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def reason(text: str) -> str:
+    full = f"{PREFIX} {text}"
+    return full if len(full) <= REASON_LIMIT else full[: REASON_LIMIT - 3] + "..."
+
+
+def decide(
+    failing: dict[str, str], passing: list[str], states: dict[str, NodeState], no_drain: bool
+) -> Actions:
+    """failing: node -> its first failure reason; passing: nodes with no failure;
+    states: as seen before the run (a Kiln drain is recognised by its reason)."""
+    actions = Actions()
+    for node, why in sorted(failing.items()):
+        seen = states.get(node)
+        if seen and seen.drained and not seen.drained_by_kiln:
+            actions.left[node] = f"already drained by someone else ({seen.reason})"
+        elif no_drain:
+            actions.left[node] = "--no-drain"
+        else:
+            actions.drain[node] = reason(why)
+    for node in sorted(passing):
+        seen = states.get(node)
+        if seen and seen.drained_by_kiln:
+            if no_drain:  # a --no-drain run changes no node's state either way
+                actions.left[node] = "passes, stays drained (--no-drain)"
+            else:
+                actions.resume.append(node)
+    return actions

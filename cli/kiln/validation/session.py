@@ -1,0 +1,154 @@
+"""One `kiln validate`: run the suites (validate.yml), judge, act in Slurm
+(validate-drain.yml), write the report. The CLI only parses options and renders."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kiln import hostlist
+from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
+from kiln.inventory import ClusterSpec
+from kiln.report import model, write
+from kiln.validation import assess, collect, drain, profiles
+from kiln.validation.verdicts import Verdict
+
+SUITES = ("slurm", "storage", "collectives")
+PREREQUISITE = "kiln-prerequisite: "
+
+
+@dataclass
+class Request:
+    inventory: ClusterSpec
+    suites: list[str] = field(default_factory=lambda: list(SUITES))
+    suites_named: bool = False
+    profile: str | None = None
+    nodes: str | None = None
+    no_drain: bool = False
+    json_mode: bool = False
+
+
+def parse_suites(text: str | None) -> list[str]:
+    if not text:
+        return list(SUITES)
+    asked = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in asked if s not in SUITES]
+    if unknown or not asked:
+        raise InputError(
+            f"--suite: unknown suite {unknown[0] if unknown else text!r}; "
+            f"choose from {', '.join(SUITES)}"
+        )
+    return [s for s in SUITES if s in asked]
+
+
+def select_nodes(spec: ClusterSpec, nodes: str | None) -> list[str]:
+    compute = spec.group("slurm_compute")
+    if not spec.group("slurm_controller"):
+        raise InputError(f"{spec.path}: no host in slurm_controller: the suites run through Slurm")
+    if not nodes:
+        if not compute:
+            raise InputError(f"{spec.path}: no host in slurm_compute to validate")
+        return sorted(compute, key=hostlist.sort_key)
+    try:
+        asked = hostlist.expand(nodes)
+    except ValueError as exc:
+        raise InputError(f"--nodes {nodes!r}: {exc}") from None
+    outside = [n for n in asked if n not in compute]
+    if outside:
+        raise InputError(
+            f"--nodes: {hostlist.compress(outside)} not in the inventory's slurm_compute "
+            f"({hostlist.compress(compute) or 'empty'})"
+        )
+    return sorted(set(asked), key=hostlist.sort_key)
+
+
+def choose_profile(request: Request, controller: str) -> profiles.Profile | None:
+    name = request.profile
+    if name is None:
+        name = request.inventory.hosts[controller].vars.get("validate_profile")
+    return profiles.load(str(name)) if name else None
+
+
+def validate(request: Request) -> tuple[model.Report, ExitCode]:
+    from kiln.runner import RunRequest, run_playbook  # ansible_runner: only when running
+
+    spec = request.inventory
+    nodes = select_nodes(spec, request.nodes)
+    controller = spec.group("slurm_controller")[0]
+    profile = choose_profile(request, controller)  # a bad profile stops before any run
+    report = model.Report(
+        id=model.new_id(),
+        started=model.now(),
+        inventory=str(spec.path),
+        profile=profile.name if profile else None,
+        suites=request.suites,
+        nodes=nodes,
+    )
+    raw = model.directory(report.id) / "raw"
+    for sub in ("munge", "storage", "cold_import", "collectives_node", "collectives_all"):
+        (raw / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+    params = profile or profiles.Profile(name="")
+    summary = run_playbook(
+        RunRequest(
+            playbook="validate.yml",
+            inventory=spec,
+            limit=",".join([controller, *nodes]),
+            json_mode=request.json_mode,
+            extravars={
+                "validate_nodes": nodes,
+                "validate_suites": request.suites,
+                "validate_suites_named": request.suites_named,
+                "validate_results_dir": str(raw),
+                "validate_run": report.id,
+                "validate_storage_params": params.storage,
+                "validate_collectives_params": params.collectives,
+            },
+        )
+    )
+    report.runs.append(summary.run)
+    for failure in summary.failures:
+        if failure.message.startswith(PREREQUISITE):
+            raise PrerequisiteError(failure.message.removeprefix(PREREQUISITE))
+    if summary.error or any(f.host == controller for f in summary.failures):
+        first = summary.error or next(f for f in summary.failures if f.host == controller).message
+        raise KilnError(
+            f"validation could not run on {controller}: {first} (kiln runs show {summary.run})",
+            summary.exit_code if summary.exit_code != ExitCode.OK else ExitCode.FAILED,
+        )
+    found = collect.collect(raw, nodes, request.suites)
+    for failure in summary.failures:  # a node Ansible could not reach or use
+        if failure.host in nodes:
+            found.fail(failure.host, "ansible", "", f"{failure.task}: {failure.message}")
+    report.judgements = assess.judge(found, profile)
+    report.curves = [
+        {"node": c.node, "collective": c.collective, "points": [list(p) for p in c.points]}
+        for c in found.curves
+    ]
+    report.notes = found.notes
+    verdicts = assess.per_node(report.judgements, nodes)
+    report.node_verdicts = {
+        n: {"verdict": v.verdict.value, "reasons": v.reasons} for n, v in verdicts.items()
+    }
+    failing = {n: v.reasons[0] for n, v in verdicts.items() if v.verdict is Verdict.FAIL}
+    passing = [n for n, v in verdicts.items() if v.verdict is not Verdict.FAIL]
+    actions = drain.decide(failing, passing, found.states, request.no_drain)
+    report.actions = actions.to_dict()
+    if actions.drain or actions.resume:
+        acted = run_playbook(
+            RunRequest(
+                playbook="validate-drain.yml",
+                inventory=spec,
+                limit=controller,
+                json_mode=request.json_mode,
+                extravars={"validate_drain": actions.drain, "validate_resume": actions.resume},
+            )
+        )
+        report.runs.append(acted.run)
+        if acted.status != "successful":
+            report.notes.append(f"draining or resuming failed: see `kiln runs show {acted.run}`")
+    report.finished = model.now()
+    write.write_all(report)
+    failed = report.verdict is Verdict.FAIL
+    return report, ExitCode.VALIDATION_FAILED if failed else ExitCode.OK
+
+
+def report_path(report: model.Report, kind: str = "html") -> Path:
+    return model.directory(report.id) / model.FORMATS[kind]

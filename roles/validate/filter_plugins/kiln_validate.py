@@ -1,0 +1,38 @@
+"""Filters that hand validation decisions to kiln.validation: which nodes can be tested,
+which Kiln drained earlier, where the node-side scripts are."""
+
+import sys
+from pathlib import Path
+
+try:
+    import kiln  # noqa: F401
+except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cli"))
+
+from kiln.validation import drain
+
+
+def kiln_validation_file(name):
+    """The path of one of kiln.validation's node-side scripts on the control node."""
+    return str(Path(drain.__file__).with_name(name))
+
+
+def kiln_validate_plan(scontrol_text, nodes):
+    """`scontrol show node --oneliner` output -> which nodes to test and resume."""
+    return drain.plan(scontrol_text, list(nodes)).to_dict()
+
+
+def kiln_validate_step(result):
+    """A registered srun step, reduced to what the report needs."""
+    if result.get("skipped"):
+        return {"skipped": True}
+    return {"rc": result.get("rc"), "stderr": (result.get("stderr") or "")[-2000:]}
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "kiln_validation_file": kiln_validation_file,
+            "kiln_validate_plan": kiln_validate_plan,
+            "kiln_validate_step": kiln_validate_step,
+        }

@@ -1,0 +1,385 @@
+"""A validation run's results, from raw files to verdicts, Slurm actions and reports.
+
+The raw results are written in the shapes the probe, kiln-mount-check, fio and the
+torch benchmark produce (fio's JSON is a recorded fixture)."""
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from kiln.report import compare, html, junit, markdown, model, write
+from kiln.validation import assess, collect, drain, profiles
+from kiln.validation.verdicts import Verdict
+
+FIO = Path(__file__).parent.parent / "fixtures" / "fio"
+NODES = ["gpu001", "gpu002", "gpu003"]
+
+
+def scontrol_line(node, state="IDLE", reason=None):
+    line = f"NodeName={node} Arch=x86_64 CoresPerSocket=1 State={state} ThreadsPerCore=1"
+    if reason:
+        line += f" Reason={reason} [root@2026-11-22T10:00:00]"
+    return line + " Partitions=batch"
+
+
+def mount(path="/shared", status="OK", reason="fuse.glusterfs storage:/shared"):
+    return {
+        "name": "shared",
+        "path": path,
+        "source": "storage:/shared",
+        "fstype": "glusterfs",
+        "required": True,
+        "status": status,
+        "reason": reason,
+    }
+
+
+def fio_text(name):
+    return (FIO / name).read_text()
+
+
+def rand_read_json():
+    """fio's randread output: the read fixture's shape, at 4 KiB and 60,000 IOPS."""
+    text = fio_text("seq_read.json")
+    data = json.loads(text[text.index("{") :])
+    for job in data["jobs"]:
+        job["read"]["iops"] = 60000.0 / len(data["jobs"])
+        job["read"]["bw_bytes"] = int(job["read"]["iops"] * 4096)
+    return json.dumps(data)
+
+
+def storage_result(node, mounts=None, seq_mbps_scale=2.0):
+    write_json = fio_text("seq_write_4jobs.json")
+    data = json.loads(write_json[write_json.index("{") :])
+    for job in data["jobs"]:
+        job["write"]["bw_bytes"] = int(job["write"]["bw_bytes"] * seq_mbps_scale)
+    write_json = json.dumps(data)
+    mounts = mounts if mounts is not None else [mount()]
+    healthy = [m for m in mounts if m["status"] == "OK"]
+    return {
+        "node": node,
+        "mount_check": {
+            "rc": 0 if len(healthy) == len(mounts) else 1,
+            "stdout": "",
+            "stderr": "",
+            "seconds": 0.1,
+            "mounts": mounts,
+        },
+        "targets": [
+            {
+                "path": m["path"],
+                "seq_write": {"rc": 0, "json": write_json, "stderr": ""},
+                "seq_read": {"rc": 0, "json": fio_text("seq_read.json"), "stderr": ""},
+                "rand_read": {"rc": 0, "json": rand_read_json(), "stderr": ""},
+                "metadata": {"files": 10000, "ops": 30000, "seconds": 10.0},
+            }
+            for m in healthy
+        ],
+    }
+
+
+def bench(ranks, hosts, scale=1.0):
+    results = []
+    for size in (1 << 20, 1 << 24, 1 << 30):
+        for collective in ("all_reduce", "all_gather"):
+            busbw = 450.0 * scale * (size / (1 << 30)) ** 0.1
+            results.append(
+                {
+                    "collective": collective,
+                    "size_bytes": size,
+                    "time_us": 10.0,
+                    "algbw_gbps": busbw / 1.75,
+                    "busbw_gbps": busbw,
+                }
+            )
+    return {
+        "benchmark": "kiln-torch-bench",
+        "backend": "nccl",
+        "ranks": ranks,
+        "hosts": hosts,
+        "results": results,
+    }
+
+
+class Raw(type(Path())):
+    """The results directory, with a helper to write one result file."""
+
+    def put(self, rel, data):
+        (self / rel).write_text(json.dumps(data))
+
+
+@pytest.fixture
+def raw(tmp_path):
+    """A healthy three-node run; tests break it where they need."""
+    root = Raw(tmp_path / "raw")
+    put = root.put
+    for sub in ("munge", "storage", "cold_import", "collectives_node", "collectives_all"):
+        (root / sub).mkdir(parents=True)
+    scontrol = "\n".join(scontrol_line(n) for n in NODES)
+
+    put("slurm_state.json", {"scontrol": scontrol, "plan": drain.plan(scontrol, NODES).to_dict()})
+    put("srun.json", {n: {"rc": 0, "stdout": "", "stderr": "", "seconds": 0.4} for n in NODES})
+    put("storage_steps.json", {"storage": {"rc": 0, "stderr": ""}, "cold_import": {"rc": 0}})
+    put("collectives_steps.json", {"single_node": {"rc": 0}, "multi_node": {"rc": 0}})
+    for n in NODES:
+        put(f"munge/{n}.json", {"rc": 0, "status": "STATUS: Success (0)"})
+        put(f"storage/{n}.json", storage_result(n))
+        put(f"cold_import/{n}.json", {"node": n, "module": "kiln_cold_import.all", "seconds": 2.5})
+        put(f"collectives_node/{n}.json", bench(8, [n]))
+    put("collectives_all/gpu001.json", bench(24, NODES, scale=0.9))
+    return root
+
+
+SUITES = ["slurm", "storage", "collectives"]
+
+
+def run(raw, profile="h100-sxm-8x-ib400"):
+    found = collect.collect(raw, NODES, SUITES)
+    judgements = assess.judge(found, profiles.load(profile) if profile else None)
+    return found, judgements, assess.per_node(judgements, NODES)
+
+
+def test_a_healthy_run_passes_every_node_with_every_test_judged(raw):
+    _found, judgements, nodes = run(raw)
+    assert {n: v.verdict for n, v in nodes.items()} == dict.fromkeys(NODES, Verdict.PASS)
+    tests = {(j.node, j.test) for j in judgements}
+    for node in NODES:
+        for test in (
+            "slurm.state",
+            "slurm.srun_s",
+            "slurm.munge",
+            "storage.mount",
+            "storage.seq_write",
+            "storage.seq_read",
+            "storage.rand_read_iops",
+            "storage.metadata_ops",
+            "storage.cold_import_s",
+            "collectives.all_reduce.single_node",
+        ):
+            assert (node, test) in tests, (node, test)
+    multi = [j for j in judgements if j.test == "collectives.all_reduce.multi_node"]
+    assert [(j.node, round(j.value)) for j in multi] == [("gpu[001-003]", 405)]
+    # metadata: 30,000 operations in 10 s
+    meta = next(j for j in judgements if j.test == "storage.metadata_ops")
+    assert meta.value == 3000
+
+
+def test_a_missing_mount_fails_the_node_with_the_mount_check_reason(raw):
+    broken = mount(
+        status="FAIL", reason="not mounted after access: autofs could not mount storage:/shared"
+    )
+    raw.put("storage/gpu002.json", storage_result("gpu002", [broken]))
+    raw.put("cold_import/gpu002.json", {"node": "gpu002", "error": "/shared is not mounted"})
+    _, judgements, nodes = run(raw)
+    assert nodes["gpu002"].verdict is Verdict.FAIL
+    assert any(
+        j.test == "storage.mount"
+        and j.node == "gpu002"
+        and j.verdict is Verdict.FAIL
+        and j.reason.startswith("storage.mount /shared: not mounted after access")
+        for j in judgements
+    )
+    # nothing was benchmarked on the bare mount point
+    assert not [j for j in judgements if j.node == "gpu002" and j.test == "storage.seq_write"]
+    assert nodes["gpu001"].verdict is Verdict.PASS and nodes["gpu003"].verdict is Verdict.PASS
+
+
+def test_a_slow_node_fails_against_the_profile_with_a_readable_reason(raw):
+    raw.put("storage/gpu003.json", storage_result("gpu003", seq_mbps_scale=0.1))
+    _, _judgements, nodes = run(raw)
+    assert nodes["gpu003"].verdict is Verdict.FAIL
+    reason = nodes["gpu003"].reasons[0]
+    assert reason.startswith("storage.seq_write /shared ")
+    assert "MB/s < 1000 MB/s (profile h100-sxm-8x-ib400)" in reason
+
+
+def test_without_a_profile_the_fleet_median_judges(raw):
+    raw.put("storage/gpu003.json", storage_result("gpu003", seq_mbps_scale=1.0))
+    _, _, nodes = run(raw, profile=None)
+    assert nodes["gpu003"].verdict is Verdict.FAIL
+    assert "off the fleet median" in nodes["gpu003"].reasons[0]
+    assert nodes["gpu001"].verdict is Verdict.PASS
+
+
+def test_srun_munge_and_missing_results_are_failures_naming_the_cause(raw):
+    raw.put(
+        "srun.json",
+        {
+            "gpu001": {"rc": 0, "stderr": "", "seconds": 0.3},
+            "gpu002": {
+                "rc": 1,
+                "stderr": "srun: error: Unable to allocate resources: "
+                "Requested node configuration is not available",
+                "seconds": 0.2,
+            },
+            "gpu003": {"rc": None, "stderr": "no answer within 30s", "seconds": 30.0},
+        },
+    )
+    raw.put("munge/gpu001.json", {"rc": 2, "status": "STATUS: Invalid credential (6)"})
+    (raw / "storage" / "gpu003.json").unlink()
+    raw.put(
+        "storage_steps.json",
+        {"storage": {"rc": 1, "stderr": "srun: error: gpu003: task 2: Exited with exit code 1"}},
+    )
+    _, _judgements, nodes = run(raw)
+    reasons = {n: " | ".join(v.reasons) for n, v in nodes.items()}
+    assert (
+        "slurm.munge: cannot decode the controller's credential: STATUS: Invalid"
+        in reasons["gpu001"]
+    )
+    assert "srun on the node failed: srun: error: Unable to allocate" in reasons["gpu002"]
+    assert "no answer within 30s" in reasons["gpu003"]
+    assert "no storage result: srun exited 1: srun: error: gpu003" in reasons["gpu003"]
+
+
+def test_nodes_drained_by_someone_else_are_not_tested_and_warned(raw):
+    scontrol = "\n".join(
+        [
+            scontrol_line("gpu001"),
+            scontrol_line("gpu002", "IDLE+DRAIN", "bad fan"),
+            scontrol_line("gpu003", "IDLE+DRAIN", "kiln: storage.mount /shared: not mounted"),
+        ]
+    )
+    plan = drain.plan(scontrol, NODES)
+    assert plan.test == ["gpu001", "gpu003"]
+    assert plan.resume_to_test == ["gpu003"]
+    assert plan.skipped == {"gpu002": "drained by someone else: bad fan"}
+    raw.put("slurm_state.json", {"scontrol": scontrol, "plan": plan.to_dict()})
+    found, _judgements, nodes = run(raw)
+    assert nodes["gpu002"].verdict is Verdict.WARN
+    assert nodes["gpu002"].reasons == ["slurm.state: not tested: drained by someone else: bad fan"]
+    actions = drain.decide({}, ["gpu001", "gpu002", "gpu003"], found.states, no_drain=False)
+    assert actions.resume == ["gpu003"]  # Kiln's own drain, now passing
+    assert actions.drain == {}
+
+
+def test_drain_decisions():
+    states = {
+        "a": drain.NodeState("IDLE", ""),
+        "b": drain.NodeState("IDLE+DRAIN", "kiln: storage.seq_read /shared 3 MB/s"),
+        "c": drain.NodeState("IDLE+DRAIN", "RMA ticket 42"),
+        "d": drain.NodeState("IDLE+DRAIN", "kiln: old reason"),
+    }
+    actions = drain.decide(
+        {"a": "storage.mount /shared: not mounted", "c": "slurm.srun: failed", "d": "x"},
+        ["b"],
+        states,
+        no_drain=False,
+    )
+    assert actions.drain == {"a": "kiln: storage.mount /shared: not mounted", "d": "kiln: x"}
+    assert actions.resume == ["b"]
+    assert actions.left == {"c": "already drained by someone else (RMA ticket 42)"}
+    quiet = drain.decide({"a": "bad"}, ["b"], states, no_drain=True)
+    assert quiet.drain == {} and quiet.resume == []
+    assert quiet.left == {"a": "--no-drain", "b": "passes, stays drained (--no-drain)"}
+    long = drain.reason("x" * 500)
+    assert len(long) == drain.REASON_LIMIT and long.startswith("kiln: x") and long.endswith("...")
+
+
+def test_down_and_unknown_nodes_are_not_tested_and_fail():
+    plan = drain.plan(scontrol_line("a", "DOWN+NOT_RESPONDING"), ["a", "zz"])
+    assert plan.test == []
+    assert plan.skipped == {
+        "a": "Slurm reports it DOWN+NOT_RESPONDING",
+        "zz": "Slurm does not know this node",
+    }
+
+
+def test_collectives_skipped_without_torch_is_a_note_not_a_failure(raw):
+    raw.put(
+        "collectives_steps.json",
+        {"skipped": "torch is not importable with python3 on gpu001,gpu002,gpu003"},
+    )
+    found, _, nodes = run(raw)
+    assert all(v.verdict is Verdict.PASS for v in nodes.values())
+    assert found.notes == [
+        "collectives suite skipped: torch is not importable with python3 on gpu001,gpu002,gpu003"
+    ]
+
+
+def test_plateau_is_judged_at_1gib_and_short_sweeps_at_their_largest_sizes():
+    results = [
+        {"collective": "all_reduce", "size_bytes": s, "busbw_gbps": b}
+        for s, b in ((1 << 20, 5.0), (1 << 30, 300.0), (2 << 30, 320.0), (4 << 30, 310.0))
+    ]
+    best, points = collect.plateau_busbw(results, "all_reduce")
+    assert best == 320.0 and points[0] == (1 << 20, 5.0)
+    short = [
+        {"collective": "all_reduce", "size_bytes": s, "busbw_gbps": b}
+        for s, b in ((1024, 0.1), (4096, 0.3))
+    ]
+    assert collect.plateau_busbw(short, "all_reduce")[0] == 0.3
+
+
+def make_report(raw, profile="h100-sxm-8x-ib400"):
+    found, judgements, nodes = run(raw, profile)
+    report = model.Report(
+        id=model.new_id(),
+        started=model.now(),
+        inventory="inv",
+        profile=profile,
+        suites=SUITES,
+        nodes=NODES,
+        judgements=judgements,
+        node_verdicts={
+            n: {"verdict": v.verdict.value, "reasons": v.reasons} for n, v in nodes.items()
+        },
+        curves=[
+            {"node": c.node, "collective": c.collective, "points": [list(p) for p in c.points]}
+            for c in found.curves
+        ],
+        notes=found.notes,
+        actions=drain.decide(
+            {n: v.reasons[0] for n, v in nodes.items() if v.verdict is Verdict.FAIL},
+            [],
+            found.states,
+            False,
+        ).to_dict(),
+    )
+    return report
+
+
+def test_reports_in_every_format_round_trip_and_say_the_same(raw):
+    raw.put("storage/gpu003.json", storage_result("gpu003", seq_mbps_scale=0.1))
+    report = make_report(raw)
+    paths = write.write_all(report)
+    assert sorted(paths) == ["html", "json", "junit", "markdown"]
+    again = model.load(report.id)
+    assert again.to_json() == report.to_json()
+    assert again.verdict is Verdict.FAIL
+    text = markdown.render(report)
+    assert "# Kiln validation" in text and "| gpu003 | fail | storage.seq_write /shared" in text
+    assert "- drained gpu003: kiln: storage.seq_write /shared" in text
+    page = html.render(report)
+    assert page.count("<svg") >= 6  # two busbw plots, bar plots per measured test
+    assert "<polyline" in page and "stroke-dasharray" in page  # curves and thresholds
+    assert "<script" not in page
+    suites = ET.fromstring(junit.render(report))
+    by_name = {s.get("name"): s for s in suites}
+    assert by_name["gpu003"].get("failures") == "1"
+    assert by_name["gpu001"].get("failures") == "0"
+    failure = by_name["gpu003"].find("testcase/failure")
+    assert failure.get("message").startswith("storage.seq_write /shared")
+
+
+def test_compare_says_what_got_worse_per_node_and_for_the_fleet(raw):
+    before = make_report(raw)
+    raw.put("storage/gpu003.json", storage_result("gpu003", seq_mbps_scale=0.1))
+    after = make_report(raw)
+    changes = [c for c in compare.compare(before, after) if c.direction != "same"]
+    worse = {(c.node, c.test) for c in changes if c.direction == "worse"}
+    assert ("gpu003", "storage.seq_write") in worse
+    assert all(c.node in ("gpu003", compare.FLEET) for c in changes)
+    back = [
+        c
+        for c in compare.compare(after, before)
+        if c.node == "gpu003" and c.test == "storage.seq_write"
+    ]
+    assert back[0].direction == "better" and back[0].percent > 1000
+
+
+def test_unknown_report_is_an_input_error():
+    with pytest.raises(model.InputError, match="no validation run 'nope'"):
+        model.load("nope")
