@@ -162,8 +162,10 @@ def test_validate_passes_a_healthy_lab_and_writes_every_report(lab):
             ("storage.cold_import_s", ""),
         ]:
             assert (node, test, subject) in judged, (node, test)
-    # The lab's Debian nodes have no torch: the suite is skipped with a note, not failed.
-    assert any(n.startswith("collectives suite skipped: torch") for n in report["notes"])
+    # The lab's Debian nodes have neither torch nor nccl-tests: each part of the suite
+    # is skipped with a note, not failed.
+    assert any(n.startswith("Kiln's collectives benchmark skipped: torch") for n in report["notes"])
+    assert any(n.startswith("nccl-tests skipped: no /opt/nccl-tests") for n in report["notes"])
     folder = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"]
     for name in ("report.json", "report.md", "report.html", "junit.xml"):
         assert (folder / name).stat().st_size > 0, name
@@ -177,9 +179,12 @@ def test_validate_named_suite_without_its_prerequisite(lab):
     result = run_kiln("validate", "-i", lab, "--suite", "collectives", timeout=600)
     assert result.returncode == ExitCode.BAD_INPUT, result.stderr
     assert result.stderr.strip().splitlines() == [
-        "kiln: error: collectives suite: torch is not importable with python3 on 2 node(s) "
-        "(set validate_torch_python, or install torch on the nodes)"
+        "kiln: error: collectives suite: neither torch (python3) nor nccl-tests "
+        f"(/opt/nccl-tests/build) on {LAB}-compute01,{LAB}-compute02 (set "
+        "validate_torch_python, validate_nccl_tests_dir or validate_nccl_tests_image)"
     ]
+    # Stopped before any node was held or changed.
+    assert "No reservations" in on("controller", "scontrol show reservation")
 
 
 def test_a_broken_mount_fails_and_drains_only_that_node_until_it_passes(lab):

@@ -122,7 +122,10 @@ def raw(tmp_path):
     put("slurm_state.json", {"scontrol": scontrol, "plan": drain.plan(scontrol, NODES).to_dict()})
     put("srun.json", {n: {"rc": 0, "stdout": "", "stderr": "", "seconds": 0.4} for n in NODES})
     put("storage_steps.json", {"storage": {"rc": 0, "stderr": ""}, "cold_import": {"rc": 0}})
-    put("collectives_steps.json", {"single_node": {"rc": 0}, "multi_node": {"rc": 0}})
+    put(
+        "collectives_steps.json",
+        {"single_node": {"rc": 0}, "multi_node": {"rc": 0}, "nccl_tests_skipped": "absent"},
+    )
     for n in NODES:
         put(f"munge/{n}.json", {"rc": 0, "status": "STATUS: Success (0)"})
         put(f"storage/{n}.json", storage_result(n))
@@ -290,12 +293,18 @@ def test_down_and_unknown_nodes_are_not_tested_and_fail():
 def test_collectives_skipped_without_torch_is_a_note_not_a_failure(raw):
     raw.put(
         "collectives_steps.json",
-        {"skipped": "torch is not importable with python3 on gpu001,gpu002,gpu003"},
+        {
+            "torch_skipped": "torch is not importable with python3 on gpu001,gpu002,gpu003",
+            "nccl_tests_skipped": "no /opt/nccl-tests/build/all_reduce_perf on "
+            "gpu001,gpu002,gpu003",
+        },
     )
     found, _, nodes = run(raw)
     assert all(v.verdict is Verdict.PASS for v in nodes.values())
     assert found.notes == [
-        "collectives suite skipped: torch is not importable with python3 on gpu001,gpu002,gpu003"
+        "nccl-tests skipped: no /opt/nccl-tests/build/all_reduce_perf on gpu001,gpu002,gpu003",
+        "Kiln's collectives benchmark skipped: torch is not importable with python3 on "
+        "gpu001,gpu002,gpu003",
     ]
 
 
@@ -383,3 +392,42 @@ def test_compare_says_what_got_worse_per_node_and_for_the_fleet(raw):
 def test_unknown_report_is_an_input_error():
     with pytest.raises(model.InputError, match="no validation run 'nope'"):
         model.load("nope")
+
+
+NCCL = Path(__file__).parent.parent / "fixtures" / "nccl-tests"
+
+
+def test_nccl_tests_output_is_judged_per_node_and_wrong_values_fail_the_node(raw):
+    def out(name):
+        return {"rc": 0, "stdout": (NCCL / name).read_text(), "stderr": ""}
+
+    raw.put("collectives_steps.json", {"single_node": {"rc": 0}, "multi_node": {"rc": 0}})
+    raw.put(
+        "nccl_tests.json",
+        {
+            "single_node": {
+                "gpu001": {"all_reduce": out("all_reduce_1node.txt")},
+                "gpu002": {"all_reduce": out("all_reduce_1node.txt")},
+                "gpu003": {
+                    "all_gather": out("all_gather_wrong.txt"),
+                    "all_reduce": {
+                        "rc": 1,
+                        "stdout": "",
+                        "stderr": "srun: error: gpu003: task 0: Exited",
+                    },
+                },
+            },
+            "multi_node": {"all_reduce": out("all_reduce_2nodes.txt")},
+        },
+    )
+    found, judgements, nodes = run(raw)
+    by = {(j.node, j.test, j.subject): j for j in judgements}
+    single = by[("gpu001", "collectives.all_reduce.single_node", "nccl-tests, 8 ranks")]
+    assert single.verdict is Verdict.PASS and round(single.value) == 478
+    multi = by[("gpu[001-003]", "collectives.all_reduce.multi_node", "nccl-tests, 16 ranks")]
+    assert multi.verdict is Verdict.PASS
+    assert nodes["gpu003"].verdict is Verdict.FAIL
+    reasons = " | ".join(nodes["gpu003"].reasons)
+    assert "collectives.nccl_tests all_gather: " in reasons and "data corruption" in reasons
+    assert "collectives.nccl_tests all_reduce: no results: srun: error: gpu003" in reasons
+    assert any(c.collective == "all_reduce (nccl-tests)" for c in found.curves)

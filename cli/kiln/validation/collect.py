@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln import hostlist
-from kiln.validation import drain, fio
+from kiln.validation import drain, fio, nccl_judge, nccl_tests
 from kiln.validation.nccl_judge import PLATEAU_BYTES
 from kiln.validation.verdicts import Verdict
 
@@ -210,8 +210,12 @@ def plateau_busbw(results: list[dict], collective: str) -> tuple[float, list[tup
 
 def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
     steps = _load(results / "collectives_steps.json") or {}
-    if steps.get("skipped"):
-        found.notes.append(f"collectives suite skipped: {steps['skipped']}")
+    if steps.get("nccl_tests_skipped"):
+        found.notes.append(f"nccl-tests skipped: {steps['nccl_tests_skipped']}")
+    else:
+        _nccl_tests(found, _load(results / "nccl_tests.json") or {}, tested)
+    if steps.get("torch_skipped"):
+        found.notes.append(f"Kiln's collectives benchmark skipped: {steps['torch_skipped']}")
         return
     for node in tested:
         doc = _load(results / "collectives_node" / f"{node}.json")
@@ -237,3 +241,68 @@ def _bench(found: Collected, node: str, doc: dict, scope: str) -> None:
         subject = f"{doc.get('ranks')} ranks, {doc.get('backend')}"
         found.measures.append(Measure(node, f"collectives.{collective}.{scope}", subject, best))
         found.curves.append(Curve(node, collective, points))
+
+
+def skipped(results: Path) -> dict[str, str]:
+    """Nodes the run did not test, and why (from the plan it recorded)."""
+    state = _load(results / "slurm_state.json") or {}
+    return (state.get("plan") or {}).get("skipped", {})
+
+
+def pair_results(results: Path, pairs: list[tuple[str, str]], limit: float) -> dict:
+    """pair -> whether its all_reduce plateau met `limit` (a pair that did not run fails)."""
+    found = _load(results / "pairs.json") or {}
+    outcome = {}
+    for pair in pairs:
+        doc = (found.get(",".join(pair)) or {}).get("result")
+        best = plateau_busbw(doc["results"], "all_reduce")[0] if doc else 0.0
+        outcome[pair] = best >= limit
+    return outcome
+
+
+def _nccl_tests(found: Collected, data: dict, tested: list[str]) -> None:
+    """nccl-tests' text output per node and across nodes, judged on the plateau, with
+    its correctness checks (wrong values, FAILED, a run cut short) as failures."""
+    outputs = [(node, "single_node", data.get("single_node", {}).get(node, {})) for node in tested]
+    if len(tested) > 1:
+        outputs.append((hostlist.compress(tested), "multi_node", data.get("multi_node", {})))
+    for node, scope, by_collective in outputs:
+        if not by_collective:
+            found.fail(node, "collectives.nccl_tests", scope, "no nccl-tests output")
+        for collective, outcome in sorted(by_collective.items()):
+            problem = ""
+            try:
+                runs = nccl_tests.parse_text(
+                    outcome.get("stdout", ""), f"{node} {collective}", collective
+                )
+            except nccl_tests.NcclTestsError as exc:
+                runs, problem = [], exc.message
+            if not any(run.rows for run in runs):
+                # srun's own words first: they say why nothing was printed
+                why = (
+                    _last_line(outcome.get("stderr", "")) or problem or f"exit {outcome.get('rc')}"
+                )
+                found.fail(node, "collectives.nccl_tests", collective, f"no results: {why}")
+                continue
+            run = next(run for run in runs if run.rows)
+            result = nccl_judge.judge([run], None)[0]
+            value = result.best_busbw_gbps
+            if value is None:
+                value = result.largest_size_busbw_gbps or 0.0
+            subject = f"nccl-tests, {run.ranks or '?'} ranks"
+            found.measures.append(
+                Measure(node, f"collectives.{collective}.{scope}", subject, value)
+            )
+            found.curves.append(
+                Curve(
+                    node, f"{collective} (nccl-tests)", [(r.size, r.best_busbw()) for r in run.rows]
+                )
+            )
+            for reason in result.reasons:
+                found.fail(node, "collectives.nccl_tests", collective, reason)
+
+
+def benchmark_ran(results: Path) -> bool:
+    """Whether Kiln's torch benchmark ran (pairwise runs use it)."""
+    steps = _load(results / "collectives_steps.json") or {}
+    return bool(steps) and not steps.get("torch_skipped")

@@ -81,6 +81,113 @@ def srun_time(args: argparse.Namespace) -> dict:
     return found
 
 
+# --- pairs -------------------------------------------------------------------------------
+
+
+def waves(pairs: list[list[str]]) -> list[list[list[str]]]:
+    """Pairs grouped so that no node is in two pairs of one wave (they run together)."""
+    out: list[list[list[str]]] = []
+    for pair in pairs:
+        for wave in out:
+            if not any(set(pair) & set(other) for other in wave):
+                wave.append(pair)
+                break
+        else:
+            out.append([pair])
+    return out
+
+
+def run_pairs(args: argparse.Namespace) -> dict:
+    """The benchmark on each pair; the JSON it prints on rank 0, per pair."""
+    found: dict[str, dict] = {}
+    pairs = [p.split(",") for p in args.pairs]
+
+    def one(pair: list[str], port: int) -> None:
+        argv = [
+            "srun",
+            f"--reservation={args.reservation}",
+            "--nodes=2",
+            f"--nodelist={','.join(pair)}",
+            f"--ntasks-per-node={args.ranks_per_node}",
+            f"--time={args.time}",
+            "--immediate=60",
+            "--job-name=kiln-validate-pair",
+            *args.bench,
+            "--master-port",
+            str(port),
+        ]
+        done = run(argv, args.time * 60 + 60)
+        lines = [line for line in done["stdout"].splitlines() if line.startswith("{")]
+        found[",".join(pair)] = {
+            "rc": done["rc"],
+            "stderr": done["stderr"][-2000:],
+            "result": json.loads(lines[-1]) if lines else None,
+        }
+
+    for wave in waves(pairs):
+        threads = [
+            threading.Thread(target=one, args=(pair, 29600 + index))
+            for index, pair in enumerate(wave)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return found
+
+
+# --- nccl-tests --------------------------------------------------------------------------
+
+
+def nccl_tests(args: argparse.Namespace) -> dict:
+    """nccl-tests' text output for each collective: within each node (all nodes at once,
+    one step per node) and across all nodes, launched with `srun --mpi=pmix`."""
+    nodes = args.nodes.split(",")
+    found: dict = {"single_node": {n: {} for n in nodes}, "multi_node": {}}
+
+    def one(nodelist: list[str], collective: str, into: dict) -> None:
+        argv = [
+            "srun",
+            "--mpi=pmix",
+            f"--reservation={args.reservation}",
+            f"--nodes={len(nodelist)}",
+            f"--nodelist={','.join(nodelist)}",
+            f"--ntasks-per-node={args.ranks_per_node}",
+            f"--time={args.time}",
+            "--immediate=60",
+            "--job-name=kiln-validate-nccl-tests",
+            *args.container,
+            f"{args.bin_dir}/{collective}_perf",
+            "-b",
+            str(args.min_bytes),
+            "-e",
+            str(args.max_bytes),
+            "-f",
+            "2",
+            "-g",
+            "1",
+        ]
+        done = run(argv, args.time * 60 + 60)
+        into[collective] = {
+            "rc": done["rc"],
+            "stdout": done["stdout"],
+            "stderr": done["stderr"][-2000:],
+        }
+
+    for collective in args.collectives.split(","):
+        threads = [
+            threading.Thread(target=one, args=([n], collective, found["single_node"][n]))
+            for n in nodes
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if len(nodes) > 1:
+            one(nodes, collective, found["multi_node"])
+    return found
+
+
 # --- cold-import tree --------------------------------------------------------------------
 
 
@@ -252,6 +359,27 @@ def main() -> int:
     p.add_argument("--nodes", required=True)
     p.add_argument("--reservation", default="")
     p.add_argument("--timeout", type=float, default=30)
+    p = sub.add_parser("pairs")
+    p.add_argument("--reservation", required=True)
+    p.add_argument("--ranks-per-node", type=int, default=1)
+    p.add_argument("--time", type=int, default=15, help="minutes per pair")
+    p.add_argument("--pairs", nargs="+", required=True, help="a,b c,d ...")
+    p.add_argument("bench", nargs=argparse.REMAINDER, help="-- the benchmark's argv")
+    p = sub.add_parser("nccl-tests")
+    p.add_argument("--nodes", required=True)
+    p.add_argument("--reservation", required=True)
+    p.add_argument("--bin-dir", required=True, help="where all_reduce_perf and friends are")
+    p.add_argument("--collectives", default="all_reduce,all_gather,reduce_scatter")
+    p.add_argument("--ranks-per-node", type=int, default=8)
+    p.add_argument("--min-bytes", type=int, default=1 << 20)
+    p.add_argument("--max-bytes", type=int, default=8 << 30)
+    p.add_argument("--time", type=int, default=15, help="minutes per run")
+    p.add_argument(
+        "--container",
+        nargs="*",
+        default=[],
+        help="pyxis options, e.g. --container-image=/shared/nccl-tests.sqsh",
+    )
     p = sub.add_parser("tree")
     p.add_argument("--root", required=True)
     p.add_argument("--modules", type=int, default=2000)
@@ -262,6 +390,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.command == "srun-time":
         print(json.dumps(srun_time(args)))
+        return 0
+    if args.command == "pairs":
+        args.bench = [a for a in args.bench if a != "--"]
+        print(json.dumps(run_pairs(args)))
+        return 0
+    if args.command == "nccl-tests":
+        print(json.dumps(nccl_tests(args)))
         return 0
     if args.command == "tree":
         print(json.dumps(tree(args)))

@@ -50,6 +50,8 @@ CHECKS: dict[str, str] = {
     "storage.run": "the storage suite ran on the node",
     "storage.cold_import": "the cold import finished",
     "collectives.run": "the collectives benchmark ran",
+    "collectives.nccl_tests": "nccl-tests ran, with no wrong values and no FAILED",
+    "collectives.pairwise": "all_reduce with a healthy partner (after a multi-node failure)",
 }
 
 # Sizes and limits of the suites, per profile: small in the lab, checkpoint-sized on

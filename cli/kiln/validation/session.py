@@ -8,8 +8,9 @@ from kiln import hostlist
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 from kiln.inventory import ClusterSpec
 from kiln.report import model, write
-from kiln.validation import assess, collect, drain, profiles
-from kiln.validation.verdicts import Verdict
+from kiln.summary import RunSummary
+from kiln.validation import assess, collect, drain, pairs, profiles
+from kiln.validation.verdicts import Judgement, Verdict, fmt
 
 SUITES = ("slurm", "storage", "collectives")
 PREREQUISITE = "kiln-prerequisite: "
@@ -82,42 +83,54 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
         suites=request.suites,
         nodes=nodes,
     )
-    raw = model.directory(report.id) / "raw"
-    for sub in ("munge", "storage", "cold_import", "collectives_node", "collectives_all"):
-        (raw / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+    raw = _results_dir(model.directory(report.id) / "raw")
     params = profile or profiles.Profile(name="")
-    summary = run_playbook(
-        RunRequest(
-            playbook="validate.yml",
-            inventory=spec,
-            limit=",".join([controller, *nodes]),
-            json_mode=request.json_mode,
-            extravars={
-                "validate_nodes": nodes,
-                "validate_suites": request.suites,
-                "validate_suites_named": request.suites_named,
-                "validate_results_dir": str(raw),
-                "validate_run": report.id,
-                "validate_storage_params": params.storage,
-                "validate_collectives_params": params.collectives,
-            },
+
+    def suites(results: Path, names: list[str], chosen: list[tuple[str, str]]) -> RunSummary:
+        summary = run_playbook(
+            RunRequest(
+                playbook="validate.yml",
+                inventory=spec,
+                limit=",".join([controller, *nodes]),
+                json_mode=request.json_mode,
+                extravars={
+                    "validate_nodes": nodes,
+                    "validate_suites": names,
+                    "validate_suites_named": request.suites_named,
+                    "validate_results_dir": str(results),
+                    "validate_run": report.id,
+                    "validate_storage_params": params.storage,
+                    "validate_collectives_params": params.collectives,
+                    "validate_pairs": [list(pair) for pair in chosen],
+                },
+            )
         )
-    )
-    report.runs.append(summary.run)
-    for failure in summary.failures:
-        if failure.message.startswith(PREREQUISITE):
-            raise PrerequisiteError(failure.message.removeprefix(PREREQUISITE))
-    if summary.error or any(f.host == controller for f in summary.failures):
-        first = summary.error or next(f for f in summary.failures if f.host == controller).message
-        raise KilnError(
-            f"validation could not run on {controller}: {first} (kiln runs show {summary.run})",
-            summary.exit_code if summary.exit_code != ExitCode.OK else ExitCode.FAILED,
-        )
+        report.runs.append(summary.run)
+        _stop_on_controller_failure(summary, controller)
+        return summary
+
+    summary = suites(raw, request.suites, [])
     found = collect.collect(raw, nodes, request.suites)
     for failure in summary.failures:  # a node Ansible could not reach or use
         if failure.host in nodes:
             found.fail(failure.host, "ansible", "", f"{failure.task}: {failure.message}")
     report.judgements = assess.judge(found, profile)
+    tested = [n for n in nodes if n not in collect.skipped(raw)]
+    bisectable = collect.benchmark_ran(raw) and profile is not None and len(tested) >= 3
+    if _multi_node_failed(report.judgements) and bisectable:
+        assert profile is not None
+        limit = profile.thresholds.get(PAIR_TEST)
+        if limit is not None:
+
+            def run_round(index: int, chosen: list[tuple[str, str]]) -> dict:
+                results = _results_dir(raw / f"pairs{index}")
+                suites(results, [], chosen)
+                return collect.pair_results(results, chosen, limit)
+
+            found_pairs = _bisect(tested, run_round)
+            report.judgements += _pair_judgements(found_pairs, limit, profile.name)
+            if found_pairs.note:
+                found.notes.append(f"pairwise runs: {found_pairs.note}")
     report.curves = [
         {"node": c.node, "collective": c.collective, "points": [list(p) for p in c.points]}
         for c in found.curves
@@ -152,3 +165,55 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
 
 def report_path(report: model.Report, kind: str = "html") -> Path:
     return model.directory(report.id) / model.FORMATS[kind]
+
+
+PAIR_TEST = "collectives.all_reduce.multi_node"
+# What validate.yml brings back, one directory per kind (kiln.validation.collect).
+RESULT_DIRS = ("munge", "storage", "cold_import", "collectives_node", "collectives_all")
+
+
+def _results_dir(path: Path) -> Path:
+    for sub in RESULT_DIRS:
+        (path / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def _stop_on_controller_failure(summary: RunSummary, controller: str) -> None:
+    for failure in summary.failures:
+        if failure.message.startswith(PREREQUISITE):
+            raise PrerequisiteError(failure.message.removeprefix(PREREQUISITE))
+    if summary.error or any(f.host == controller for f in summary.failures):
+        first = summary.error or next(f for f in summary.failures if f.host == controller).message
+        raise KilnError(
+            f"validation could not run on {controller}: {first} (kiln runs show {summary.run})",
+            summary.exit_code if summary.exit_code != ExitCode.OK else ExitCode.FAILED,
+        )
+
+
+def _multi_node_failed(judgements: list[Judgement]) -> bool:
+    return any(j.test == PAIR_TEST and j.verdict is Verdict.FAIL for j in judgements)
+
+
+def _bisect(tested: list[str], run_round) -> pairs.Findings:
+    """Two rounds of pairwise all_reduce (kiln.validation.pairs)."""
+    first = run_round(1, pairs.first_round(tested))
+    findings, second = pairs.after_first(first)
+    if second:
+        findings = pairs.after_second(findings, run_round(2, second))
+    return findings
+
+
+def _pair_judgements(found: pairs.Findings, limit: float, profile: str) -> list[Judgement]:
+    return [
+        Judgement(
+            node,
+            "collectives.pairwise",
+            "all_reduce",
+            None,
+            "",
+            Verdict.FAIL,
+            f"collectives.pairwise: the slow node of the multi-node run: all_reduce with "
+            f"a healthy partner stays under {fmt(limit)} GB/s (profile {profile})",
+        )
+        for node in found.slow
+    ]

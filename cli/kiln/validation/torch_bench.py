@@ -14,10 +14,12 @@ Rank 0 prints one JSON document, or writes it to --out.
 """
 
 import argparse
+import datetime
 import functools
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 import warnings
@@ -51,6 +53,19 @@ def collective_call(dist, collective: str, buffer, world: int):
     return functools.partial(dist.reduce_scatter_tensor, shard, buffer)
 
 
+def master_address() -> str:
+    """The host rank 0 runs on: under srun, the first host of the step as Slurm expands
+    its node list (block distribution puts rank 0 there); else MASTER_ADDR."""
+    nodelist = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
+    if nodelist:
+        hosts = subprocess.run(
+            ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True
+        ).stdout.split()
+        if hosts:
+            return hosts[0]
+    return os.environ.get("MASTER_ADDR", "127.0.0.1")
+
+
 def gather_hostnames(torch, dist, world: int, device) -> list[str]:
     """Every rank's host name (as fixed-size byte tensors: no pickling, no numpy)."""
     mine = socket.gethostname().encode()[:64].ljust(64, b"\0")
@@ -69,7 +84,12 @@ def main() -> int:
     parser.add_argument("--max-bytes", type=int, default=1 << 30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
+    parser.add_argument(
+        "--master-addr", help="rendezvous host (default: the host of rank 0 under srun)"
+    )
+    parser.add_argument(
+        "--init-timeout", type=int, default=300, help="seconds to wait for every rank to join"
+    )
     parser.add_argument(
         "--master-port", type=int, default=int(os.environ.get("MASTER_PORT", 29577))
     )
@@ -106,9 +126,10 @@ def main() -> int:
         device = torch.device("cpu")
     dist.init_process_group(
         args.backend,
-        init_method=f"tcp://{args.master_addr}:{args.master_port}",
+        init_method=f"tcp://{args.master_addr or master_address()}:{args.master_port}",
         rank=rank,
         world_size=world,
+        timeout=datetime.timedelta(seconds=args.init_timeout),
     )
 
     def sync() -> None:
@@ -165,6 +186,7 @@ def main() -> int:
         }
         text = json.dumps(document)
         if args.out:
+            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
             with open(args.out, "w") as handle:
                 handle.write(text)
         else:
