@@ -21,7 +21,22 @@ scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
   for dir in molecule/*/molecule.yml; do scenarios+=("$(basename "$(dirname "$dir")")"); done
 fi
+# A scenario takes under 10 minutes. One that hangs (seen once in CI: a node's package
+# install never returned) is stopped and run once more from scratch, so a stuck
+# container costs minutes rather than the whole CI budget; a real failure is not retried.
+limit="${KILN_MOLECULE_TIMEOUT:-1200}"
+run_scenario() {
+  timeout --kill-after=30 "$limit" molecule -c molecule/config.yml test -s "$1"
+}
 for scenario in "${scenarios[@]}"; do
   echo "== molecule scenario $scenario ($distro)"
-  molecule -c molecule/config.yml test -s "$scenario"
+  rc=0
+  run_scenario "$scenario" || rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "== molecule scenario $scenario ($distro) took over ${limit}s: destroying and running it again"
+    molecule -c molecule/config.yml destroy -s "$scenario" || true
+    run_scenario "$scenario"
+  elif [ "$rc" -ne 0 ]; then
+    exit "$rc"
+  fi
 done

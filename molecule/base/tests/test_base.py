@@ -83,3 +83,9 @@ def test_apt_proxy_matches_the_setting(host):
         assert f'Acquire::http::Proxy "{proxy}";' in proxy_file.content_string
     else:
         assert not proxy_file.exists
+
+
+def test_apt_gives_up_on_a_stalled_download(host):
+    config = host.run("apt-config dump Acquire").stdout
+    assert 'Acquire::Retries "3";' in config
+    assert 'Acquire::http::Timeout "60";' in config
