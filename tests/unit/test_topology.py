@@ -235,3 +235,38 @@ def test_pasted_and_hand_edited_dumps_read_the_same():
     for variant in (pasted, edited):
         got = fabric_tree.build(ibnetdiscover.parse(variant), fabric_tree.Selection())
         assert writers.tree_conf(got) == writers.tree_conf(want)
+
+
+def test_hcas_read_one_by_one_give_the_same_tree():
+    """Most HCAs are read in bulk; a second port, a block listed twice, a longer
+    description, a GUID selection and the same dump given twice take the slower paths,
+    which must agree with it."""
+    text = TWO_RAILS.read_text()
+    want = fabric_tree.build(ibnetdiscover.parse(text), fabric_tree.Selection())
+    port = '[1](2c90300a00002) \t"S-b83fd2030000aa10"[1]'
+    header = text.index('Ca\t1 "H-0002c90300a00011"')
+    block = text[text.rindex("vendid", 0, header) : text.index("\n\n", header)]
+    variants = {
+        "second port": text.replace(port, port + '\n[2](2c90300a00003) \t"S-b83fd2030000aa10"[9]'),
+        "listed twice": text + "\n" + block,
+        "three words": text.replace('"gpu001 mlx5_0"', '"gpu001 mlx5_0 port1"'),
+    }
+    for name, variant in variants.items():
+        got = fabric_tree.build(ibnetdiscover.parse(variant), fabric_tree.Selection())
+        assert writers.tree_conf(got) == writers.tree_conf(want), name
+        assert got.warnings == want.warnings, name
+    guids = {"2c90300a00001", "2c90300a00011", "2c90300a00021"}
+    got = fabric_tree.build(ibnetdiscover.parse(text), fabric_tree.Selection(guids=guids))
+    assert writers.tree_conf(got) == writers.tree_conf(want)
+    twice = ibnetdiscover.Fabric()
+    for _ in range(2):
+        twice.merge(ibnetdiscover.parse(text))
+    got = fabric_tree.build(twice, fabric_tree.Selection())
+    assert writers.tree_conf(got) == writers.tree_conf(want)
+
+
+def test_a_switch_header_gone_wrong_names_its_line():
+    text = TWO_RAILS.read_text().replace('Switch\t40 "S-b83fd2030000aa20"', "Switch\tmystery", 1)
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if t.startswith("Switch\tmystery"))
+    with pytest.raises(TopologyError, match=rf"x:{line}: not ibnetdiscover output: 'Switch"):
+        ibnetdiscover.parse(text, "x")

@@ -11,15 +11,22 @@ import functools
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import itemgetter
 from pathlib import Path
 
-from kiln.topology.ibnetdiscover import Fabric, FabricNode
+from kiln.topology.bulk import no_gc
+from kiln.topology.ibnetdiscover import Fabric, FabricNode, guid_of
 from kiln.topology.model import Switch, Topology, TopologyError, safe_name, unique_names
 
 _MELLANOX_DESC = re.compile(r"^MF0;(?P<name>[^:]+):")
 # Factory descriptions: the device was never given a name of its own.
 _UNNAMED_HCA = re.compile(r"^(MT\d+|Mellanox Technologies|NVIDIA|ConnectX)", re.IGNORECASE)
+# Descriptions, one per line, split at once into their first two words where there are
+# at most two (else ("", "")): "gpu017 mlx5_3" -> ("gpu017", "mlx5_3").
+_TWO_WORDS = re.compile(r"(?m)^[ \t]*([^\s;]+)(?:[ \t]+([^\s;]+))?[ \t]*$|^[^\n]*$")
 _UNNAMED_SWITCH = re.compile(r"Mellanox Technologies|NVIDIA|^Quantum|^MT\d+|switch", re.IGNORECASE)
+Hca = tuple[str, str, str]  # host, device, HCA id
 _MAP_LINE = re.compile(r'^(0x[0-9a-fA-F]+)\s+"([^"]*)"')
 
 
@@ -31,13 +38,10 @@ class Selection:
     guids: set[str] = field(default_factory=set)
     name_map: dict[str, str] = field(default_factory=dict)  # node GUID -> description
 
-    def selects(self, node: FabricNode, device: str) -> bool:
-        if not self.guids and not self.hca_patterns:
-            return True
-        if self.guids and node.guid not in self.guids:
-            return False
-        patterns = self.hca_patterns or ["*"]
-        return any(fnmatch.fnmatchcase(device, p) for p in patterns)
+    def selects_device(self, device: str) -> bool:
+        return not self.hca_patterns or any(
+            fnmatch.fnmatchcase(device, p) for p in self.hca_patterns
+        )
 
 
 def read_name_map(path: Path) -> dict[str, str]:
@@ -81,11 +85,8 @@ def _switch_label(node: FabricNode) -> str:
     return f"sw-{node.guid}"
 
 
-def _host_of(node: FabricNode, selection: Selection) -> tuple[str | None, str, str]:
-    """(host, device, why-skipped) for a channel adapter."""
-    desc = node.desc
-    if selection.name_map:
-        desc = selection.name_map.get(node.guid, desc)
+def _host_of(desc: str) -> tuple[str | None, str, str]:
+    """(host, device, why-skipped) from an HCA's description."""
     desc = desc.strip()
     if not desc:
         return None, "", "unnamed"
@@ -99,55 +100,88 @@ def _host_of(node: FabricNode, selection: Selection) -> tuple[str | None, str, s
     return parts[0], (parts[1] if len(parts) > 1 else ""), ""
 
 
-def build(fabric: Fabric, selection: Selection, source: str = "ibnetdiscover") -> Topology:
-    topology = Topology(source=source)
-    hcas: dict[str, list[tuple[str, FabricNode]]] = defaultdict(list)  # host -> (device, CA)
+def _maybe_skipped(word: str) -> bool:
+    """Whether a first word could begin "Mellanox Technologies" or "... aggregation node"."""
+    word = word.lower()
+    return word == "mellanox" or "aggregation" in word
+
+
+def _named_hcas(fabric: Fabric, selection: Selection, topology: Topology) -> list[Hca]:
+    """(host, device, HCA id) for every selected HCA of a named host; the others are
+    counted in a warning. Done in bulk: a large fabric has over 100,000 HCAs."""
+    ids, descs = fabric.hcas()
+    if not ids:
+        raise TopologyError(f"{topology.source}: the file describes no HCAs (truncated output?)")
+    if selection.name_map:
+        descs = [selection.name_map.get(guid_of(i), d) for i, d in zip(ids, descs, strict=True)]
+    split = _TWO_WORDS.findall("\n".join(descs))
+    hosts = list(map(itemgetter(0), split))
+    # Words that may make _host_of skip the HCA (or need more than two words): such
+    # descriptions are read one by one, which keeps _host_of the one place for the rules.
+    odd = {h for h in set(hosts) if not h or _UNNAMED_HCA.match(h) or _maybe_skipped(h)}
     skipped: Counter[str] = Counter()
-    for node in fabric.nodes.values():
-        if node.kind != "ca":
-            continue
-        host, device, why = _host_of(node, selection)
-        if host is None:
-            skipped[why] += 1
-        elif selection.selects(node, device):
-            hcas[host].append((device, node))
+    if not odd:
+        hcas = list(zip(hosts, map(itemgetter(1), split), ids, strict=True))
+    else:
+        hcas = []
+        for i, desc, (host, device) in zip(ids, descs, split, strict=True):
+            if host in odd:
+                host, device, why = _host_of(desc)
+                if host is None:
+                    skipped[why] += 1
+                    continue
+            hcas.append((host, device, i))
     if skipped:
         detail = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
         topology.warnings.append(
             f"skipped {sum(skipped.values())} HCAs without a host name ({detail})"
         )
+    if selection.guids:
+        hcas = [hca for hca in hcas if guid_of(hca[2]) in selection.guids]
+    devices = set(map(itemgetter(1), hcas))
+    if (wanted := {d for d in devices if selection.selects_device(d)}) != devices:
+        hcas = [hca for hca in hcas if hca[1] in wanted]
     if not hcas:
-        if not any(node.kind == "ca" for node in fabric.nodes.values()):
-            raise TopologyError(f"{source}: the file describes no HCAs (truncated output?)")
-        raise TopologyError(f"{source}: no HCA of a named host matches the selection")
-    rail = min((d for entries in hcas.values() for d, _ in entries), key=_natural)
-    topology.notes.append(f"built from rail {rail or '(unnamed device)'}")
+        raise TopologyError(f"{topology.source}: no HCA of a named host matches the selection")
+    return hcas
 
-    leaf_of_host: dict[str, str] = {}
-    off_rail = []
-    for host, entries in hcas.items():
-        entries.sort(key=lambda e: _natural(e[0]))
-        device, ca = next(((d, c) for d, c in entries if d == rail), entries[0])
-        if device != rail:
-            off_rail.append(host)
-        switches = {peer for peer in ca.peers() if fabric.nodes[peer].kind == "switch"}
-        if not switches:
-            topology.warnings.append(f"{host}: HCA {device} is not cabled to a switch; left out")
-            continue
-        leaf_of_host[host] = min(switches)
-    if off_rail:
+
+@no_gc
+def build(fabric: Fabric, selection: Selection, source: str = "ibnetdiscover") -> Topology:
+    topology = Topology(source=source)
+    hcas = _named_hcas(fabric, selection, topology)
+    devices = list(map(itemgetter(1), hcas))
+    rail = min(set(devices), key=_natural)
+    topology.notes.append(f"built from rail {rail or '(unnamed device)'}")
+    # Each host's HCA on that rail (the first listed, should a host have two); built
+    # with C-level iteration, as there are over 100,000 HCAs on a large fabric.
+    on_rail = list(compress(hcas, map(rail.__eq__, devices)))[::-1]
+    chosen = dict(zip(map(itemgetter(0), on_rail), on_rail, strict=True))
+    if off_rail := set(map(itemgetter(0), hcas)).difference(chosen):
+        others = sorted((h for h in hcas if h[0] in off_rail), key=lambda h: _natural(h[1]))
+        for hca in others:
+            chosen.setdefault(hca[0], hca)  # its first HCA in device order
         topology.warnings.append(
             f"{len(off_rail)} hosts have no HCA {rail}; placed by their first HCA instead"
         )
-    _grow(fabric, leaf_of_host, topology)
+
+    switches = fabric.switches()
+    leaf_of_host: dict[str, str] = {}
+    uncabled = []
+    for host, device, ca in chosen.values():
+        if leaves := fabric.peers(ca) & switches:
+            leaf_of_host[host] = min(leaves)
+        else:
+            uncabled.append((host, device))
+    for host, device in sorted(uncabled, key=lambda h: _natural(h[0])):
+        topology.warnings.append(f"{host}: HCA {device} is not cabled to a switch; left out")
+    _grow(fabric, switches, leaf_of_host, topology)
     return topology
 
 
-def _switch_neighbours(fabric: Fabric, switch_id: str) -> set[str]:
-    return {peer for peer in fabric.nodes[switch_id].peers() if fabric.nodes[peer].kind == "switch"}
-
-
-def _grow(fabric: Fabric, leaf_of_host: dict[str, str], topology: Topology) -> None:
+def _grow(
+    fabric: Fabric, switches: set[str], leaf_of_host: dict[str, str], topology: Topology
+) -> None:
     members: dict[str, set[str]] = defaultdict(set)  # leaf id -> hosts
     for host, leaf in leaf_of_host.items():
         members[leaf].add(host)
@@ -158,7 +192,7 @@ def _grow(fabric: Fabric, leaf_of_host: dict[str, str], topology: Topology) -> N
     while True:
         parents: dict[str, set[str]] = defaultdict(set)
         for child in levels[-1]:
-            for peer in _switch_neighbours(fabric, child) - placed:
+            for peer in (fabric.peers(child) & switches) - placed:
                 if peer not in faces_hosts:
                     faces_hosts[peer] = fabric.nodes[peer].cabled_to_hca()
                 if not faces_hosts[peer]:
