@@ -7,14 +7,12 @@ Layout of a run directory (under paths.runs_dir()):
 """
 
 import json
-import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from kiln import paths
-from kiln.errors import InputError
+from kiln import paths, record_ids
 from kiln.summary import EventAccumulator, RunSummary
 
 RUNNER_IDENT = "ansible"
@@ -42,8 +40,7 @@ def now() -> str:
 
 
 def new_run_dir(playbook: str) -> tuple[str, Path]:
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    run_id = f"{stamp}-{Path(playbook).stem}-{secrets.token_hex(2)}"
+    run_id = record_ids.new_id(Path(playbook).stem)
     run_dir = paths.runs_dir() / run_id
     run_dir.mkdir(parents=True, mode=0o700)
     return run_id, run_dir
@@ -74,18 +71,9 @@ def list_records() -> list[RunRecord]:
 
 def find(run: str) -> tuple[RunRecord, Path]:
     """A run by id, unique id prefix, or 'latest'."""
-    records = list_records()
-    if run == "latest":
-        matches = records[:1]
-    else:
-        matches = [r for r in records if r.run == run] or [
-            r for r in records if r.run.startswith(run)
-        ]
-    if not matches:
-        raise InputError(f"no run {run!r} in {paths.runs_dir()} (see `kiln runs list`)")
-    if len(matches) > 1:
-        raise InputError(f"run {run!r} is ambiguous: {', '.join(r.run for r in matches[:5])}")
-    return matches[0], paths.runs_dir() / matches[0].run
+    records = {r.run: r for r in list_records()}
+    found = record_ids.pick(list(records), run, "run", paths.runs_dir(), "kiln runs list")
+    return records[found], paths.runs_dir() / found
 
 
 def replay(record: RunRecord, run_dir: Path) -> RunSummary:

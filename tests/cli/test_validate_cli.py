@@ -6,6 +6,7 @@ import json
 
 import yaml
 
+from kiln import record_ids
 from kiln.errors import ExitCode
 from kiln.report import model, write
 from kiln.validation.verdicts import Judgement, Verdict
@@ -80,7 +81,7 @@ def test_inventory_without_a_controller(write_inventory):
 
 def kept_report(verdict, value):
     report = model.Report(
-        id=model.new_id(),
+        id=record_ids.new_id(),
         started=model.now(),
         inventory="inv",
         profile="lab-cpu",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kiln import record_ids
 from kiln.report import compare, html, junit, markdown, model, write
 from kiln.validation import assess, collect, drain, profiles
 from kiln.validation.verdicts import Verdict
@@ -325,7 +326,7 @@ def test_plateau_is_judged_at_1gib_and_short_sweeps_at_their_largest_sizes():
 def make_report(raw, profile="h100-sxm-8x-ib400"):
     found, judgements, nodes = run(raw, profile)
     report = model.Report(
-        id=model.new_id(),
+        id=record_ids.new_id(),
         started=model.now(),
         inventory="inv",
         profile=profile,

@@ -63,11 +63,7 @@ def render(report: Report) -> str:
             f"</td><td>{escape(j.reason)}</td></tr>"
         )
     parts.append("</table>")
-    actions = report.actions
-    items = [f"drained {n}: {r}" for n, r in sorted(actions.get("drain", {}).items())]
-    items += [f"resumed {n}" for n in actions.get("resume", [])]
-    items += [f"left {n}: {r}" for n, r in sorted(actions.get("left", {}).items())]
-    if items:
+    if items := report.action_lines():
         parts.append("<h2>Slurm</h2><ul>" + "".join(f"<li>{escape(i)}</li>" for i in items))
         parts.append("</ul>")
     if report.notes:

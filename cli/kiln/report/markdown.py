@@ -29,12 +29,8 @@ def render(report: Report) -> str:
         lines.append(
             f"| {j.node} | {j.test} | {_cell(j.subject)} | {value} | {limit} | {j.verdict.value} |"
         )
-    actions = report.actions
-    if actions.get("drain") or actions.get("resume") or actions.get("left"):
-        lines += ["", "## Slurm", ""]
-        lines += [f"- drained {n}: {r}" for n, r in sorted(actions.get("drain", {}).items())]
-        lines += [f"- resumed {n}" for n in actions.get("resume", [])]
-        lines += [f"- left {n}: {r}" for n, r in sorted(actions.get("left", {}).items())]
+    if actions := report.action_lines():
+        lines += ["", "## Slurm", "", *[f"- {line}" for line in actions]]
     if report.notes:
         lines += ["", "## Notes", "", *[f"- {note}" for note in report.notes]]
     return "\n".join(lines) + "\n"

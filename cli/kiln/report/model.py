@@ -5,13 +5,12 @@ after the cluster is gone (for example after a region migration).
 """
 
 import json
-import secrets
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kiln import paths
+from kiln import paths, record_ids
 from kiln.errors import InputError
 from kiln.validation.verdicts import Judgement, Verdict
 
@@ -46,6 +45,14 @@ class Report:
         found |= {j.verdict for j in self.judgements}
         return next((v for v in (Verdict.FAIL, Verdict.WARN) if v in found), Verdict.PASS)
 
+    def action_lines(self) -> list[str]:
+        """What the run did in Slurm, a line each: drained, resumed, left alone."""
+        actions = self.actions
+        lines = [f"drained {n}: {r}" for n, r in sorted(actions.get("drain", {}).items())]
+        lines += [f"resumed {n}" for n in actions.get("resume", [])]
+        lines += [f"left {n}: {r}" for n, r in sorted(actions.get("left", {}).items())]
+        return lines
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["judgements"] = [j.to_dict() for j in self.judgements]
@@ -59,10 +66,6 @@ class Report:
             Judgement(**{**j, "verdict": Verdict(j["verdict"])}) for j in data.pop("judgements")
         ]
         return cls(**data, judgements=judgements)
-
-
-def new_id() -> str:
-    return f"{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
 def now() -> str:
@@ -80,18 +83,9 @@ def load(report_id: str) -> Report:
         path = given
     else:
         base = paths.state_dir() / "validations"
-        known = sorted(p.parent.name for p in base.glob(f"*/{REPORT_FILE}"))
-        if report_id == "latest":
-            matches = known[-1:]
-        else:
-            matches = [k for k in known if k == report_id] or [
-                k for k in known if k.startswith(report_id)
-            ]
-        if not matches:
-            raise InputError(f"no validation run {report_id!r} in {base} (see `kiln report list`)")
-        if len(matches) > 1:
-            raise InputError(f"validation run {report_id!r} is ambiguous: {', '.join(matches[:5])}")
-        path = base / matches[0] / REPORT_FILE
+        known = sorted((p.parent.name for p in base.glob(f"*/{REPORT_FILE}")), reverse=True)
+        found = record_ids.pick(known, report_id, "validation run", base, "kiln report list")
+        path = base / found / REPORT_FILE
     try:
         return Report.from_json(json.loads(path.read_text()))
     except (OSError, ValueError, TypeError, KeyError) as exc:

@@ -38,13 +38,8 @@ def show(report: Report, console: Console | None = None) -> None:
         if entry and entry["verdict"] != "pass":
             style = STYLES[entry["verdict"]]
             console.print(f"[{style}]{entry['verdict']}[/{style}] {node}: {entry['reasons'][0]}")
-    actions = report.actions
-    for node, reason in sorted(actions.get("drain", {}).items()):
-        console.print(f"drained {node}: {reason}")
-    for node in actions.get("resume", []):
-        console.print(f"resumed {node}")
-    for node, why in sorted(actions.get("left", {}).items()):
-        console.print(f"left {node}: {why}")
+    for line in report.action_lines():
+        console.print(line, markup=False)
     for note in report.notes:
         console.print(f"note: {note}")
     verdict = report.verdict.value

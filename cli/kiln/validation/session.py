@@ -4,7 +4,7 @@
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kiln import hostlist
+from kiln import hostlist, record_ids
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 from kiln.inventory import ClusterSpec
 from kiln.report import model, write
@@ -76,7 +76,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
     controller = spec.group("slurm_controller")[0]
     profile = choose_profile(request, controller)  # a bad profile stops before any run
     report = model.Report(
-        id=model.new_id(),
+        id=record_ids.new_id(),
         started=model.now(),
         inventory=str(spec.path),
         profile=profile.name if profile else None,
