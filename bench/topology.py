@@ -4,7 +4,9 @@
     .venv/bin/python bench/topology.py [--nodes 16384] [--rails 8]
 
 Generates a 3-level rail-optimized fat tree in ibnetdiscover format (radix-64
-switches: 32 hosts per leaf, pods of 4 leaves per rail with 32 spines, 32 cores), then
+switches: 32 hosts per leaf, pods of 4 leaves per rail with 32 spines, 32 cores; as on
+real Quantum switches, each switch's SHARP aggregation node on port 65 unless
+--no-aggregation-nodes), then
 times parsing, building the tree and writing topology.conf, in CPU seconds of this
 process, and reports the process's peak resident memory (input text included) before
 and after, so memory per node can be compared across sizes.
@@ -22,6 +24,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=16384)
     parser.add_argument("--rails", type=int, default=8)
+    parser.add_argument("--no-aggregation-nodes", action="store_true")
     options = parser.parse_args()
     tree = synthetic.FatTree(
         nodes=options.nodes,
@@ -31,11 +34,13 @@ def main() -> None:
         spines=32,
         pod_leaves=4,
         cores=32,
+        aggregation_nodes=not options.no_aggregation_nodes,
     )
     text = synthetic.generate(tree)
     figures = {
         "nodes": options.nodes,
         "rails": options.rails,
+        "aggregation_nodes": tree.aggregation_nodes,
         "input_mb": round(len(text) / 1e6, 1),
         "input_lines": text.count("\n"),
     }
@@ -48,8 +53,8 @@ def main() -> None:
     output = writers.tree_conf(topology)
     written = time.process_time()
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    placed = {n: leaf.name for leaf in topology.leaves() for n in leaf.nodes}
-    assert placed == tree.true_leaf, "a node is under the wrong leaf"
+    got = {name: (s.level, s.nodes or s.children) for name, s in topology.switches.items()}
+    assert got == synthetic.expected(tree), "the tree differs from the fabric's"
     figures.update(
         parse_cpu_s=round(parsed - start, 2),
         build_cpu_s=round(built - parsed, 2),

@@ -48,7 +48,7 @@ class LazyGroup(click.Group):
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
-    """Kiln: provision GPU clusters with Ansible, validate them, check drift."""
+    """Kiln: provision GPU clusters with Ansible and validate them."""
     ctx.obj = {"debug": debug}
 
 

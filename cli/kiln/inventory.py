@@ -17,7 +17,16 @@ from pydantic import BaseModel
 from kiln import argspec, paths
 from kiln.errors import InputError
 
-INVENTORY_FILES = ("hosts.yml", "hosts.yaml")
+# Ansible reads every file of an inventory directory, in name order, except these
+# (ansible-core's defaults: INVENTORY_IGNORE_EXTS and the names it always skips; a unit
+# test keeps the two in step). Kiln checks exactly those files, so it refuses any it
+# cannot read as a YAML inventory rather than pass what Ansible would see differently.
+IGNORED_NAMES = re.compile(r"^\.|^host_vars$|^group_vars$|^vars_plugins$")
+IGNORED_SUFFIXES = (
+    *(".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst"),
+    *(".orig", ".cfg", ".retry"),
+)
+YAML_SUFFIXES = ("", ".yml", ".yaml", ".json")
 KILN_GROUPS = ("slurm_controller", "slurm_compute", "slurm_login", "storage")
 # Variables whose value must be the name of a host in the inventory.
 HOST_REFERENCES = ("base_ntp_server_host", "munge_key_host", "slurm_dbd_host")
@@ -84,9 +93,9 @@ class _Loaded:
 
 def load(path: Path | str | None = None) -> ClusterSpec:
     """Load and validate; raise InventoryError listing every problem found."""
-    inventory_file = _find_inventory_file(Path(path) if path else paths.default_inventory())
-    loaded = _read(inventory_file)
-    spec = _build_spec(inventory_file, loaded)
+    directory, sources = _find_sources(Path(path) if path else paths.default_inventory())
+    loaded = _read(directory, sources)
+    spec = _build_spec(directory, loaded)
     problems = _check_structure(spec) + _check_variables(spec, loaded.definitions)
     if not problems:
         problems = _check_topology(spec)
@@ -95,16 +104,45 @@ def load(path: Path | str | None = None) -> ClusterSpec:
     return spec
 
 
-def _find_inventory_file(path: Path) -> Path:
+def _find_sources(path: Path) -> tuple[Path, list[Path]]:
+    """The inventory's directory and the files Ansible reads as inventory sources."""
     if not path.exists():
         raise InputError(f"inventory not found: {path}")
     if path.is_file():
-        return path
-    for name in INVENTORY_FILES:
-        if (path / name).is_file():
-            return path / name
-    hint = " (for the lab, run `kiln lab up` first)" if path == paths.default_inventory() else ""
-    raise InputError(f"{path}: no hosts.yml in this inventory directory{hint}")
+        return path.parent, [path]
+    sources = _sources_in(path, path)
+    if not sources:
+        hint = " (for the lab, run `kiln lab up` first)"
+        raise InputError(
+            f"{path}: no hosts.yml in this inventory directory"
+            + (hint if path == paths.default_inventory() else "")
+        )
+    return path, sources
+
+
+def _sources_in(directory: Path, top: Path) -> list[Path]:
+    """As Ansible walks an inventory directory: every entry in name order, into
+    subdirectories, skipping the names and extensions it ignores."""
+    sources = []
+    for entry in sorted(directory.iterdir()):
+        if IGNORED_NAMES.search(entry.name) or entry.name.endswith(IGNORED_SUFFIXES):
+            if entry.is_dir() and directory != top and entry.name in ("group_vars", "host_vars"):
+                raise InputError(
+                    f"{entry}: variables beside inventory files in a subdirectory are not "
+                    "checked by Kiln; keep group_vars/ and host_vars/ at the top"
+                )
+            continue
+        if entry.is_dir():
+            sources += _sources_in(entry, top)
+        elif entry.suffix not in YAML_SUFFIXES or (entry.stat().st_mode & 0o111):
+            raise InputError(
+                f"{entry}: Ansible reads every file in an inventory directory as inventory, "
+                "and Kiln checks YAML inventories only; convert it to YAML, or move it out "
+                "(or give it an extension Ansible skips: .txt, .md, .cfg, .bak, .orig)"
+            )
+        else:
+            sources.append(entry)
+    return sources
 
 
 class VaultValue(str):
@@ -150,17 +188,14 @@ def _expand_host_pattern(name: str) -> list[str]:
     return expanded
 
 
-def _read(inventory_file: Path) -> _Loaded:
-    base = inventory_file.parent
-    label = inventory_file.name
-    data = _parse_yaml(inventory_file, label)
-    if not isinstance(data, dict) or not isinstance(data.get("all"), dict):
-        raise InputError(f"{label}: expected a YAML inventory with a top-level 'all:' mapping")
+def _read(base: Path, sources: list[Path]) -> _Loaded:
+    """Every source file as Ansible merges them, in order: a group in several files
+    gathers their hosts, children and variables (the later file's value wins)."""
     groups: dict[str, _Group] = {}
     host_vars: dict[str, dict[str, Any]] = {}
     definitions: list[_Definition] = []
 
-    def walk(group_name: str, body: Any) -> None:
+    def walk(label: str, group_name: str, body: Any) -> None:
         group = groups.setdefault(group_name, _Group(group_name))
         if body is None:
             return
@@ -168,7 +203,7 @@ def _read(inventory_file: Path) -> _Loaded:
             raise InputError(f"{label}: group {group_name} must be a mapping")
         unknown = set(body) - {"hosts", "children", "vars"}
         if unknown:
-            keys = ", ".join(sorted(unknown))
+            keys = ", ".join(sorted(map(str, unknown)))
             raise InputError(
                 f"{label}: group {group_name} has unknown keys {keys}"
                 " (expected hosts, children, vars)"
@@ -189,10 +224,33 @@ def _read(inventory_file: Path) -> _Loaded:
             group.vars[key] = value
             definitions.append(_Definition(f"{label} (group {group_name})", key, value))
         for child, child_body in (body.get("children") or {}).items():
-            group.children.add(child)
-            walk(child, child_body)
+            group.children.add(str(child))
+            walk(label, str(child), child_body)
 
-    walk("all", data["all"])
+    groups["all"] = _Group("all")
+    for source in sources:
+        label = str(source.relative_to(base)) if source.is_relative_to(base) else str(source)
+        try:
+            data = _parse_yaml(source, label)
+        except InputError:
+            if source.suffix:
+                raise
+            raise InputError(
+                f"{source}: Ansible reads every file in an inventory directory as inventory, "
+                "and this one is not YAML (INI?); Kiln checks YAML inventories only"
+            ) from None
+        if data is None:
+            continue  # an empty file: Ansible reads nothing from it either
+        if not isinstance(data, dict) or "plugin" in data:
+            raise InputError(
+                f"{label}: expected a YAML inventory (groups with hosts, children, vars); "
+                "Kiln cannot check an inventory plugin's configuration or other content"
+            )
+        for name, body in data.items():
+            # Top-level groups other than 'all' are its children, as in Ansible.
+            if str(name) != "all":
+                groups["all"].children.add(str(name))
+            walk(label, str(name), body)
     warnings = _read_vars_dirs(base, groups, host_vars, definitions)
     return _Loaded(groups, host_vars, definitions, warnings)
 
@@ -254,7 +312,7 @@ def _ancestry(groups: dict[str, _Group]) -> tuple[dict[str, int], dict[str, set[
     return depth, host_groups
 
 
-def _build_spec(inventory_file: Path, loaded: _Loaded) -> ClusterSpec:
+def _build_spec(directory: Path, loaded: _Loaded) -> ClusterSpec:
     depth, host_groups = _ancestry(loaded.groups)
     order = sorted(loaded.groups, key=lambda g: (depth.get(g, 0), g))
     hosts: dict[str, Host] = {}
@@ -271,7 +329,6 @@ def _build_spec(inventory_file: Path, loaded: _Loaded) -> ClusterSpec:
         for name in sorted(loaded.groups)
         if name != "all"
     }
-    directory = inventory_file.parent if inventory_file.name in INVENTORY_FILES else inventory_file
     return ClusterSpec(path=directory, hosts=hosts, groups=groups, warnings=loaded.warnings)
 
 

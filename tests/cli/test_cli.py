@@ -256,9 +256,9 @@ TOPOLOGY_LABELED = cluster_inventory(
             "slurm_topology_source labels: 1 compute nodes have no topology_path label: gpu002",
         ),
         (
-            {"slurm_topology_source": "file", "slurm_topology_files": ["topology.conf"]},
-            {"topology.conf": "SwitchName=s1 Nodes=gpu001\nthis is not a topology line\n"},
-            "slurm_topology_source file: {inv}/topology.conf:2: expected SwitchName=,"
+            {"slurm_topology_source": "file", "slurm_topology_files": ["topology/conf.txt"]},
+            {"topology/conf.txt": "SwitchName=s1 Nodes=gpu001\nthis is not a topology line\n"},
+            "slurm_topology_source file: {inv}/topology/conf.txt:2: expected SwitchName=,"
             " BlockName= or BlockSizes=",
         ),
         (
@@ -324,3 +324,18 @@ def test_storage_bad_input(write_inventory, state_dir, mounts, message):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert result.stderr.startswith(f"kiln: error: {message}")
     assert not (state_dir / "runs").exists()
+
+
+def test_inventory_check_reads_every_file_ansible_reads(write_inventory):
+    """An extra inventory file declaring a compute node with a bad variable: Ansible
+    would read it, so the check does too and names the host and the variable."""
+    extra = {"all": {"children": {"slurm_compute": {"hosts": {"gpu999": None}}}}}
+    extra["all"]["children"]["slurm_compute"]["hosts"]["gpu999"] = {
+        "slurm_node_shape": "not a dict"
+    }
+    inv = write_inventory(files={"extra.yml": extra})
+    result = run_kiln("inventory", "check", "-i", str(inv))
+    assert result.returncode == ExitCode.BAD_INPUT
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1
+    assert line.startswith("kiln: error: extra.yml (host gpu999): slurm_node_shape")

@@ -25,6 +25,39 @@ def test_healthy_runs_pass():
     assert "collectives.all_reduce.single_node busbw 478 GB/s >= 400 GB/s" in result.stdout
 
 
+def test_nccl_tests_2_19_healthy_passes_and_one_rank_is_not_judged(tmp_path):
+    v219 = FIXTURES / "v2.19"
+    result = run_kiln(
+        "judge",
+        "nccl-tests",
+        str(v219 / "all_reduce_2nodes.json"),
+        str(v219 / "all_reduce_1gpu.json"),
+        "--profile",
+        "h100-sxm-8x-ib400",
+        "--json",
+        env={"KILN_STATE_DIR": str(tmp_path)},
+    )
+    assert result.returncode == ExitCode.OK, result.stdout + result.stderr
+    payload = json.loads(result.stdout)
+    assert [(r["verdict"], r["reasons"], r["best_busbw_gbps"]) for r in payload["results"]] == [
+        ("pass", [], 370.737265),
+        ("skip", [], None),
+    ]
+    assert payload["results"][1]["notes"] == ["1 rank: no link is crossed; nothing to judge"]
+    report = json.loads(Path(payload["report"]).with_name("report.json").read_text())
+    assert report["verdict"] == "pass"
+    junit = Path(payload["report"]).with_name("junit.xml").read_text()
+    assert '<skipped message="1 rank: no link is crossed; nothing to judge"' in junit
+    alone = run_kiln(
+        "judge", "nccl-tests", str(v219 / "all_reduce_1gpu.txt"),
+        env={"KILN_STATE_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert alone.returncode == ExitCode.OK, alone.stderr
+    assert "1 results (no profile: correctness and peers only): 0 pass, 0 warn, 0 fail, " \
+        "1 not judged" in alone.stdout  # fmt: skip
+    assert "SKIP" in alone.stdout and "PASS" not in alone.stdout
+
+
 def test_failures_exit_5_with_reasons():
     result = run_kiln(
         "judge",

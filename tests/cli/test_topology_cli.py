@@ -16,7 +16,32 @@ def test_generate_prints_the_file_and_a_summary():
     assert "SwitchName=ib-spine-1 Switches=ib-leaf-a[1-2]" in result.stdout
     assert "topology: 2 levels, 3 switches, 2 leaves, 3 nodes" in result.stderr
     assert "note: built from rail mlx5_0" in result.stderr
-    assert "warning: skipped 2 HCAs without a host name" in result.stderr
+    assert "warning: skipped 1 HCAs without a host name" in result.stderr
+
+
+def test_a_real_shaped_ndr_fabric_keeps_its_spine_and_a_disconnected_one_can_fail(tmp_path):
+    dgx = str(FIXTURES / "dgx-ndr-sharp.ibnetdiscover")
+    result = run_kiln("topology", "generate", "--from", "ibnetdiscover", dgx)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        "SwitchName=su1-r0-leaf Nodes=dgx[001-002],ufm-01",
+        "SwitchName=su2-r0-leaf Nodes=dgx[003-004]",
+        "SwitchName=spine-01 Switches=su1-r0-leaf,su2-r0-leaf",
+    ]
+    # Two dumps of separate fabrics: joined under kiln-root, or refused on request.
+    other = tmp_path / "other.ibnetdiscover"
+    other.write_text((FIXTURES / "two-rails.ibnetdiscover").read_text().replace("gpu00", "gpu10"))
+    result = run_kiln("topology", "generate", "--from", "ibnetdiscover", dgx, str(other))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "SwitchName=kiln-root Switches=ib-spine-1,spine-01"
+    assert "joined under kiln-root" in result.stderr
+    result = run_kiln(
+        "topology", "generate", "--from", "ibnetdiscover", dgx, str(other),
+        "--disconnected", "fail",
+    )  # fmt: skip
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert result.stderr.startswith("kiln: error: the fabric has 2 top switches and none ")
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_generate_to_a_file_from_inventory_labels(write_inventory, tmp_path):

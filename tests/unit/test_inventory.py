@@ -179,3 +179,98 @@ def test_vault_encrypted_values_load_and_are_not_judged(write_inventory):
     )
     spec = inventory.load(write_inventory(files={"group_vars/all.yml": vaulted}))
     assert isinstance(spec.hosts["gpu001"].vars["base_apt_proxy"], inventory.VaultValue)
+
+
+# --- what Ansible reads: every file of the inventory directory ------------------------
+
+
+def test_every_inventory_file_is_checked_like_hosts_yml(write_inventory):
+    """Ansible reads extra.yml too: a host it declares is checked, and named."""
+    extra = {"slurm_compute": {"hosts": {"gpu999": {"slurm_node_shape": "not a dict"}}}}
+    message = load_error(write_inventory(files={"extra.yml": extra}))
+    assert "gpu999" in message and "slurm_node_shape" in message
+    assert message.startswith("extra.yml (host gpu999): slurm_node_shape")
+
+
+def test_files_ansible_reads_but_kiln_cannot_are_refused(write_inventory, tmp_path):
+    ini = write_inventory(files={"more": "[slurm_compute]\ngpu999\n"}, name="ini")
+    assert load_error(ini).startswith(f"{ini}/more: Ansible reads every file in an inventory")
+    plugin = write_inventory(files={"aws_ec2.yml": {"plugin": "amazon.aws.aws_ec2"}}, name="p")
+    assert load_error(plugin) == (
+        "aws_ec2.yml: expected a YAML inventory (groups with hosts, children, vars); Kiln "
+        "cannot check an inventory plugin's configuration or other content"
+    )
+    script = write_inventory(files={"dynamic.py": "print('{}')\n"}, name="script")
+    assert load_error(script).startswith(f"{script}/dynamic.py: Ansible reads every file")
+    conf = write_inventory(files={"fabric/topology.conf": "SwitchName=s1 Nodes=n1\n"}, name="c")
+    assert load_error(conf).startswith(f"{conf}/fabric/topology.conf: Ansible reads")
+
+
+def test_files_ansible_skips_are_skipped(write_inventory):
+    skipped = {
+        "README.md": "# notes\n",
+        "fabric/ibnetdiscover.txt": "not yaml: [\n",
+        "map.cfg": "0x1 x\n",
+        "hosts.yml.bak": "::\n",
+        ".hidden.yml": "::\n",
+    }
+    spec = inventory.load(write_inventory(files=skipped))
+    assert sorted(spec.hosts) == ["ctl1", "gpu001", "gpu002"]
+
+
+def _ansible_view(directory) -> tuple[dict[str, list[str]], dict[str, dict]]:
+    """Groups and each host's variables as ansible-core itself reads the directory."""
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+
+    loader = DataLoader()
+    manager = InventoryManager(loader=loader, sources=[str(directory)])
+    variables = VariableManager(loader=loader, inventory=manager)
+    groups = {
+        name: sorted(h.name for h in group.get_hosts())
+        for name, group in manager.groups.items()
+        if name not in ("all", "ungrouped")
+    }
+    hostvars = {h.name: variables.get_vars(host=h) for h in manager.get_hosts()}
+    return groups, hostvars
+
+
+def test_kiln_reads_the_same_hosts_groups_and_variables_as_ansible(write_inventory):
+    """Several files, a top-level group outside `all`, the same group in two files,
+    skipped files and group_vars: Kiln's view equals ansible-core's."""
+    hosts = cluster_inventory(host_vars={"gpu001": {"slurm_node_weight": 5}})
+    files = {
+        "extra.yml": {
+            "slurm_compute": {
+                "hosts": {"gpu[003:004]": {"base_apt_proxy": "http://extra"}},
+                "vars": {"base_set_hostname": False},
+            },
+            "all": {"children": {"slurm_login": {"hosts": {"login1": None}}}},
+        },
+        "zz-more.yaml": {"all": {"hosts": {"gpu004": {"base_apt_proxy": "http://later"}}}},
+        "notes.md": "# not read\n",
+        "group_vars/all.yml": {"base_apt_proxy": "http://all"},
+        "group_vars/slurm_compute.yml": {"base_timezone": "UTC"},
+        "host_vars/gpu003.yml": {"base_timezone": "Europe/Paris"},
+    }
+    directory = write_inventory(hosts, files)
+    spec = inventory.load(directory)
+    groups, hostvars = _ansible_view(directory)
+    assert spec.groups == groups
+    assert sorted(spec.hosts) == sorted(hostvars)
+    for name, host in spec.hosts.items():
+        assert host.vars == {k: hostvars[name][k] for k in host.vars}, name
+    assert spec.hosts["gpu004"].vars["base_apt_proxy"] == "http://later"
+
+
+def test_ignored_names_match_ansible_core():
+    from ansible.inventory.manager import IGNORED
+
+    names = ["a.pyc", "b~", "c.md", "d.txt", "e.cfg", "f.retry", ".g", "group_vars", "h.yml"]
+    names += ["host_vars", "vars_plugins", "i.orig", "j.bak", "k.swp", "l.rst", "m.rpm", "n"]
+    for name in names:
+        ours = bool(inventory.IGNORED_NAMES.search(name)) or name.endswith(
+            inventory.IGNORED_SUFFIXES
+        )
+        assert ours == bool(IGNORED.search(name.encode())), name

@@ -195,3 +195,64 @@ def test_sweep_that_stopped_short_of_max_bytes_fails():
     (result,) = nccl_judge.judge([run], None)
     assert result.verdict is Verdict.FAIL
     assert result.reasons == ["the sweep stopped at 2 GiB of 8 GiB"]
+
+
+V219 = "v2.19/"
+
+
+def test_nccl_tests_2_19_json_and_text_read_whole():
+    """Every field Kiln reads, from the 2.19 JSON (version 3, root "    -1", float
+    nwrong, booleans as strings, errors [""]) and from the text of the same run."""
+    (data,) = runs(V219 + "all_reduce_2nodes.json")
+    (text,) = runs(V219 + "all_reduce_2nodes.txt")
+    for run in (data, text):
+        assert run.collective == "all_reduce"
+        assert (run.ranks, run.hosts) == (16, ["gpu001", "gpu002"])
+        assert run.devices == ["NVIDIA H100 80GB HBM3"] * 16
+        assert (run.max_bytes, run.step) == (8 << 30, (2, True))
+        assert [r.size for r in run.rows] == [1 << s for s in range(20, 34)]
+        assert {(r.type, r.redop, r.root) for r in run.rows} == {("float", "sum", "-1")}
+        assert [r.count for r in run.rows] == [r.size // 4 for r in run.rows]
+        assert all(r.wrong() == 0 for r in run.rows)
+        assert (run.out_of_bounds, run.out_of_bounds_failed) == (0, False)
+        assert run.average_failed is False
+        assert run.errors == []
+        assert run.finished
+    assert data.average_busbw == pytest.approx(262.135, abs=1e-3)
+    assert text.average_busbw == pytest.approx(262.135, abs=1e-3)
+    for a, b in zip(data.rows, text.rows, strict=True):
+        for x, y in ((a.out_of_place, b.out_of_place), (a.in_place, b.in_place)):
+            assert x is not None and y is not None
+            assert (y.time_us, y.algbw, y.busbw) == pytest.approx(
+                (x.time_us, x.algbw, x.busbw), rel=0.01
+            )
+            assert x.wrong == y.wrong == 0.0
+
+
+def test_a_healthy_2_19_run_passes():
+    """nccl-tests 2.19 writes "errors": [""] on a healthy run: an empty string is no error."""
+    results = nccl_judge.judge(runs(V219 + "all_reduce_2nodes.json"), None)
+    assert [(r.verdict, r.reasons) for r in results] == [(Verdict.PASS, [])]
+    assert results[0].best_busbw_gbps == pytest.approx(370.74, abs=0.01)
+
+
+def test_2_19_text_columns_print_13959_and_2e06():
+    (run,) = runs(V219 + "all_reduce_1gpu.txt")
+    in_place = [row.in_place for row in run.rows if row.in_place is not None]
+    assert in_place[-1].algbw == 2e6
+    assert any(m.algbw == 15607 for m in in_place)
+    (data,) = runs(V219 + "all_reduce_1gpu.json")
+    assert data.rows[-1].in_place is not None
+    assert data.rows[-1].in_place.algbw == pytest.approx(1997659.2, abs=0.1)
+
+
+@pytest.mark.parametrize("name", ["all_reduce_1gpu.json", "all_reduce_1gpu.txt"])
+def test_one_rank_is_not_judged(name):
+    """With one rank busbw is 0 by definition and all_reduce is a local no-op: the result
+    is a note, never PASS or FAIL, and carries no bandwidth."""
+    profile = profiles.load("h100-sxm-8x-ib400")
+    (result,) = nccl_judge.judge(runs(V219 + name), profile)
+    assert result.verdict is Verdict.SKIP
+    assert (result.reasons, result.notes) == ([], ["1 rank: no link is crossed; nothing to judge"])
+    assert (result.best_busbw_gbps, result.largest_size_busbw_gbps) == (None, None)
+    assert (result.ranks, result.nodes) == (1, 1)

@@ -28,10 +28,12 @@ def test_default_format_two_rails():
         "SwitchName=ib-leaf-a2 Nodes=gpu003\n"
         "SwitchName=ib-spine-1 Switches=ib-leaf-a[1-2]"
     )
-    assert topo.notes == ["built from rail mlx5_0", "merged 1 redundant level-1 switches"]
-    assert topo.warnings == [
-        "skipped 2 HCAs without a host name (1 SHARP aggregation node, 1 unnamed)"
+    assert topo.notes == [
+        "left out the switches' own HCAs (SHARP aggregation nodes: 1)",
+        "built from rail mlx5_0",
+        "merged 1 redundant level-1 switches",
     ]
+    assert topo.warnings == ["skipped 1 HCAs without a host name (a factory or empty description)"]
 
 
 def test_rail_choice_and_unnamed_switch_gets_a_guid_name():
@@ -40,7 +42,7 @@ def test_rail_choice_and_unnamed_switch_gets_a_guid_name():
         "SwitchName=sw-b83fd2030000ab10 Nodes=gpu[001-003]\n"
         "SwitchName=ib-spine-1 Switches=sw-b83fd2030000ab10"
     )
-    assert topo.notes[0] == "built from rail mlx5_1"
+    assert topo.notes[1] == "built from rail mlx5_1"
 
 
 def test_storage_rail_never_becomes_a_leaf():
@@ -95,16 +97,168 @@ def test_garbage_and_truncated_input_name_the_line():
         ibnetdiscover.parse("", "empty")
 
 
-@pytest.mark.parametrize("levels", [2, 3])
-def test_synthetic_fat_trees_round_trip(levels):
-    tree = synthetic.FatTree(
-        nodes=200, rails=4, per_leaf=16, levels=levels, spines=4, pod_leaves=4, cores=2
+def whole_tree(topo: Topology) -> dict[str, tuple[int, set[str]]]:
+    """Every switch: its level, and its nodes (a leaf) or its children (above)."""
+    return {name: (s.level, s.nodes or s.children) for name, s in topo.switches.items()}
+
+
+DGX = FIXTURES / "dgx-ndr-sharp.ibnetdiscover"
+
+
+def test_a_fabric_with_aggregation_nodes_on_every_switch_keeps_its_spines():
+    """Every Quantum switch shows its SHARP aggregation node as an HCA on port 65. Such a
+    switch is still a spine; a UFM server sits on a leaf like a host; 'localhost HCA-N'
+    on several hosts is no host; a factory description is no name."""
+    topo = build(DGX)
+    checks.apply(topo, None, checks.MissingPolicy.FAIL)
+    assert body(writers.tree_conf(topo)) == (
+        "SwitchName=su1-r0-leaf Nodes=dgx[001-002],ufm-01\n"
+        "SwitchName=su2-r0-leaf Nodes=dgx[003-004]\n"
+        "SwitchName=spine-01 Switches=su1-r0-leaf,su2-r0-leaf"
     )
-    topo = fabric_tree.build(ibnetdiscover.parse(synthetic.generate(tree)), fabric_tree.Selection())
-    placed = {node: leaf.name for leaf in topo.leaves() for node in leaf.nodes}
-    assert placed == tree.true_leaf
-    assert topo.levels() == levels
-    assert len([s for s in topo.switches.values() if s.level == levels - 1]) == 1
+    assert whole_tree(topo) == {
+        "su1-r0-leaf": (0, {"dgx001", "dgx002", "ufm-01"}),
+        "su2-r0-leaf": (0, {"dgx003", "dgx004"}),
+        "spine-01": (1, {"su1-r0-leaf", "su2-r0-leaf"}),
+    }
+    assert topo.notes == [
+        "left out the switches' own HCAs (SHARP aggregation nodes: 6)",
+        "built from rail mlx5_0",
+        "merged 1 redundant level-1 switches",
+    ]
+    assert topo.warnings == [
+        "skipped 1 HCAs without a host name (a factory or empty description)",
+        "skipped 4 HCAs described as 'localhost ...' (under 4 leaves): one name on several "
+        "HCAs of a rail is no host's own, as when a node description was never set; set "
+        "each node's description (rdma-ndd, or /sys/class/infiniband/DEVICE/node_desc) or "
+        "map the GUIDs with --node-name-map",
+    ]
+    # With the cluster's node list the UFM server is left out, and its leaf stays.
+    topo = build(DGX)
+    checks.apply(topo, {f"dgx00{i}" for i in range(1, 5)}, checks.MissingPolicy.FAIL)
+    assert whole_tree(topo)["su1-r0-leaf"] == (0, {"dgx001", "dgx002"})
+    assert topo.levels() == 2
+
+
+def test_a_node_name_map_names_hosts_whose_description_was_never_set(tmp_path):
+    text = DGX.read_text()
+    guids = [
+        line.split('"')[1][2:]
+        for line in text.splitlines()
+        if line.startswith("Ca") and "localhost HCA" in line
+    ]
+    names = ["dgx005 mlx5_0", "dgx005 mlx5_3", "dgx006 mlx5_0", "dgx006 mlx5_3"]
+    mapping = tmp_path / "map"
+    mapping.write_text("".join(f'0x{g} "{n}"\n' for g, n in zip(guids, names, strict=True)))
+    selection = fabric_tree.Selection(name_map=fabric_tree.read_name_map(mapping))
+    topo = fabric_tree.build(ibnetdiscover.parse(text), selection)
+    assert whole_tree(topo)["su1-r0-leaf"] == (0, {"dgx001", "dgx002", "dgx005", "ufm-01"})
+    assert whole_tree(topo)["su2-r0-leaf"] == (0, {"dgx003", "dgx004", "dgx006"})
+    assert not any("localhost" in w for w in topo.warnings)
+
+
+FABRICS = {
+    "2 levels": {"levels": 2},
+    "3 levels": {"levels": 3},
+    "no aggregation nodes": {"levels": 3, "aggregation_nodes": False},
+    "generic names": {"levels": 2, "generic": {5: "localhost", 40: "localhost", 77: "ubuntu"}},
+    "UFM on a leaf": {"levels": 3, "ufm": True},
+    "two islands": {"levels": 2, "islands": 2},
+    "three islands, 3 levels": {"levels": 3, "islands": 3, "generic": {0: "ubuntu", 99: "ubuntu"}},
+}
+
+
+@pytest.mark.parametrize("shape", FABRICS.values(), ids=FABRICS.keys())
+def test_synthetic_fabrics_round_trip_to_the_whole_tree(shape):
+    """Every level, every switch's members and one root, on fabrics with what real ones
+    have: aggregation nodes on every switch, generic names, a UFM host, several tops."""
+    tree = synthetic.FatTree(nodes=200, rails=4, per_leaf=16, spines=4, pod_leaves=4, cores=2)
+    for key, value in shape.items():
+        setattr(tree, key, value)
+    fabric = ibnetdiscover.parse(synthetic.generate(tree))
+    topo = fabric_tree.build(fabric, fabric_tree.Selection())
+    checks.apply(topo, tree.compute_hosts(), checks.MissingPolicy.FAIL)
+    assert whole_tree(topo) == synthetic.expected(tree)
+    children = set().union(*(s.children for s in topo.switches.values()))
+    assert len(set(topo.switches) - children) == 1  # one top
+    joined = [w for w in topo.warnings if "kiln-root" in w]
+    assert len(joined) == (tree.islands > 1)
+
+
+def test_aggregation_nodes_are_read_in_bulk(monkeypatch):
+    """Only descriptions whose first word may be skipped are read one by one: one
+    aggregation node per switch must not send every HCA down that path."""
+    calls = []
+    real = fabric_tree._host_of
+    monkeypatch.setattr(fabric_tree, "_host_of", lambda desc: calls.append(desc) or real(desc))
+    tree = synthetic.FatTree(nodes=256, rails=4, per_leaf=16, levels=2, spines=4)
+    fabric = ibnetdiscover.parse(synthetic.generate(tree))
+    topo = fabric_tree.build(fabric, fabric_tree.Selection())
+    switches = len(fabric.switches())
+    assert calls == [synthetic.AGGREGATION_NODE] * switches
+    assert topo.levels() == 2
+
+
+def test_several_tops_join_under_a_root_or_fail():
+    tree = synthetic.FatTree(nodes=64, rails=2, per_leaf=8, levels=2, spines=2, islands=2)
+    text = synthetic.generate(tree)
+    topo = fabric_tree.build(ibnetdiscover.parse(text), fabric_tree.Selection())
+    checks.apply(topo, None, checks.MissingPolicy.FAIL)
+    assert body(writers.tree_conf(topo)).splitlines()[-3:] == [
+        "SwitchName=i0-spine-00 Switches=i0-leaf-r0-[0000-0003]",
+        "SwitchName=i1-spine-00 Switches=i1-leaf-r0-[0000-0003]",
+        "SwitchName=kiln-root Switches=i0-spine-00,i1-spine-00",
+    ]
+    assert topo.warnings == [
+        "2 top switches share no switch above them: i0-spine-00 (32 nodes), i1-spine-00 "
+        "(32 nodes) (a partial dump, or two fabrics?); joined under kiln-root so that jobs "
+        "can span them"
+    ]
+    topo = fabric_tree.build(ibnetdiscover.parse(text), fabric_tree.Selection())
+    with pytest.raises(TopologyError, match=r"2 top switches and none reaches every node: i0-"):
+        checks.apply(topo, None, checks.MissingPolicy.FAIL, checks.DisconnectedPolicy.FAIL)
+
+
+def test_a_top_missing_a_cable_is_named_but_the_tree_stands():
+    topo = sources.from_labels({"n1": ["s1", "l1"], "n2": ["s1", "l2"], "n3": ["s2", "l2"]})
+    checks.apply(topo, None, checks.MissingPolicy.FAIL)
+    assert "kiln-root" not in topo.switches
+    assert topo.warnings == [
+        "1 top switches reach only part of the fabric that s1 reaches (s2): a missing or "
+        "down cable?"
+    ]
+
+
+def test_unplaced_nodes_hang_under_the_root():
+    # Under the one top of a connected tree...
+    topo = sources.from_labels({"n1": ["s1", "l1"], "n2": ["s1", "l2"]})
+    checks.apply(topo, {"n1", "n2", "n9"}, checks.MissingPolicy.CATCH_ALL)
+    assert whole_tree(topo)["s1"] == (1, {"l1", "l2", "kiln-unplaced"})
+    # ... under kiln-root when the source has several tops, or just one leaf.
+    topo = sources.from_labels({"n1": ["l1"], "n2": ["l2"]})
+    checks.apply(topo, {"n1", "n2", "n9"}, checks.MissingPolicy.CATCH_ALL)
+    assert whole_tree(topo) == {
+        "l1": (0, {"n1"}),
+        "l2": (0, {"n2"}),
+        "kiln-root": (1, {"l1", "l2", "kiln-unplaced"}),
+        "kiln-unplaced": (0, {"n9"}),
+    }
+    topo = sources.from_labels({"n1": ["l1"]})
+    checks.apply(topo, {"n1", "n9"}, checks.MissingPolicy.CATCH_ALL)
+    assert whole_tree(topo)["kiln-root"] == (1, {"l1", "kiln-unplaced"})
+
+
+def test_switches_left_empty_by_the_node_list_are_removed():
+    topo = sources.from_labels(
+        {"n1": ["core", "s1", "l1"], "ufm": ["core", "s2", "l2"], "n2": ["core", "s1", "l3"]}
+    )
+    checks.apply(topo, {"n1", "n2"}, checks.MissingPolicy.FAIL)
+    assert whole_tree(topo) == {
+        "core": (2, {"s1"}),
+        "s1": (1, {"l1", "l3"}),
+        "l1": (0, {"n1"}),
+        "l3": (0, {"n2"}),
+    }
 
 
 def test_output_is_byte_identical_for_the_same_input():

@@ -1,6 +1,7 @@
 """The node-side scripts, run for real on this host: the probe's package tree, cold
 import and small-file test, and Kiln's torch benchmark with two gloo ranks."""
 
+import argparse
 import json
 import os
 import subprocess
@@ -141,3 +142,49 @@ def test_torch_benchmark_two_gloo_ranks(tmp_path):
         assert r["algbw_gbps"] == pytest.approx(algbw, rel=0.01)
         factor = 1.0 if r["collective"] == "all_reduce" else 0.5
         assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * factor, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"WORLD_SIZE": "1"}, {"SLURM_NTASKS": "4", "SLURM_TASKS_PER_NODE": "1(x4)"}],
+    ids=["world of one", "one rank per node, --per-node"],
+)
+def test_torch_benchmark_refuses_one_rank(tmp_path, env):
+    pytest.importorskip("torch")
+    argv = [sys.executable, "-W", "ignore", str(BENCH), "--backend", "gloo"]
+    argv += ["--per-node"] if "SLURM_NTASKS" in env else []
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "WORLD_", "RANK"))}
+    done = subprocess.run(
+        [*argv, "--out", str(tmp_path / "x.json")],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "torch_bench: 1 rank: no link is crossed; nothing to measure (run 2 or more ranks)"
+    ]
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("ranks_per_node", [1, 8])
+def test_nccl_tests_never_schedules_a_one_rank_run(monkeypatch, ranks_per_node):
+    launched = []
+
+    def fake_run(argv, timeout, stdin=None):
+        launched.append(argv)
+        return {"rc": 0, "stdout": "", "stderr": ""}
+
+    monkeypatch.setattr(node_probe, "run", fake_run)
+    args = argparse.Namespace(
+        nodes="a,b", reservation="r", bin_dir="/x", collectives="all_reduce", time=1,
+        ranks_per_node=ranks_per_node, min_bytes=1, max_bytes=2, container=[],
+    )  # fmt: skip
+    node_probe.nccl_tests(args)
+    nodes = sorted(next(a for a in argv if a.startswith("--nodes=")) for argv in launched)
+    if ranks_per_node == 1:
+        assert nodes == ["--nodes=2"]  # only across the nodes: 2 ranks
+    else:
+        assert nodes == ["--nodes=1", "--nodes=1", "--nodes=2"]

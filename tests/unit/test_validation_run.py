@@ -432,3 +432,34 @@ def test_nccl_tests_output_is_judged_per_node_and_wrong_values_fail_the_node(raw
     assert "collectives.nccl_tests all_gather: " in reasons and "data corruption" in reasons
     assert "collectives.nccl_tests all_reduce: no results: srun: error: gpu003" in reasons
     assert any(c.collective == "all_reduce (nccl-tests)" for c in found.curves)
+
+
+def test_one_rank_per_node_schedules_no_within_node_run_and_judges_none(raw):
+    """With ranks_per_node 1 the role runs no within-node collective and records why;
+    a one-rank result that arrives anyway is a note, never a measure."""
+    note = "within-node collectives not run: 1 rank per node crosses no link"
+    raw.put(
+        "collectives_steps.json",
+        {"single_node": {"skipped": True}, "multi_node": {"rc": 0}, "single_node_skipped": note},
+    )
+    one_gpu = {"rc": 0, "stdout": (NCCL / "v2.19" / "all_reduce_1gpu.txt").read_text()}
+    raw.put(
+        "nccl_tests.json",
+        {"single_node": {n: {} for n in NODES}, "multi_node": {"all_reduce": one_gpu}},
+    )
+    for n in NODES:
+        (raw / f"collectives_node/{n}.json").unlink()
+    found, judgements, nodes = run(raw)
+    assert all(v.verdict is Verdict.PASS for v in nodes.values()), nodes
+    assert not [j for j in judgements if j.test.endswith(".single_node")]
+    assert not [j for j in judgements if "nccl-tests" in j.subject]
+    assert found.notes == [
+        note,
+        "gpu[001-003] all_reduce (nccl-tests): 1 rank: no link is crossed; nothing to judge",
+    ]
+    raw.put("collectives_all/gpu001.json", bench(1, ["gpu001"]))
+    found, judgements, _ = run(raw)
+    assert not [j for j in judgements if j.test.startswith("collectives.")]
+    assert (
+        found.notes[-1] == "gpu[001-003] multi_node: 1 rank: no link is crossed; nothing to judge"
+    )

@@ -80,4 +80,5 @@ def _print(results: list[nccl_judge.Result], profile: profiles.Profile | None) -
     click.echo(
         f"{len(results)} results ({judged_by}): {counts[Verdict.PASS]} pass, "
         f"{counts[Verdict.WARN]} warn, {counts[Verdict.FAIL]} fail"
+        + (f", {counts[Verdict.SKIP]} not judged" if counts[Verdict.SKIP] else "")
     )

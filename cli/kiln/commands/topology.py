@@ -45,10 +45,20 @@ source_options = stack(
         help="Nodes of the inventory absent from the source: fail, or place them "
         f"under '{checks.CATCH_ALL}'.",
     ),
+    click.option(
+        "--disconnected",
+        type=click.Choice([p.value for p in checks.DisconnectedPolicy]),
+        default="root",
+        show_default=True,
+        help="A tree with several top switches, none above every node (a partial dump, "
+        f"two fabrics): join them under '{checks.ROOT}', or fail.",
+    ),
 )
 
 
-def _request(source, files, inventory_path, hca, node_name_map, block_size, missing) -> Request:
+def _request(
+    source, files, inventory_path, hca, node_name_map, block_size, missing, disconnected
+) -> Request:
     return Request(
         source=source,
         files=list(files),
@@ -57,6 +67,7 @@ def _request(source, files, inventory_path, hca, node_name_map, block_size, miss
         node_name_map=node_name_map,
         block_size=block_size,
         missing=checks.MissingPolicy(missing),
+        disconnected=checks.DisconnectedPolicy(disconnected),
     )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kiln.report.model import Report
 from kiln.validation.profiles import TESTS
-from kiln.validation.verdicts import Judgement
+from kiln.validation.verdicts import Judgement, worst
 
 FLEET = "fleet median"
 
@@ -33,7 +33,7 @@ class Change:
     @property
     def direction(self) -> str:
         """better, worse or same, by the test's direction; verdicts first."""
-        order = {"pass": 0, "warn": 1, "fail": 2, "": 3}
+        order = {"skip": 0, "pass": 0, "warn": 1, "fail": 2, "": 3}
         if order[self.verdict_after] != order[self.verdict_before]:
             return "better" if order[self.verdict_after] < order[self.verdict_before] else "worse"
         if self.percent is None or abs(self.percent) < 5:
@@ -54,9 +54,8 @@ def _medians(report: Report) -> dict[tuple[str, str, str], Judgement]:
     out = {}
     for (test, subject), group in groups.items():
         median = statistics.median(j.value for j in group if j.value is not None)
-        worst = max((j.verdict.value for j in group), key=["pass", "warn", "fail"].index)
         out[(FLEET, test, subject)] = Judgement(
-            FLEET, test, subject, median, group[0].unit, group[0].verdict.__class__(worst), ""
+            FLEET, test, subject, median, group[0].unit, worst(j.verdict for j in group), ""
         )
     return out
 

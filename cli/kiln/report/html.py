@@ -9,12 +9,13 @@ from kiln.report.model import Report
 from kiln.validation.verdicts import Judgement, fmt
 
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-VERDICT_COLOURS = {"pass": "#2ca02c", "warn": "#e6a700", "fail": "#d62728"}
+VERDICT_COLOURS = {"pass": "#2ca02c", "warn": "#e6a700", "fail": "#d62728", "skip": "#7f7f7f"}
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; }
 td, th { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; font-size: 90%; }
 .pass { color: #2ca02c; } .warn { color: #b38200; } .fail { color: #d62728; font-weight: bold; }
+.skip { color: #7f7f7f; }
 svg { margin: 0.5em 1em 1em 0; } text { font-size: 11px; }
 """
 

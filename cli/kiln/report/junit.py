@@ -13,14 +13,22 @@ def render(report: Report) -> str:
         by_node.setdefault(j.node, []).append(j)
     for node, judgements in sorted(by_node.items()):
         failures = sum(j.verdict is Verdict.FAIL for j in judgements)
+        skipped = sum(j.verdict is Verdict.SKIP for j in judgements)
         suite = ET.SubElement(
-            root, "testsuite", name=node, tests=str(len(judgements)), failures=str(failures)
+            root,
+            "testsuite",
+            name=node,
+            tests=str(len(judgements)),
+            failures=str(failures),
+            skipped=str(skipped),
         )
         for j in judgements:
             name = " ".join(p for p in (j.test, j.subject) if p)
             case = ET.SubElement(suite, "testcase", classname=node, name=name)
             if j.verdict is Verdict.FAIL:
                 ET.SubElement(case, "failure", message=j.reason).text = j.reason
+            elif j.verdict is Verdict.SKIP:
+                ET.SubElement(case, "skipped", message=j.reason)
             elif j.verdict is Verdict.WARN:
                 ET.SubElement(case, "system-out").text = f"warning: {j.reason}"
     ET.indent(root)

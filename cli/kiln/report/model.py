@@ -12,7 +12,7 @@ from typing import Any
 
 from kiln import paths, record_ids
 from kiln.errors import InputError
-from kiln.validation.verdicts import Judgement, Verdict
+from kiln.validation.verdicts import Judgement, Verdict, worst
 
 REPORT_FILE = "report.json"
 FORMATS = {
@@ -43,7 +43,7 @@ class Report:
     def verdict(self) -> Verdict:
         found = {Verdict(v["verdict"]) for v in self.node_verdicts.values()}
         found |= {j.verdict for j in self.judgements}
-        return next((v for v in (Verdict.FAIL, Verdict.WARN) if v in found), Verdict.PASS)
+        return worst(found)
 
     def action_lines(self) -> list[str]:
         """What the run did in Slurm, a line each: drained, resumed, left alone."""

@@ -9,7 +9,14 @@ from kiln.report.compare import Change
 from kiln.report.model import Report
 from kiln.validation.verdicts import fmt
 
-STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red", "better": "green", "worse": "red"}
+STYLES = {
+    "pass": "green",
+    "warn": "yellow",
+    "fail": "bold red",
+    "skip": "dim",
+    "better": "green",
+    "worse": "red",
+}
 
 
 def _console() -> Console:
@@ -35,7 +42,7 @@ def show(report: Report, console: Console | None = None) -> None:
     console.print(table)
     for node in report.nodes:
         entry = report.node_verdicts.get(node)
-        if entry and entry["verdict"] != "pass":
+        if entry and entry["verdict"] in ("warn", "fail") and entry["reasons"]:
             style = STYLES[entry["verdict"]]
             console.print(f"[{style}]{entry['verdict']}[/{style}] {node}: {entry['reasons'][0]}")
     for line in report.action_lines():

@@ -1,18 +1,22 @@
 """Build a Slurm switch tree from an InfiniBand fabric.
 
-Leaves are switches cabled to a selected HCA of a named host; their parents are
-found level by level; switches of one level with the same children (redundant
-spines) are merged into one. On a rail-optimized fabric each host has one HCA per
-rail; the tree is built from one rail so each host sits under exactly one leaf.
+Leaves are switches cabled to a selected HCA of a named host, on one rail: on a
+rail-optimized fabric each host has one HCA per rail, so each host sits under exactly
+one leaf. Their parents are found level by level among the switches that are not at
+the edge (an edge switch is cabled to some end host's HCA: another rail's, a storage or
+UFM server's); a switch's own SHARP aggregation node or management port, which
+ibnetdiscover shows as an HCA, does not count. Switches of one level with the same
+children (redundant spines) are merged into one.
 """
 
 import fnmatch
 import functools
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import itemgetter
+from operator import itemgetter, not_
 from pathlib import Path
 
 from kiln.topology.bulk import no_gc
@@ -100,15 +104,22 @@ def _host_of(desc: str) -> tuple[str | None, str, str]:
     return parts[0], (parts[1] if len(parts) > 1 else ""), ""
 
 
+_SWITCH_PARTS = ("SHARP aggregation node", "switch management port")
+
+
 def _maybe_skipped(word: str) -> bool:
     """Whether a first word could begin "Mellanox Technologies" or "... aggregation node"."""
     word = word.lower()
     return word == "mellanox" or "aggregation" in word
 
 
-def _named_hcas(fabric: Fabric, selection: Selection, topology: Topology) -> list[Hca]:
-    """(host, device, HCA id) for every selected HCA of a named host; the others are
-    counted in a warning. Done in bulk: a large fabric has over 100,000 HCAs."""
+def _named_hcas(
+    fabric: Fabric, selection: Selection, topology: Topology
+) -> tuple[list[Hca], set[str]]:
+    """(host, device, HCA id) for every selected HCA of a named host, and the ids of the
+    HCAs that are parts of a switch (SHARP aggregation nodes, management ports). The
+    rest are counted in a note or a warning. Done in bulk: a large fabric has over
+    100,000 HCAs, and one aggregation node per switch."""
     ids, descs = fabric.hcas()
     if not ids:
         raise TopologyError(f"{topology.source}: the file describes no HCAs (truncated output?)")
@@ -116,26 +127,18 @@ def _named_hcas(fabric: Fabric, selection: Selection, topology: Topology) -> lis
         descs = [selection.name_map.get(guid_of(i), d) for i, d in zip(ids, descs, strict=True)]
     split = _TWO_WORDS.findall("\n".join(descs))
     hosts = list(map(itemgetter(0), split))
-    # Words that may make _host_of skip the HCA (or need more than two words): such
-    # descriptions are read one by one, which keeps _host_of the one place for the rules.
+    # Words that may make _host_of skip the HCA (or need more than two words): only
+    # such descriptions are read one by one, which keeps _host_of the one place for the
+    # rules and the rest in bulk.
     odd = {h for h in set(hosts) if not h or _UNNAMED_HCA.match(h) or _maybe_skipped(h)}
-    skipped: Counter[str] = Counter()
+    rows = zip(hosts, map(itemgetter(1), split), ids, strict=True)
     if not odd:
-        hcas = list(zip(hosts, map(itemgetter(1), split), ids, strict=True))
+        hcas = list(rows)
+        internal: set[str] = set()
     else:
-        hcas = []
-        for i, desc, (host, device) in zip(ids, descs, split, strict=True):
-            if host in odd:
-                host, device, why = _host_of(desc)
-                if host is None:
-                    skipped[why] += 1
-                    continue
-            hcas.append((host, device, i))
-    if skipped:
-        detail = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
-        topology.warnings.append(
-            f"skipped {sum(skipped.values())} HCAs without a host name ({detail})"
-        )
+        is_odd = list(map(odd.__contains__, hosts))
+        hcas = list(compress(rows, map(not_, is_odd)))
+        internal = _read_odd(compress(zip(ids, descs, strict=True), is_odd), hcas, topology)
     if selection.guids:
         hcas = [hca for hca in hcas if guid_of(hca[2]) in selection.guids]
     devices = set(map(itemgetter(1), hcas))
@@ -143,13 +146,77 @@ def _named_hcas(fabric: Fabric, selection: Selection, topology: Topology) -> lis
         hcas = [hca for hca in hcas if hca[1] in wanted]
     if not hcas:
         raise TopologyError(f"{topology.source}: no HCA of a named host matches the selection")
-    return hcas
+    return hcas, internal
+
+
+def _read_odd(odd: Iterable[tuple[str, str]], hcas: list[Hca], topology: Topology) -> set[str]:
+    """Adds the named ones of these (id, description) to `hcas`; returns the ids of
+    switch parts and reports the skipped: switch parts in a note (every Quantum switch
+    has an aggregation node), HCAs of unnamed hosts in a warning."""
+    internal: set[str] = set()
+    parts: Counter[str] = Counter()
+    unnamed = 0
+    for i, desc in odd:
+        host, device, why = _host_of(desc)
+        if host is not None:
+            hcas.append((host, device, i))
+        elif why in _SWITCH_PARTS:
+            internal.add(i)
+            parts[why] += 1
+        else:
+            unnamed += 1
+    if parts:
+        detail = ", ".join(f"{why}s: {n}" for why, n in sorted(parts.items()))
+        topology.notes.append(f"left out the switches' own HCAs ({detail})")
+    if unnamed:
+        topology.warnings.append(
+            f"skipped {unnamed} HCAs without a host name (a factory or empty description)"
+        )
+    return internal
+
+
+def _without_generic_names(
+    fabric: Fabric, switches: set[str], hcas: list[Hca], topology: Topology
+) -> list[Hca]:
+    """Drops the HCAs of host names that are no host's own: a name given to several
+    HCAs of one device (rail), as `localhost HCA-1` is on every host whose node
+    description was never set."""
+    pairs = list(map(itemgetter(0, 1), hcas))
+    if len(set(pairs)) == len(pairs):
+        return hcas
+    generic = {host for (host, _), n in Counter(pairs).items() if n > 1}
+    dropped = [hca for hca in hcas if hca[0] in generic]
+    for word in sorted(generic):
+        mine = [hca for hca in dropped if hca[0] == word]
+        leaves = set().union(*(fabric.peers(hca[2]) & switches for hca in mine))
+        topology.warnings.append(
+            f"skipped {len(mine)} HCAs described as '{word} ...' (under {len(leaves)} "
+            "leaves): one name on several HCAs of a rail is no host's own, as when a node "
+            "description was never set; set each node's description (rdma-ndd, or "
+            "/sys/class/infiniband/DEVICE/node_desc) or map the GUIDs with --node-name-map"
+        )
+    return [hca for hca in hcas if hca[0] not in generic]
+
+
+def _edges(fabric: Fabric, switches: set[str], internal: set[str]) -> set[str]:
+    """Switches cabled to an end host's HCA (any rail, storage, UFM, unnamed): the edge
+    of the fabric, never above another switch. A switch's own aggregation node or
+    management port does not put it at the edge."""
+    edges = {row[3] for hca, row in fabric.plain_hcas.items() if hca not in internal}
+    for node in fabric.nodes.values():
+        if node.kind == "ca" and node.id not in internal:
+            edges |= node.peers() & switches
+    return edges & switches
 
 
 @no_gc
 def build(fabric: Fabric, selection: Selection, source: str = "ibnetdiscover") -> Topology:
     topology = Topology(source=source)
-    hcas = _named_hcas(fabric, selection, topology)
+    switches = fabric.switches()
+    hcas, internal = _named_hcas(fabric, selection, topology)
+    hcas = _without_generic_names(fabric, switches, hcas, topology)
+    if not hcas:
+        raise TopologyError(f"{topology.source}: no HCA of a named host matches the selection")
     devices = list(map(itemgetter(1), hcas))
     rail = min(set(devices), key=_natural)
     topology.notes.append(f"built from rail {rail or '(unnamed device)'}")
@@ -165,7 +232,6 @@ def build(fabric: Fabric, selection: Selection, source: str = "ibnetdiscover") -
             f"{len(off_rail)} hosts have no HCA {rail}; placed by their first HCA instead"
         )
 
-    switches = fabric.switches()
     leaf_of_host: dict[str, str] = {}
     uncabled = []
     for host, device, ca in chosen.values():
@@ -175,28 +241,29 @@ def build(fabric: Fabric, selection: Selection, source: str = "ibnetdiscover") -
             uncabled.append((host, device))
     for host, device in sorted(uncabled, key=lambda h: _natural(h[0])):
         topology.warnings.append(f"{host}: HCA {device} is not cabled to a switch; left out")
-    _grow(fabric, switches, leaf_of_host, topology)
+    _grow(fabric, switches, _edges(fabric, switches, internal), leaf_of_host, topology)
     return topology
 
 
 def _grow(
-    fabric: Fabric, switches: set[str], leaf_of_host: dict[str, str], topology: Topology
+    fabric: Fabric,
+    switches: set[str],
+    edges: set[str],
+    leaf_of_host: dict[str, str],
+    topology: Topology,
 ) -> None:
     members: dict[str, set[str]] = defaultdict(set)  # leaf id -> hosts
     for host, leaf in leaf_of_host.items():
         members[leaf].add(host)
     levels: list[dict[str, set[str]]] = [{leaf: set() for leaf in members}]  # id -> child ids
     placed = set(members)
-    # A switch cabled to an HCA is a leaf of some rail; it is never anyone's parent.
-    faces_hosts: dict[str, bool] = {}
+    # An edge switch (a leaf of some rail, storage, ...) is never anyone's parent.
+    above = switches - edges
     while True:
         parents: dict[str, set[str]] = defaultdict(set)
         for child in levels[-1]:
-            for peer in (fabric.peers(child) & switches) - placed:
-                if peer not in faces_hosts:
-                    faces_hosts[peer] = fabric.nodes[peer].cabled_to_hca()
-                if not faces_hosts[peer]:
-                    parents[peer].add(child)
+            for peer in above.intersection(fabric.peers(child)).difference(placed):
+                parents[peer].add(child)
         if not parents:
             break
         placed |= set(parents)

@@ -35,6 +35,7 @@ def render(
     node_name_map: str = "",
     block_size: int = 0,
     missing: str = "fail",
+    disconnected: str = "root",
     base_dir: str = ".",
 ) -> dict[str, Any]:
     """version None: the installed Slurm is not known yet (the CLI's pre-flight check).
@@ -62,6 +63,7 @@ def render(
         node_name_map=Path(base_dir, node_name_map) if node_name_map else None,
         block_size=int(block_size) or None,
         missing=checks.MissingPolicy(missing),
+        disconnected=checks.DisconnectedPolicy(disconnected),
     )
     topology = generate(request)
     return {
@@ -93,5 +95,6 @@ def preflight(
         node_name_map=settings.get("node_name_map", ""),
         block_size=settings.get("block_size", 0),
         missing=settings.get("missing", "fail"),
+        disconnected=settings.get("disconnected", "root"),
         base_dir=base_dir,
     )

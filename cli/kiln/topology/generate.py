@@ -28,6 +28,7 @@ class Request:
     node_name_map: Path | None = None
     block_size: int | None = None
     missing: checks.MissingPolicy = checks.MissingPolicy.FAIL
+    disconnected: checks.DisconnectedPolicy = checks.DisconnectedPolicy.ROOT
 
 
 def generate(request: Request) -> Topology:
@@ -43,7 +44,7 @@ def generate(request: Request) -> Topology:
         topology = from_labels(labels or {}, nodes, request.missing, source)
     else:
         topology = _from_input(request, _inputs(request))
-    checks.apply(topology, nodes, request.missing)
+    checks.apply(topology, nodes, request.missing, request.disconnected)
     return topology
 
 

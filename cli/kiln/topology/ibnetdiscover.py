@@ -122,12 +122,6 @@ class FabricNode:
                 self._peers = {peer for peer, _ in self._ports.values()}
         return self._peers
 
-    def cabled_to_hca(self) -> bool:
-        if self._ports is None and self._peers is None:
-            assert self._source is not None
-            return self._source.mentions_hca(self)
-        return any(peer.startswith("H-") for peer in self.peers())
-
 
 @dataclass
 class Fabric:
@@ -227,9 +221,6 @@ class _Source:
             peers |= found
         self._check_described(node, peers)
         return peers
-
-    def mentions_hca(self, node: FabricNode) -> bool:
-        return any('"H-' in block for block in node._blocks)
 
     def _port_lines(self, block: str, pattern: re.Pattern[str]) -> list:
         """`pattern`'s matches in a node's port lines, which must all match."""

@@ -210,14 +210,18 @@ def plateau_busbw(results: list[dict], collective: str) -> tuple[float, list[tup
 
 def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
     steps = _load(results / "collectives_steps.json") or {}
+    # With one rank per node the within-node runs were not scheduled (no link to cross).
+    within = [] if steps.get("single_node_skipped") else tested
+    if not within:
+        found.notes.append(steps["single_node_skipped"])
     if steps.get("nccl_tests_skipped"):
         found.notes.append(f"nccl-tests skipped: {steps['nccl_tests_skipped']}")
     else:
-        _nccl_tests(found, _load(results / "nccl_tests.json") or {}, tested)
+        _nccl_tests(found, _load(results / "nccl_tests.json") or {}, tested, within)
     if steps.get("torch_skipped"):
         found.notes.append(f"Kiln's collectives benchmark skipped: {steps['torch_skipped']}")
         return
-    for node in tested:
+    for node in within:
         doc = _load(results / "collectives_node" / f"{node}.json")
         if doc is None:
             why = _step_problem(steps, "single_node")
@@ -236,6 +240,9 @@ def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
 
 
 def _bench(found: Collected, node: str, doc: dict, scope: str) -> None:
+    if doc.get("ranks") == 1:
+        found.notes.append(f"{node} {scope}: {nccl_judge.ONE_RANK}")
+        return
     for collective in sorted({r["collective"] for r in doc.get("results", [])}):
         best, points = plateau_busbw(doc["results"], collective)
         subject = f"{doc.get('ranks')} ranks, {doc.get('backend')}"
@@ -260,10 +267,11 @@ def pair_results(results: Path, pairs: list[tuple[str, str]], limit: float) -> d
     return outcome
 
 
-def _nccl_tests(found: Collected, data: dict, tested: list[str]) -> None:
-    """nccl-tests' text output per node and across nodes, judged on the plateau, with
-    its correctness checks (wrong values, FAILED, a run cut short) as failures."""
-    outputs = [(node, "single_node", data.get("single_node", {}).get(node, {})) for node in tested]
+def _nccl_tests(found: Collected, data: dict, tested: list[str], within: list[str]) -> None:
+    """nccl-tests' text output per node (`within`) and across nodes, judged on the
+    plateau, with its correctness checks (wrong values, FAILED, a run cut short) as
+    failures."""
+    outputs = [(node, "single_node", data.get("single_node", {}).get(node, {})) for node in within]
     if len(tested) > 1:
         outputs.append((hostlist.compress(tested), "multi_node", data.get("multi_node", {})))
     for node, scope, by_collective in outputs:
@@ -286,6 +294,9 @@ def _nccl_tests(found: Collected, data: dict, tested: list[str]) -> None:
                 continue
             run = next(run for run in runs if run.rows)
             result = nccl_judge.judge([run], None)[0]
+            if result.verdict is Verdict.SKIP:
+                found.notes += [f"{node} {collective} (nccl-tests): {n}" for n in result.notes]
+                continue
             value = result.best_busbw_gbps
             if value is None:
                 value = result.largest_size_busbw_gbps or 0.0

@@ -16,6 +16,9 @@ from kiln.validation.profiles import TESTS, Profile
 from kiln.validation.verdicts import Judgement, Verdict
 
 PLATEAU_BYTES = 1 << 30
+# One rank crosses no link: busbw is 0 by definition (the factor 2(n-1)/n is 0) and
+# all_reduce is a local no-op whose algbw only measures the launch latency.
+ONE_RANK = "1 rank: no link is crossed; nothing to judge"
 
 
 @dataclass
@@ -78,6 +81,11 @@ def judge(runs: list[Run], profile: Profile | None) -> list[Result]:
     results = [summarize(run) for run in runs]
     measured: list[tuple[Result, Judgement]] = []
     for run, result in zip(runs, results, strict=True):
+        if run.ranks == 1:
+            result.verdict, result.notes = Verdict.SKIP, [ONE_RANK]
+            result.best_busbw_gbps = result.best_busbw_bytes = None
+            result.largest_size_busbw_gbps = None
+            continue
         _correctness(run, result)
         if result.best_busbw_gbps is None and result.largest_size_busbw_gbps is not None:
             result.notes.append(
@@ -137,9 +145,7 @@ def _correctness(run: Run, result: Result) -> None:
 
 
 def _worsen(result: Result, verdict: Verdict, reason: str | None) -> None:
-    order = [Verdict.PASS, Verdict.WARN, Verdict.FAIL]
-    if order.index(verdict) > order.index(result.verdict):
-        result.verdict = verdict
+    result.verdict = verdicts.worst((result.verdict, verdict))
     if reason and verdict is not Verdict.PASS:
         result.reasons.append(reason)
 

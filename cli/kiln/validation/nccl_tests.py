@@ -236,11 +236,13 @@ def parse_json(text: str, source: str, collective: str | None = None) -> Run:
             raise NcclTestsError(f"{source}: results[{index}]: unexpected entry ({exc})") from None
     if bounds := data.get("out_of_bounds"):
         run.out_of_bounds = int(bounds.get("count", 0))
-        run.out_of_bounds_failed = run.out_of_bounds > 0
+        run.out_of_bounds_failed = run.out_of_bounds > 0 or bounds.get("okay") in (False, "false")
     if average := data.get("average_bus_bandwidth"):
         run.average_busbw = float(average.get("bandwidth"))
-        run.average_failed = average.get("okay") in (False, "false")  # nccl-tests writes "false"
-    run.errors = [str(e) for e in data.get("errors") or []]
+        # nccl-tests writes booleans as "true"/"false", and "unchecked" without -G
+        run.average_failed = average.get("okay") in (False, "false")
+    # nccl-tests 2.19 writes ncclGetLastError()'s text even when it is empty: [""]
+    run.errors = [text for e in data.get("errors") or [] if (text := str(e).strip())]
     return run
 
 

@@ -174,10 +174,12 @@ def nccl_tests(args: argparse.Namespace) -> dict:
             "stderr": done["stderr"][-2000:],
         }
 
+    # One rank within a node crosses no link: nothing to measure there.
+    within = nodes if args.ranks_per_node > 1 else []
     for collective in args.collectives.split(","):
         threads = [
             threading.Thread(target=one, args=([n], collective, found["single_node"][n]))
-            for n in nodes
+            for n in within
         ]
         for thread in threads:
             thread.start()

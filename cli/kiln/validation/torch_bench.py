@@ -114,6 +114,14 @@ def main() -> int:
         # SLURM_TASKS_PER_NODE reads like "8(x2)": every node runs the same count here
         per_node = os.environ.get("SLURM_TASKS_PER_NODE", str(world)).split("(")[0]
         rank, world, args.master_addr = local, int(per_node), "127.0.0.1"
+    if world < 2:
+        # One rank crosses no link: busbw is 0 and all_reduce a no-op whose time is
+        # only the launch latency, so any figure would be meaningless.
+        print(
+            "torch_bench: 1 rank: no link is crossed; nothing to measure (run 2 or more ranks)",
+            file=sys.stderr,
+        )
+        return 2
     if args.backend == "nccl":
         if not torch.cuda.is_available():
             print(

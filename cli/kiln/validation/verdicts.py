@@ -6,6 +6,7 @@ verdict is warn: it passes, but with no headroom.
 """
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
@@ -14,6 +15,15 @@ class Verdict(StrEnum):
     PASS = "pass"
     WARN = "warn"
     FAIL = "fail"
+    SKIP = "skip"  # not judged: nothing meaningful was measured (e.g. a one-rank collective)
+
+
+# Worst last: a node or a run takes the worst verdict of its parts.
+SEVERITY = (Verdict.SKIP, Verdict.PASS, Verdict.WARN, Verdict.FAIL)
+
+
+def worst(found: Iterable[Verdict], default: Verdict = Verdict.PASS) -> Verdict:
+    return max(found, key=SEVERITY.index, default=default)
 
 
 @dataclass(frozen=True)
@@ -100,8 +110,3 @@ def outliers(
                 )
                 replaced[id(j)] = outlier
     return [replaced.get(id(j), j) for j in judgements]
-
-
-def worst(judgements: list[Judgement]) -> Verdict:
-    verdicts = {j.verdict for j in judgements}
-    return next((v for v in (Verdict.FAIL, Verdict.WARN) if v in verdicts), Verdict.PASS)

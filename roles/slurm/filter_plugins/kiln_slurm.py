@@ -79,6 +79,7 @@ def kiln_topology(settings, version, hostvars, compute, collected=()):
             node_name_map=settings["node_name_map"],
             block_size=settings["block_size"],
             missing=settings["missing"],
+            disconnected=settings["disconnected"],
             base_dir=settings["base_dir"],
         )
     except TopologyError as exc:
