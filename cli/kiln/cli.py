@@ -5,6 +5,7 @@ KilnError family are caught here, once, and printed as one line each.
 """
 
 import importlib
+import signal
 import sys
 import traceback
 
@@ -52,8 +53,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM (systemd, CI) ends Kiln as Ctrl-C does
+
+
 def main() -> None:
     debug = "--debug" in sys.argv[1:]
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         cli.main(prog_name="kiln", standalone_mode=False)
     except KilnError as exc:

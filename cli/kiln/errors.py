@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     DRIFT = 3  # reserved for `kiln drift`
     HOSTS_FAILED = 4  # one or more hosts failed or were unreachable
     VALIDATION_FAILED = 5  # validation ran and a node (or a judged result) failed
+    LOCKED = 7  # another kiln run holds this inventory; nothing ran
     INTERRUPTED = 130
 
 

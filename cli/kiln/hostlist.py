@@ -8,6 +8,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
+# No cluster has more names; a typo such as c[0-99999999] would otherwise exhaust memory.
+MAX_NAMES = 1_000_000
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 _BRACKET = re.compile(r"^([^\[\],]*)\[([^\]]+)\](.*)$")
 
@@ -65,11 +67,38 @@ def sort_key(name: str) -> tuple[str, int, str]:
 
 
 def expand(hostlist: str) -> list[str]:
-    """gpu[001-003,007],login1 -> gpu001, gpu002, gpu003, gpu007, login1."""
+    """gpu[001-003,007],login1 -> gpu001, gpu002, gpu003, gpu007, login1. A reversed
+    range or one of more than MAX_NAMES names is a ValueError."""
     names: list[str] = []
     for item in _split_top_level(hostlist):
+        if count(item) + len(names) > MAX_NAMES:
+            raise ValueError(f"hostlist {hostlist!r} names more than {MAX_NAMES:,} hosts")
         names.extend(_expand_one(item))
     return names
+
+
+def check_range(low: int, high: int, where: str) -> None:
+    """A numeric range of a hostlist or an Ansible host pattern: ascending and bounded."""
+    if high < low:
+        raise ValueError(f"reversed range {low}-{high} in {where!r}")
+    if high - low + 1 > MAX_NAMES:
+        raise ValueError(f"range {low}-{high} in {where!r} names more than {MAX_NAMES:,} hosts")
+
+
+def count(item: str) -> int:
+    """How many names one item expands to, without expanding it."""
+    match = _BRACKET.match(item)
+    if not match:
+        return 1
+    _, body, tail = match.groups()
+    total = 0
+    for part in body.split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ValueError(f"bad range {part!r} in hostlist {item!r}")
+        check_range(int(low), int(high or low), item)
+        total += int(high or low) - int(low) + 1
+    return total * count(tail)
 
 
 def _split_top_level(text: str) -> list[str]:

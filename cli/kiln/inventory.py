@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from kiln import argspec, paths
+from kiln import argspec, hostlist, paths
 from kiln.errors import InputError
 
 # Ansible reads every file of an inventory directory, in name order, except these
@@ -31,6 +31,9 @@ KILN_GROUPS = ("slurm_controller", "slurm_compute", "slurm_login", "storage")
 # Variables whose value must be the name of a host in the inventory.
 HOST_REFERENCES = ("base_ntp_server_host", "munge_key_host", "slurm_dbd_host")
 _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]")
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Variables that name things Kiln writes into shell commands and Slurm's files.
+NAME_VARIABLES = ("slurm_cluster_name",)
 
 
 class Host(BaseModel):
@@ -96,7 +99,8 @@ def load(path: Path | str | None = None) -> ClusterSpec:
     directory, sources = _find_sources(Path(path) if path else paths.default_inventory())
     loaded = _read(directory, sources)
     spec = _build_spec(directory, loaded)
-    problems = _check_structure(spec) + _check_variables(spec, loaded.definitions)
+    problems = _check_names(spec, loaded.definitions)
+    problems += _check_structure(spec) + _check_variables(spec, loaded.definitions)
     if not problems:
         problems = _check_topology(spec)
     if problems:
@@ -108,14 +112,17 @@ def _find_sources(path: Path) -> tuple[Path, list[Path]]:
     """The inventory's directory and the files Ansible reads as inventory sources."""
     if not path.exists():
         raise InputError(f"inventory not found: {path}")
+    # Absolute from here on: ansible-runner takes a relative string that names no file
+    # in its own working directory as inline inventory content (one host named so).
+    named, path = path, path.absolute()
     if path.is_file():
         return path.parent, [path]
     sources = _sources_in(path, path)
     if not sources:
         hint = " (for the lab, run `kiln lab up` first)"
         raise InputError(
-            f"{path}: no hosts.yml in this inventory directory"
-            + (hint if path == paths.default_inventory() else "")
+            f"{named}: no hosts.yml in this inventory directory"
+            + (hint if path == paths.default_inventory().absolute() else "")
         )
     return path, sources
 
@@ -151,7 +158,19 @@ class VaultValue(str):
 
 
 class _InventoryLoader(yaml.SafeLoader):
-    pass
+    def construct_mapping(self, node, deep=False):
+        # A key written twice keeps only its last value (Ansible only warns): a second
+        # `slurm_compute:` would silently drop the first one's hosts.
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.MarkedYAMLError(
+                    problem=f"{key!r} appears twice (first on line {seen[key] + 1})",
+                    problem_mark=key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
 
 
 _InventoryLoader.add_constructor(
@@ -180,6 +199,10 @@ def _expand_host_pattern(name: str) -> list[str]:
     if not match:
         return [name]
     start, end = match.group(1), match.group(2)
+    try:
+        hostlist.check_range(int(start), int(end), name)
+    except ValueError as exc:
+        raise InputError(f"host {name}: {exc}") from None
     width = len(start) if start.startswith("0") else 0
     expanded = []
     for number in range(int(start), int(end) + 1):
@@ -330,6 +353,28 @@ def _build_spec(directory: Path, loaded: _Loaded) -> ClusterSpec:
         if name != "all"
     }
     return ClusterSpec(path=directory, hosts=hosts, groups=groups, warnings=loaded.warnings)
+
+
+def _check_names(spec: ClusterSpec, definitions: list[_Definition]) -> list[str]:
+    """Host and cluster names reach shells, Slurm's files and reports: only the
+    characters every one of them takes."""
+    problems = [
+        f"host {name!r}: names may hold only letters, digits, '.', '_' and '-'"
+        for name in spec.hosts
+        if not SAFE_NAME.match(name)
+    ]
+    for definition in definitions:
+        value = definition.value
+        if argspec.is_template(value) or argspec.is_opaque(value):
+            continue  # Ansible resolves it; the role's quoting still applies
+        if definition.name in NAME_VARIABLES and not (
+            isinstance(value, str) and SAFE_NAME.match(value)
+        ):
+            problems.append(
+                f"{definition.source}: {definition.name} {definition.value!r} may hold only "
+                "letters, digits, '.', '_' and '-'"
+            )
+    return problems
 
 
 def _check_structure(spec: ClusterSpec) -> list[str]:

@@ -41,11 +41,16 @@ def ansible_cfg() -> Path:
 
 
 def state_dir() -> Path:
-    """Kiln's state: runs, the lab's keys and records. $KILN_STATE_DIR overrides."""
+    """Kiln's state: runs, the lab's keys and records. $KILN_STATE_DIR overrides.
+    Made 0700 when missing: it holds facts, records and reports from every node."""
     if override := os.environ.get("KILN_STATE_DIR"):
-        return Path(override).expanduser()
-    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg) / "kiln"
+        path = Path(override).expanduser()
+    else:
+        xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        path = Path(xdg) / "kiln"
+    if not path.is_dir():
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
 
 
 def runs_dir() -> Path:

@@ -5,18 +5,23 @@ One run is one private data dir under Kiln's state directory (see kiln.runs), so
 sees the same playbooks the same way.
 """
 
+import contextlib
+import json
 import os
 import re
 import signal
 import sys
+import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kiln import __version__, paths, progress, runs
+from kiln import __version__, paths, progress, run_cleanup, runs
 from kiln.errors import InputError
 from kiln.inventory import ClusterSpec
+from kiln.lock import Lock
 from kiln.summary import EventAccumulator, RunSummary
 
 
@@ -31,6 +36,7 @@ class RunRequest:
     diff: bool = False
     extravars: dict[str, Any] = field(default_factory=dict)
     json_mode: bool = False
+    lock: Lock | None = None  # the inventory's lock, told the run id
 
 
 def available_playbooks() -> list[str]:
@@ -76,21 +82,25 @@ def _cmdline(request: RunRequest) -> str | None:
 
 
 class _Interrupt:
-    """Turns Ctrl-C into a cancel request, so ansible-runner stops Ansible cleanly
-    and the run's record is still written."""
+    """Turns Ctrl-C, and SIGTERM (what systemd and CI send), into a cancel request, so
+    ansible-runner stops Ansible cleanly (no orphaned ansible-playbook) and the run's
+    record is still written."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous: Any = None
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> "_Interrupt":
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
     def _handle(self, signum: int, frame: object) -> None:
         self.requested = True
@@ -110,6 +120,23 @@ def _ansible_error(run_dir: Path) -> str | None:
     return None
 
 
+def _secret_file(data: dict[str, Any]) -> Path:
+    directory = paths.state_dir() / "tmp"
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix="extravars-", suffix=".json", dir=directory)
+    with os.fdopen(handle, "w") as out:  # mkstemp creates it 0600
+        json.dump(data, out)
+    return Path(name)
+
+
+@contextlib.contextmanager
+def _removed(path: Path) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
 def run_playbook(request: RunRequest) -> RunSummary:
     import ansible_runner  # heavy: imported only when a run happens
 
@@ -127,19 +154,25 @@ def run_playbook(request: RunRequest) -> RunSummary:
         started=runs.now(),
     )
     runs.save(run_dir, record)
+    if request.lock:
+        request.lock.running(run_id)
     accumulator = EventAccumulator(run_id, playbook.name)
     display = progress.choose(
         request.json_mode, f"{playbook.name} ({run_id})", runs.last_task_count(playbook.name)
     )
     fact_cache = paths.state_dir() / "facts"
-    fact_cache.mkdir(parents=True, exist_ok=True)
+    fact_cache.mkdir(mode=0o700, parents=True, exist_ok=True)  # root's facts from every node
 
     def on_event(event: dict[str, Any]) -> bool:
         accumulator.feed(event)
         display.update(event, accumulator)
         return True  # keep the event in job_events/: `kiln runs show` replays them
 
-    with _Interrupt() as interrupt, display:
+    # Extra variables may hold secrets (-e munge_key_b64=...): ansible-runner would put a
+    # dict of them on ansible-playbook's command line (visible in ps) and in the run's
+    # artifacts/command. A 0600 file, removed after the run, keeps them off both.
+    extravars = _secret_file({"kiln_version": __version__, **request.extravars})
+    with _Interrupt() as interrupt, display, _removed(extravars):
         result = ansible_runner.run(
             private_data_dir=str(run_dir),
             ident=runs.RUNNER_IDENT,
@@ -149,8 +182,8 @@ def run_playbook(request: RunRequest) -> RunSummary:
             limit=request.limit,
             tags=request.tags,
             cmdline=_cmdline(request),
-            extravars={"kiln_version": __version__, **request.extravars},
-            envvars=_ansible_env(),
+            extravars=str(extravars),
+            envvars={**_ansible_env(), run_cleanup.MARKER: run_id},
             # Absolute, so facts outlive the run (a --limit run needs its peers' facts).
             fact_cache=str(fact_cache),
             event_handler=on_event,
@@ -158,6 +191,8 @@ def run_playbook(request: RunRequest) -> RunSummary:
             suppress_env_files=True,
             quiet=True,
         )
+    if interrupt.requested or result.status in ("canceled", "timeout"):
+        run_cleanup.stop(run_id)
     summary = accumulator.summary
     summary.status = "canceled" if interrupt.requested else result.status
     if summary.status == "failed" and not summary.failures:

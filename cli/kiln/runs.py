@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from kiln import paths, record_ids
+from kiln import files, paths, record_ids
 from kiln.summary import EventAccumulator, RunSummary
 
 RUNNER_IDENT = "ansible"
@@ -47,10 +47,7 @@ def new_run_dir(playbook: str) -> tuple[str, Path]:
 
 
 def save(run_dir: Path, record: RunRecord) -> None:
-    path = run_dir / RECORD_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(record.model_dump_json(indent=2))
-    tmp.replace(path)
+    files.write_private(run_dir / RECORD_FILE, record.model_dump_json(indent=2))
 
 
 def events_dir(run_dir: Path) -> Path:

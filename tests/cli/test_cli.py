@@ -155,6 +155,12 @@ def test_runs_show_unknown_run():
     assert result.stderr.startswith("kiln: error: no run 'nope' in ")
 
 
+def test_runs_list_refuses_a_negative_count():
+    result = run_kiln("runs", "list", "--last", "-1")
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert "-1 is not in the range x>=1" in result.stderr
+
+
 def test_lab_up_without_podman(tmp_path):
     # A PATH holding nothing but this Python: podman, debootstrap and ssh are all absent.
     bin_dir = tmp_path / "bin"

@@ -84,6 +84,9 @@ def test_success_json_and_kept_record(local_inventory, playbook):
     }
     listed = json.loads(run_kiln("runs", "list", "--json").stdout)["runs"]
     assert [r["run"] for r in listed] == [report["run"]]
+    # Not a terminal (a log, a pipe): the whole id, to copy from.
+    table = run_kiln("runs", "list").stdout
+    assert report["run"] in table and "…" not in table
     assert listed[0]["exit_code"] == 0
     shown = run_kiln("runs", "show", report["run"][:15], "--json")
     assert json.loads(shown.stdout) == report
@@ -138,7 +141,10 @@ def test_playbook_error_outside_hosts_exits_1(local_inventory, tmp_path):
     assert "no.such.module" in report["error"]
 
 
-def test_ctrl_c_exits_130_and_keeps_the_record(local_inventory, tmp_path, state_dir):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupt_exits_130_and_keeps_the_record(local_inventory, tmp_path, state_dir, signum):
+    """Ctrl-C, and SIGTERM as systemd or CI send it: Ansible is stopped (none left
+    running), the record says canceled, exit 130."""
     slow = tmp_path / "slow.yml"
     slow.write_text(
         yaml.safe_dump(
@@ -147,7 +153,7 @@ def test_ctrl_c_exits_130_and_keeps_the_record(local_inventory, tmp_path, state_
                     "name": "Slow",
                     "hosts": "all",
                     "gather_facts": False,
-                    "tasks": [{"name": "Wait", "ansible.builtin.command": "sleep 60"}],
+                    "tasks": [{"name": "Wait", "ansible.builtin.command": "sleep 61"}],
                 }
             ]
         )
@@ -162,12 +168,76 @@ def test_ctrl_c_exits_130_and_keeps_the_record(local_inventory, tmp_path, state_
     )
     deadline = time.monotonic() + 60
     events = lambda: list(state_dir.glob("runs/*/artifacts/ansible/job_events/*.json"))  # noqa: E731
-    while time.monotonic() < deadline and not any("runner_on_start" in p.name for p in events()):
+
+    def task_started() -> bool:
+        # Event files are named <counter>-<uuid>.json: what happened is in their content.
+        return any('"runner_on_start"' in p.read_text(errors="ignore") for p in events())
+
+    while time.monotonic() < deadline and not task_started():
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    assert task_started(), "the task never started"
+    proc.send_signal(signum)
     proc.communicate(timeout=60)
     assert proc.returncode == ExitCode.INTERRUPTED
     record = json.loads(next(state_dir.glob("runs/*/kiln.json")).read_text())
     assert record["status"] == "canceled"
     assert record["exit_code"] == 130
     assert events(), "the run's events are kept"
+    time.sleep(1)
+    left = subprocess.run(["pgrep", "-f", str(slow)], capture_output=True, text=True, check=False)
+    assert left.stdout == "", "ansible-playbook was left running"
+    assert subprocess.run(["pgrep", "-f", "sleep 61"], check=False).returncode == 1
+
+
+def test_a_relative_inventory_path_targets_the_inventory_hosts(local_inventory, playbook):
+    """`-i inventories/x` as the README writes it: the hosts of that inventory, not one
+    host named after the path (ansible-runner reads an unresolvable string as content)."""
+    inv = local_inventory({"local-a": LOCAL})
+    parent, name = os.path.split(inv)
+    result = run_kiln("run", playbook, "-i", name, "--json", cwd=parent)
+    assert result.returncode == ExitCode.OK, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert sorted(report["hosts"]) == ["local-a", "local-ctl"]
+
+
+def test_a_secret_passed_with_e_is_in_no_argv_and_no_artifact(local_inventory, playbook, tmp_path):
+    secret = "c2VjcmV0LW11bmdlLWtleS0xMjM0NTY3ODk="
+    state = tmp_path / "state"
+    inv = local_inventory({"local-a": LOCAL})
+    result = run_kiln(
+        "run", playbook, "-i", inv, "--json", "-e", f"munge_key_b64={secret}",
+        env={"KILN_STATE_DIR": str(state)},
+    )  # fmt: skip
+    assert result.returncode == ExitCode.OK, result.stderr
+    run_dir = next((state / "runs").iterdir())
+    command = json.loads((run_dir / "artifacts" / "ansible" / "command").read_text())
+    assert secret not in " ".join(command["command"])
+    assert any(arg.startswith("@") for arg in command["command"])  # -e @file
+    leaked = [p for p in state.rglob("*") if p.is_file() and secret in p.read_text(errors="ignore")]
+    assert leaked == []
+    assert not list((state / "tmp").iterdir())  # the variables file is gone
+
+
+def test_a_second_run_on_a_locked_inventory_says_who_holds_it(
+    local_inventory, playbook, tmp_path, monkeypatch
+):
+    from pathlib import Path
+
+    from kiln import lock
+
+    state = tmp_path / "state"
+    monkeypatch.setenv("KILN_STATE_DIR", str(state))
+    inv = local_inventory({"local-a": LOCAL})
+    with lock.held(Path(inv), "kiln site") as held:
+        held.running("20261123-101010-site-abcd")
+        second = run_kiln("run", playbook, "-i", inv)
+        assert second.returncode == ExitCode.LOCKED == 7
+        line = second.stderr.strip()
+        assert line.startswith(f"kiln: error: {inv}: kiln site is running on this inventory (")
+        assert f"pid {os.getpid()}" in line and "run 20261123-101010-site-abcd" in line
+        assert not (state / "runs").exists()  # nothing ran
+        validate = run_kiln("validate", "-i", inv)
+        assert validate.returncode == ExitCode.LOCKED
+    # Released at the end of the command (or when its process dies): runs again.
+    assert run_kiln("run", playbook, "-i", inv).returncode == ExitCode.OK
+    assert oct(lock.lock_file(Path(inv)).stat().st_mode & 0o777) == "0o600"

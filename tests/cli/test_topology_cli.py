@@ -143,3 +143,21 @@ def test_show_draws_the_tree():
     assert result.returncode == 0
     assert "ib-spine-1" in result.stdout
     assert "ib-leaf-a1: gpu[001-002] (2)" in result.stdout
+
+
+def test_block_sizes_that_place_no_block_are_refused(tmp_path):
+    nvlink = tmp_path / "nvl.txt"
+    nvlink.write_text("gpu001: 6f8a0c4e, 1\ngpu002: 6f8a0c4e, 1\n")
+    args = ("topology", "generate", "--from", "nvlink", str(nvlink), "--format", "block")
+    too_big = run_kiln(*args, "--block-size", "5")
+    assert too_big.returncode == ExitCode.BAD_INPUT
+    assert too_big.stderr.strip() == (
+        "kiln: error: block size 5 is larger than every block (the largest has 2 nodes)"
+    )
+    negative = run_kiln(*args, "--block-size", "-5")
+    assert negative.returncode == ExitCode.BAD_INPUT
+    assert "-5 is not in the range x>=1" in negative.stderr
+    assert run_kiln(*args, "--block-size", "2").stdout.splitlines()[1:] == [
+        "BlockName=nvl01 Nodes=gpu[001-002]",
+        "BlockSizes=2",
+    ]

@@ -65,6 +65,11 @@ def test_bad_hostlist_and_unknown_suite(write_inventory):
     inventory = write_inventory()
     result = run_kiln("validate", "-i", str(inventory), "--nodes", "gpu[001-")
     one_line_error(result, ExitCode.BAD_INPUT, "--nodes 'gpu[001-'", "unbalanced brackets")
+    # Bounded and ascending: a typo must not exhaust memory or select no node at all.
+    result = run_kiln("validate", "-i", str(inventory), "--nodes", "c[0-99999999]", timeout=30)
+    one_line_error(result, ExitCode.BAD_INPUT, "names more than 1,000,000 hosts")
+    result = run_kiln("validate", "-i", str(inventory), "--nodes", "gpu[003-1]")
+    one_line_error(result, ExitCode.BAD_INPUT, "reversed range 3-1")
     result = run_kiln("validate", "-i", str(inventory), "--suite", "storage,nccl")
     one_line_error(
         result, ExitCode.BAD_INPUT, "--suite: unknown suite 'nccl'", "slurm, storage, collectives"

@@ -1,5 +1,8 @@
+import re
+
 import pytest
 
+from kiln import hostlist
 from kiln.hostlist import compress, expand
 
 
@@ -34,3 +37,16 @@ def test_expand():
         expand("gpu[001-003")
     with pytest.raises(ValueError, match="bad range"):
         expand("gpu[a-b]")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("c[3-1]", "reversed range 3-1 in 'c[3-1]'"),
+        ("c[0-99999999]", "range 0-99999999 in 'c[0-99999999]' names more than 1,000,000"),
+        ("a[0-999]b[0-9999]", "hostlist 'a[0-999]b[0-9999]' names more than 1,000,000 hosts"),
+    ],
+)
+def test_reversed_and_unbounded_ranges_are_refused(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        hostlist.expand(text)

@@ -274,3 +274,60 @@ def test_ignored_names_match_ansible_core():
             inventory.IGNORED_SUFFIXES
         )
         assert ours == bool(IGNORED.search(name.encode())), name
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("gpu[9:1]", "host gpu[9:1]: reversed range 9-1 in 'gpu[9:1]'"),
+        ("gpu[0:99999999]", "host gpu[0:99999999]: range 0-99999999 in 'gpu[0:99999999]' names"),
+    ],
+)
+def test_reversed_and_unbounded_host_ranges_are_refused(write_inventory, pattern, message):
+    assert load_error(write_inventory(cluster_inventory(compute=(pattern,)))).startswith(message)
+
+
+def test_a_key_written_twice_is_refused_not_half_read(write_inventory):
+    text = (
+        "all:\n  children:\n    slurm_controller:\n      hosts: {ctl1: }\n"
+        "    slurm_compute:\n      hosts: {gpu001: }\n"
+        "    slurm_compute:\n      hosts: {gpu002: }\n"
+    )
+    assert load_error(write_inventory(text)) == (
+        "hosts.yml:7: YAML does not parse: 'slurm_compute' appears twice (first on line 5)"
+    )
+
+
+def test_host_keys_are_checked_everywhere_but_the_lab(tmp_path):
+    """ansible.cfg (which Kiln points every run at) checks host keys; only the lab's
+    generated inventory turns the check off."""
+    import configparser
+
+    from kiln import paths
+    from kiln.lab import cluster
+
+    config = configparser.ConfigParser()
+    config.read(paths.content_root() / "ansible.cfg")
+    assert config.getboolean("defaults", "host_key_checking") is True
+    lab = cluster.inventory_data(cluster.plan("kiln", 2, "trixie"), tmp_path / "key", None)
+    assert lab["all"]["vars"]["ansible_host_key_checking"] is False
+    for example in (paths.content_root() / "inventories" / "examples").iterdir():
+        spec = inventory.load(example)
+        assert not any("host_key_checking" in str(h.vars) for h in spec.hosts.values())
+
+
+@pytest.mark.parametrize("name", ["gpu;reboot", "gpu 1", "gpu$(id)", "[/bold]gpu", "-gpu"])
+def test_host_names_that_would_reach_a_shell_are_refused(write_inventory, name):
+    hosts = cluster_inventory()
+    hosts["all"]["children"]["slurm_compute"]["hosts"][name] = None
+    assert load_error(write_inventory(hosts)) == (
+        f"host {name!r}: names may hold only letters, digits, '.', '_' and '-'"
+    )
+
+
+def test_a_cluster_name_that_would_reach_a_shell_is_refused(write_inventory):
+    files = {"group_vars/all.yml": {"slurm_cluster_name": "kiln'; rm -rf /; '"}}
+    assert load_error(write_inventory(files=files)) == (
+        "group_vars/all.yml: slurm_cluster_name \"kiln'; rm -rf /; '\" may hold only "
+        "letters, digits, '.', '_' and '-'"
+    )

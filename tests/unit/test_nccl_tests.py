@@ -1,5 +1,6 @@
 """nccl-tests parsing and judging on recorded-format outputs (tests/fixtures/nccl-tests)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -256,3 +257,22 @@ def test_one_rank_is_not_judged(name):
     assert (result.reasons, result.notes) == ([], ["1 rank: no link is crossed; nothing to judge"])
     assert (result.best_busbw_gbps, result.largest_size_busbw_gbps) == (None, None)
     assert (result.ranks, result.nodes) == (1, 1)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-5.0"])
+def test_a_busbw_that_is_no_number_is_refused_not_passed(tmp_path, value):
+    """nan passes every comparison ("nan GB/s >= 400 GB/s"): such a row is no result."""
+    text = (FIXTURES / "all_reduce_1node.txt").read_text().splitlines()
+    row = next(i for i, line in enumerate(text) if line.strip().startswith("8589934592"))
+    columns = text[row].split()
+    columns[7] = value
+    text[row] = "  ".join(columns)
+    path = tmp_path / "all_reduce.txt"
+    path.write_text("\n".join(text) + "\n")
+    with pytest.raises(NcclTestsError, match=rf"all_reduce.txt:{row + 1}: .*busbw {value}"):
+        nccl_tests.parse_file(path)
+    data = json.loads((FIXTURES / "v2.19" / "all_reduce_2nodes.json").read_text())
+    data["results"][-1]["in_place"]["bus_bw"] = value  # nccl-tests writes "nan" so
+    path.write_text(json.dumps(data))
+    with pytest.raises(NcclTestsError, match=r"results\[13\]: unexpected entry \(busbw"):
+        nccl_tests.parse_file(path)

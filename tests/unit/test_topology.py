@@ -424,3 +424,12 @@ def test_a_switch_header_gone_wrong_names_its_line():
     line = next(n for n, t in enumerate(text.splitlines(), 1) if t.startswith("Switch\tmystery"))
     with pytest.raises(TopologyError, match=rf"x:{line}: not ibnetdiscover output: 'Switch"):
         ibnetdiscover.parse(text, "x")
+
+
+def test_node_name_map_with_a_guid_named_twice(tmp_path):
+    mapping = tmp_path / "map"
+    mapping.write_text('0x0002c90300a00031 "gpu004 mlx5_0"\n0x2c90300a00031 "gpu005 mlx5_0"\n')
+    with pytest.raises(
+        TopologyError, match=r"map:2: GUID 0x2c90300a00031 is already named on line 1"
+    ):
+        fabric_tree.read_name_map(mapping)

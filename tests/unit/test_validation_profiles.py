@@ -47,6 +47,11 @@ def test_operator_profile_extends_a_shipped_one(tmp_path):
             "thresholds:\n  storage.seq_read: fast\n",
             "storage.seq_read: expected a non-negative number",
         ),
+        (
+            "thresholds:\n  collectives.all_reduce.multi_node: .nan\n",
+            "collectives.all_reduce.multi_node: expected a non-negative number, got nan",
+        ),
+        ("outlier_percent: .inf\n", "outlier_percent: expected a non-negative number, got inf"),
         ("thresholds: [1]\n", "'thresholds' must map test names to numbers"),
         ("treshold: {}\n", "unknown key 'treshold'"),
         ("extends: nope\n", "unknown profile 'nope'; shipped: a100-sxm-8x"),

@@ -12,7 +12,7 @@ import pytest
 from kiln import record_ids
 from kiln.report import compare, html, junit, markdown, model, write
 from kiln.validation import assess, collect, drain, profiles
-from kiln.validation.verdicts import Verdict
+from kiln.validation.verdicts import Judgement, Verdict
 
 FIO = Path(__file__).parent.parent / "fixtures" / "fio"
 NODES = ["gpu001", "gpu002", "gpu003"]
@@ -463,3 +463,107 @@ def test_one_rank_per_node_schedules_no_within_node_run_and_judges_none(raw):
     assert (
         found.notes[-1] == "gpu[001-003] multi_node: 1 rank: no link is crossed; nothing to judge"
     )
+
+
+def test_markdown_escapes_html_and_pipes_from_the_cluster():
+    report = model.Report(
+        id="r1", started="s", inventory="inv", profile=None, suites=["slurm"],
+        nodes=["gpu<b>1"], notes=["mount a|b <script>"],
+    )  # fmt: skip
+    report.judgements.append(
+        Judgement("gpu<b>1", "slurm.state", "x|y", None, "", Verdict.FAIL, "down: <img src=x>")
+    )
+    report.node_verdicts["gpu<b>1"] = {"verdict": "fail", "reasons": ["down | <img src=x>"]}
+    text = markdown.render(report)
+    assert "| gpu&lt;b&gt;1 | fail | down \\| &lt;img src=x&gt; |" in text
+    assert "| gpu&lt;b&gt;1 | slurm.state | x\\|y |" in text
+    assert "- mount a\\|b &lt;script&gt;" in text
+    assert "<" not in text.replace("&lt;", "")
+
+
+def test_a_node_drained_by_someone_else_during_the_run_is_not_drained_by_kiln():
+    """The drain step reads the states again just before acting (the role's filter)."""
+    import importlib.util
+
+    from kiln import paths
+
+    source = paths.content_root() / "roles/validate/filter_plugins"
+    spec = importlib.util.spec_from_file_location("f", next(source.glob("*.py")))
+    assert spec and spec.loader
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    still_ours = plugin.FilterModule().filters()["kiln_validate_still_ours"]
+    text = "\n".join(
+        [
+            scontrol_line("gpu001"),
+            scontrol_line("gpu002", "IDLE+DRAIN", "hardware swap [ops@2026-11-23T10:00:00]"),
+            scontrol_line("gpu003", "IDLE+DRAIN", "kiln: storage.seq_read /shared 3 MB/s"),
+        ]
+    )
+    assert still_ours(text, ["gpu001", "gpu002", "gpu003", "gone"]) == ["gpu001", "gpu003"]
+
+
+def test_the_terminal_prints_markup_in_names_and_reasons_as_text():
+    """A reason holding "[/path]" once made `kiln validate` exit 1 after draining."""
+    import io
+
+    from rich.console import Console
+
+    from kiln.report import terminal
+
+    report = model.Report(
+        id="r1", started="s", inventory="inv", profile=None, suites=["storage"],
+        nodes=["gpu001"], notes=["[bold]note[/bold] [/x]"],
+    )  # fmt: skip
+    reason = "storage.mount /shared: stale handle on [/scratch] [/bold]"
+    report.judgements.append(
+        Judgement("gpu001", "storage.mount", "[/shared]", None, "", Verdict.FAIL, reason)
+    )
+    report.node_verdicts["gpu001"] = {"verdict": "fail", "reasons": [reason]}
+    out = io.StringIO()
+    terminal.show(report, Console(file=out, width=200, highlight=False))
+    text = out.getvalue()
+    assert "gpu001: storage.mount /shared: stale handle on [/scratch] [/bold]" in text
+    assert "note: [bold]note[/bold] [/x]" in text
+    assert "[/shared]" in text
+
+
+def test_a_canceled_run_judges_nothing_drains_nothing_and_releases_its_reservation(
+    tmp_path, monkeypatch, write_inventory
+):
+    """Ctrl-C or SIGTERM during the suites (the runner reports the run canceled): exit
+    130, no verdict, no drain; the reservation and the nodes resumed to test go back."""
+    from kiln import inventory, runner
+    from kiln.errors import ExitCode
+    from kiln.summary import RunSummary
+    from kiln.validation import session
+
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
+    asked = []
+
+    def fake_run(request):
+        asked.append((request.playbook, request.extravars))
+        if request.playbook == "validate.yml":
+            scontrol = "\n".join(
+                [scontrol_line("gpu001"), scontrol_line("gpu002", "IDLE+DRAIN", "kiln: old")]
+            )
+            plan = drain.plan(scontrol, ["gpu001", "gpu002"]).to_dict()
+            results = Path(request.extravars["validate_results_dir"])
+            (results / "slurm_state.json").write_text(json.dumps({"plan": plan}))
+            return RunSummary(run="r-suites", playbook="validate.yml", status="canceled")
+        return RunSummary(run="r-release", playbook="validate-drain.yml", status="successful")
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    spec = inventory.load(write_inventory())
+    report, code = session.validate(session.Request(inventory=spec, profile="lab-cpu"))
+    assert code == ExitCode.INTERRUPTED == 130
+    assert (report.judgements, report.node_verdicts, report.actions) == ([], {}, {})
+    assert [playbook for playbook, _ in asked] == ["validate.yml", "validate-drain.yml"]
+    reservation = asked[0][1]["validate_reservation"]
+    assert reservation == f"kiln_validate_{report.id}"
+    assert asked[1][1] == {
+        "validate_drain": {},
+        "validate_resume": [],
+        "validate_release": {"reservation": reservation, "redrain": {"gpu002": "kiln: old"}},
+    }
+    assert report.notes == ["canceled: nothing was judged and no node drained"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from kiln.errors import ExitCode
-from kiln.report import write
+from kiln.report import model, write
 from kiln.validation import nccl_judge, nccl_tests, profiles
 from kiln.validation.verdicts import Verdict, fmt
 
@@ -39,17 +39,20 @@ def nccl_tests_command(
                 f"{run.source}: cannot tell which collective this is; pass --collective"
             )
     results = nccl_judge.judge(runs, profile)
-    written = write.write_all(nccl_judge.report(runs, results, profile))
+    found = nccl_judge.report(runs, results, profile)
+    page = model.directory(found.id) / model.FORMATS["html"]
+    # The verdict first: a report that cannot be written (a full disk) still leaves it.
     if as_json:
         payload = {
             "profile": profile.name if profile else None,
             "results": [r.to_dict() for r in results],
-            "report": str(written["html"]),
+            "report": str(page),
         }
         click.echo(json.dumps(payload, indent=2))
     else:
         _print(results, profile)
-        click.echo(f"report: {written['html']}")
+        click.echo(f"report: {page}")
+    write.write_all(found)
     if any(r.verdict is Verdict.FAIL for r in results):
         sys.exit(int(ExitCode.VALIDATION_FAILED))
 

@@ -7,7 +7,7 @@ from typing import Any
 import click
 import yaml
 
-from kiln import inventory, render
+from kiln import inventory, lock, render
 from kiln.commands import inventory_option, stack
 from kiln.errors import InputError
 
@@ -59,11 +59,17 @@ def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options:
     if not json_mode:
         for warning in spec.warnings:
             click.echo(f"kiln: warning: {warning}", err=True)
-    summary = run_playbook(
-        RunRequest(
-            playbook=playbook, inventory=spec, extravars=extravars, json_mode=json_mode, **options
+    with lock.held(spec.path, f"kiln {Path(playbook).stem}") as held:
+        summary = run_playbook(
+            RunRequest(
+                playbook=playbook,
+                inventory=spec,
+                extravars=extravars,
+                json_mode=json_mode,
+                lock=held,
+                **options,
+            )
         )
-    )
     if json_mode:
         render.emit_json(summary.to_json())
     else:

@@ -1,7 +1,10 @@
 """`kiln runs list | show RUN`: past runs, re-rendered from their kept artifacts."""
 
+import sys
+
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kiln import render
@@ -15,7 +18,14 @@ def runs() -> None:
 
 @runs.command("list")
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
-@click.option("-n", "--last", type=int, default=20, show_default=True, help="How many to list.")
+@click.option(
+    "-n",
+    "--last",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="How many to list.",
+)
 def list_runs(json_mode: bool, last: int) -> None:
     """List runs, newest first."""
     records = run_records.list_records()[:last]
@@ -24,11 +34,13 @@ def list_runs(json_mode: bool, last: int) -> None:
         return
     table = Table(box=None)
     for column in ("run", "playbook", "status", "exit", "started", "limit"):
-        table.add_column(column)
+        # Ids are copied from logs and pipes too: never cut them.
+        table.add_column(column, no_wrap=column != "limit", overflow="fold")
     for r in records:
         exit_code = "" if r.exit_code is None else str(r.exit_code)
-        table.add_row(r.run, r.playbook, r.status, exit_code, r.started, r.limit or "")
-    Console(highlight=False).print(table)
+        table.add_row(r.run, r.playbook, r.status, exit_code, r.started, escape(r.limit or ""))
+    width = None if sys.stdout.isatty() else 200
+    Console(highlight=False, width=width).print(table)
 
 
 @runs.command("show")

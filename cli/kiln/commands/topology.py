@@ -36,7 +36,11 @@ source_options = stack(
         type=click.Path(path_type=Path),
         help='ibnetdiscover node-name map (0xGUID "name" lines).',
     ),
-    click.option("--block-size", type=int, help="Base block size (nvlink; default: largest)."),
+    click.option(
+        "--block-size",
+        type=click.IntRange(min=1),
+        help="Base block size (nvlink; default: largest).",
+    ),
     click.option(
         "--missing",
         type=click.Choice([p.value for p in checks.MissingPolicy]),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from kiln import inventory, render
+from kiln import inventory, lock, render
 from kiln.commands import inventory_option
 
 
@@ -48,7 +48,8 @@ def validate(
         no_drain=no_drain,
         json_mode=json_mode,
     )
-    report, code = session.validate(request)
+    with lock.held(spec.path, "kiln validate") as request.lock:
+        report, code = session.validate(request)
     if json_mode:
         render.emit_json(report.to_json())
     else:

@@ -222,6 +222,9 @@ def inventory_data(lab: LabPlan, key: Path, apt_proxy: str | None) -> dict:
         "ansible_user": "root",
         "ansible_ssh_private_key_file": str(key),
         "ansible_ssh_common_args": " ".join(SSH_OPTIONS[:-2]),
+        # Lab containers get new host keys whenever they are made: the lab alone skips
+        # the check that ansible.cfg turns on for every real inventory.
+        "ansible_host_key_checking": False,
         "kiln_lab_name": lab.name,
     }
     if apt_proxy:

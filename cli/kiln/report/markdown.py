@@ -1,5 +1,7 @@
 """The Markdown summary: verdict per node, then every judged test."""
 
+import html
+
 from kiln.report.model import Report
 from kiln.validation.verdicts import fmt
 
@@ -20,21 +22,24 @@ def render(report: Report) -> str:
     for node in report.nodes:
         entry = report.node_verdicts.get(node, {"verdict": "pass", "reasons": []})
         reason = "; ".join(entry["reasons"][:2]) or "all tests passed"
-        lines.append(f"| {node} | {entry['verdict']} | {_cell(reason)} |")
+        lines.append(f"| {_cell(node)} | {entry['verdict']} | {_cell(reason)} |")
     lines += ["", "## Tests", "", "| node | test | subject | value | threshold | verdict |"]
     lines.append("|---|---|---|---|---|---|")
     for j in report.judgements:
         value = f"{fmt(j.value)} {j.unit}" if j.value is not None else ""
         limit = f"{fmt(j.threshold)} {j.unit}" if j.threshold is not None else ""
         lines.append(
-            f"| {j.node} | {j.test} | {_cell(j.subject)} | {value} | {limit} | {j.verdict.value} |"
+            f"| {_cell(j.node)} | {_cell(j.test)} | {_cell(j.subject)} | {value} | {limit} "
+            f"| {j.verdict.value} |"
         )
     if actions := report.action_lines():
-        lines += ["", "## Slurm", "", *[f"- {line}" for line in actions]]
+        lines += ["", "## Slurm", "", *[f"- {_cell(line)}" for line in actions]]
     if report.notes:
-        lines += ["", "## Notes", "", *[f"- {note}" for note in report.notes]]
+        lines += ["", "## Notes", "", *[f"- {_cell(note)}" for note in report.notes]]
     return "\n".join(lines) + "\n"
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """Names and reasons come from the cluster: no HTML of theirs is rendered, and a `|`
+    does not split a table cell."""
+    return html.escape(text, quote=False).replace("|", "\\|")

@@ -3,6 +3,7 @@
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kiln.report.compare import Change
@@ -32,10 +33,10 @@ def show(report: Report, console: Console | None = None) -> None:
     for j in report.judgements:
         style = STYLES[j.verdict.value]
         table.add_row(
-            j.node,
-            j.test,
-            j.subject,
-            f"{fmt(j.value)} {j.unit}" if j.value is not None else _said(j.reason),
+            escape(j.node),
+            escape(j.test),
+            escape(j.subject),
+            f"{fmt(j.value)} {j.unit}" if j.value is not None else escape(_said(j.reason)),
             f"{fmt(j.threshold)} {j.unit}" if j.threshold is not None else "",
             f"[{style}]{j.verdict.value}[/{style}]",
         )
@@ -44,11 +45,13 @@ def show(report: Report, console: Console | None = None) -> None:
         entry = report.node_verdicts.get(node)
         if entry and entry["verdict"] in ("warn", "fail") and entry["reasons"]:
             style = STYLES[entry["verdict"]]
-            console.print(f"[{style}]{entry['verdict']}[/{style}] {node}: {entry['reasons'][0]}")
+            # Names and reasons come from the cluster: "[/path]" in one is text, not markup.
+            said = escape(f"{node}: {entry['reasons'][0]}")
+            console.print(f"[{style}]{entry['verdict']}[/{style}] {said}")
     for line in report.action_lines():
         console.print(line, markup=False)
     for note in report.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
     verdict = report.verdict.value
     console.print(
         f"[{STYLES[verdict]}]{verdict.upper()}[/{STYLES[verdict]}] {len(report.nodes)} nodes"
@@ -70,9 +73,9 @@ def show_changes(changes: list[Change], console: Console | None = None) -> None:
         percent = f"{c.percent:+.0f}%" if c.percent is not None else ""
         style = STYLES.get(c.direction, "")
         table.add_row(
-            c.node,
-            c.test,
-            c.subject,
+            escape(c.node),
+            escape(c.test),
+            escape(c.subject),
             f"{fmt(c.before)} {c.unit} {c.verdict_before}"
             if c.before is not None
             else c.verdict_before or "-",

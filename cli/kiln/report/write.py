@@ -3,13 +3,13 @@
 import json
 from pathlib import Path
 
+from kiln import files
 from kiln.report import html, junit, markdown
 from kiln.report.model import FORMATS, Report, directory
 
 
 def write_all(report: Report) -> dict[str, Path]:
     folder = directory(report.id)
-    folder.mkdir(parents=True, exist_ok=True)
     texts = {
         "json": json.dumps(report.to_json(), indent=2) + "\n",
         "markdown": markdown.render(report),
@@ -19,6 +19,6 @@ def write_all(report: Report) -> dict[str, Path]:
     written = {}
     for kind, text in texts.items():
         path = folder / FORMATS[kind]
-        path.write_text(text)
+        files.write_private(path, text)
         written[kind] = path
     return written

@@ -56,6 +56,7 @@ def read_name_map(path: Path) -> dict[str, str]:
         raise TopologyError(f"{path}: cannot read: {exc.strerror}") from None
     mapping: dict[str, str] = {}
     first_line: dict[str, int] = {}
+    guid_line: dict[str, int] = {}
     for number, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -70,7 +71,11 @@ def read_name_map(path: Path) -> dict[str, str]:
                 f"{path}:{number}: name {name!r} is already given to another GUID on line "
                 f"{first_line[name]}"
             )
-        first_line[name] = number
+        if guid in guid_line:
+            raise TopologyError(
+                f"{path}:{number}: GUID {match.group(1)} is already named on line {guid_line[guid]}"
+            )
+        first_line[name] = guid_line[guid] = number
         mapping[guid] = name
     return mapping
 

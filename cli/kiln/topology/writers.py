@@ -43,9 +43,20 @@ def _base_size(topology: Topology, groups: list[tuple[str, set[str]]]) -> int:
     return topology.block_sizes[0] if topology.block_sizes else max(len(n) for _, n in groups)
 
 
+def _checked_base(topology: Topology, groups: list[tuple[str, set[str]]]) -> int:
+    base = _base_size(topology, groups)
+    if not any(len(nodes) >= base for _, nodes in groups):
+        # Every block would be commented out: Slurm would place nothing.
+        largest = max((len(nodes) for _, nodes in groups), default=0)
+        raise TopologyError(
+            f"block size {base} is larger than every block (the largest has {largest} nodes)"
+        )
+    return base
+
+
 def block_conf(topology: Topology) -> str:
     groups = _block_groups(topology)
-    base = _base_size(topology, groups)
+    base = _checked_base(topology, groups)
     lines = _header(topology)
     for name, nodes in groups:
         line = f"BlockName={name} Nodes={hostlist.compress(nodes)}"
@@ -64,7 +75,7 @@ def topology_yaml(topology: Topology) -> str:
     entry: dict = {"topology": "default", "cluster_default": True}
     if topology.is_block:
         groups = _block_groups(topology)
-        base = _base_size(topology, groups)
+        base = _checked_base(topology, groups)
         entry["block"] = {
             "block_sizes": topology.block_sizes or [base],
             "blocks": [

@@ -250,10 +250,15 @@ def _bench(found: Collected, node: str, doc: dict, scope: str) -> None:
         found.curves.append(Curve(node, collective, points))
 
 
+def plan(results: Path) -> dict[str, Any]:
+    """The plan the run recorded before the suites (drain.Plan as a dict), or {}."""
+    state = _load(results / "slurm_state.json") or {}
+    return state.get("plan") or {}
+
+
 def skipped(results: Path) -> dict[str, str]:
     """Nodes the run did not test, and why (from the plan it recorded)."""
-    state = _load(results / "slurm_state.json") or {}
-    return (state.get("plan") or {}).get("skipped", {})
+    return plan(results).get("skipped", {})
 
 
 def pair_results(results: Path, pairs: list[tuple[str, str]], limit: float) -> dict:

@@ -53,6 +53,15 @@ def parse_states(scontrol_text: str) -> dict[str, NodeState]:
     return states
 
 
+def still_ours(scontrol_text: str, nodes: list[str]) -> list[str]:
+    """Of the nodes Kiln decided to drain or resume, those it may still act on, read
+    again just before it acts: a node someone else drained meanwhile is theirs."""
+    states = parse_states(scontrol_text)
+    return [
+        n for n in nodes if n in states and (not states[n].drained or states[n].drained_by_kiln)
+    ]
+
+
 def plan(scontrol_text: str, nodes: list[str]) -> Plan:
     result = Plan(parse_states(scontrol_text))
     for node in nodes:

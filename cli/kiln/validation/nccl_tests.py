@@ -9,6 +9,7 @@ with FAILED where nccl-tests printed it).
 """
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,9 +190,21 @@ def _row(line: str, source: str, number: int) -> Row:
 
 def _measure(columns: list[str]) -> Measure:
     time_us, algbw, busbw, wrong = columns
-    return Measure(
-        float(time_us), float(algbw), float(busbw), None if wrong == "N/A" else float(wrong)
+    return _checked(
+        Measure(
+            float(time_us), float(algbw), float(busbw), None if wrong == "N/A" else float(wrong)
+        )
     )
+
+
+def _checked(measure: Measure) -> Measure:
+    """nan passes every comparison (and nccl-tests writes "nan" for it): a time or a
+    bandwidth that is not a finite, non-negative number is no result."""
+    for name in ("time_us", "algbw", "busbw"):
+        value = getattr(measure, name)
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name.removesuffix('_us')} {value!r} is no measurement")
+    return measure
 
 
 def parse_json(text: str, source: str, collective: str | None = None) -> Run:
@@ -250,9 +263,11 @@ def _json_measure(entry: dict | None) -> Measure | None:
     if entry is None:
         return None
     wrong = entry.get("nwrong")
-    return Measure(
-        float(entry.get("time", entry.get("cpu_time", 0.0))),
-        float(entry["alg_bw"]),
-        float(entry["bus_bw"]),
-        None if wrong is None else float(wrong),
+    return _checked(
+        Measure(
+            float(entry.get("time", entry.get("cpu_time", 0.0))),
+            float(entry["alg_bw"]),
+            float(entry["bus_bw"]),
+            None if wrong is None else float(wrong),
+        )
     )

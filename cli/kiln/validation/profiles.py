@@ -7,6 +7,7 @@ the operator's own, and overrides what it names.
 """
 
 import difflib
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -188,6 +189,12 @@ def _section(data: dict, section: str, label: str) -> dict[str, object]:
 
 
 def _number(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    # .nan passes every comparison and .inf fails every one: neither is a threshold.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ProfileError(f"{where}: expected a non-negative number, got {value!r}")
     return float(value)

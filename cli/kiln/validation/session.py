@@ -7,6 +7,7 @@ from pathlib import Path
 from kiln import hostlist, record_ids
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 from kiln.inventory import ClusterSpec
+from kiln.lock import Lock
 from kiln.report import model, write
 from kiln.summary import RunSummary
 from kiln.validation import assess, collect, drain, pairs, profiles
@@ -25,6 +26,7 @@ class Request:
     nodes: str | None = None
     no_drain: bool = False
     json_mode: bool = False
+    lock: Lock | None = None  # the inventory's lock, held by the caller
 
 
 def parse_suites(text: str | None) -> list[str]:
@@ -93,7 +95,9 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
                 inventory=spec,
                 limit=",".join([controller, *nodes]),
                 json_mode=request.json_mode,
+                lock=request.lock,
                 extravars={
+                    "validate_reservation": _reservation(report),
                     "validate_nodes": nodes,
                     "validate_suites": names,
                     "validate_suites_named": request.suites_named,
@@ -110,6 +114,8 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
         return summary
 
     summary = suites(raw, request.suites, [])
+    if summary.status == "canceled":
+        return _canceled(report, raw, spec, controller, request)
     found = collect.collect(raw, nodes, request.suites)
     for failure in summary.failures:  # a node Ansible could not reach or use
         if failure.host in nodes:
@@ -151,6 +157,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
                 inventory=spec,
                 limit=controller,
                 json_mode=request.json_mode,
+                lock=request.lock,
                 extravars={"validate_drain": actions.drain, "validate_resume": actions.resume},
             )
         )
@@ -161,6 +168,47 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
     write.write_all(report)
     failed = report.verdict is Verdict.FAIL
     return report, ExitCode.VALIDATION_FAILED if failed else ExitCode.OK
+
+
+def _canceled(
+    report: model.Report, raw: Path, spec: ClusterSpec, controller: str, request: Request
+) -> tuple[model.Report, ExitCode]:
+    """Ctrl-C or SIGTERM during the suites: nothing is judged (half a run would pass or
+    drain nodes on what did not run) and nothing drained; what the run held in Slurm,
+    the reservation and the nodes it resumed to test, is put back."""
+    from kiln.runner import RunRequest, run_playbook
+
+    plan = collect.plan(raw)
+    states = plan.get("states") or {}
+    redrain = {n: states.get(n, {}).get("reason", "") for n in plan.get("resume_to_test", [])}
+    released = run_playbook(
+        RunRequest(
+            playbook="validate-drain.yml",
+            inventory=spec,
+            limit=controller,
+            json_mode=request.json_mode,
+            lock=request.lock,
+            extravars={
+                "validate_drain": {},
+                "validate_resume": [],
+                "validate_release": {"reservation": _reservation(report), "redrain": redrain},
+            },
+        )
+    )
+    report.runs.append(released.run)
+    report.notes.append("canceled: nothing was judged and no node drained")
+    if released.status != "successful":
+        report.notes.append(
+            f"releasing the reservation failed: see `kiln runs show {released.run}`"
+        )
+    report.finished = model.now()
+    write.write_all(report)
+    return report, ExitCode.INTERRUPTED
+
+
+def _reservation(report: model.Report) -> str:
+    """Per run: two runs never delete each other's reservation."""
+    return f"kiln_validate_{report.id}"
 
 
 def report_path(report: model.Report, kind: str = "html") -> Path:

@@ -22,6 +22,11 @@ def kiln_validate_plan(scontrol_text, nodes):
     return drain.plan(scontrol_text, list(nodes)).to_dict()
 
 
+def kiln_validate_still_ours(scontrol_text, nodes):
+    """The nodes Kiln may still drain: none drained by someone else since it judged."""
+    return drain.still_ours(scontrol_text, list(nodes))
+
+
 def kiln_validate_step(result):
     """A registered srun step, reduced to what the report needs."""
     if result.get("skipped"):
@@ -35,4 +40,5 @@ class FilterModule:
             "kiln_validation_file": kiln_validation_file,
             "kiln_validate_plan": kiln_validate_plan,
             "kiln_validate_step": kiln_validate_step,
+            "kiln_validate_still_ours": kiln_validate_still_ours,
         }

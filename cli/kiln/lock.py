@@ -1,0 +1,79 @@
+"""One run at a time per inventory: two `kiln provision` (or `validate`) on one cluster
+would run dpkg twice at once and restart each other's daemons.
+
+The lock is a file in the state directory held with flock(2) for the life of the
+command, so a killed run never leaves it stale; the file says who holds it.
+"""
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kiln import paths
+from kiln.errors import ExitCode, KilnError
+
+
+class Lock:
+    """A held lock; `running` records the run id once the run has one."""
+
+    def __init__(self, fd: int, holder: dict[str, object]) -> None:
+        self._fd = fd
+        self._holder = holder
+        self._write()
+
+    def running(self, run_id: str) -> None:
+        self._holder["run"] = run_id
+        self._write()
+
+    def _write(self) -> None:
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, json.dumps(self._holder).encode(), 0)
+
+
+def lock_file(inventory: Path) -> Path:
+    digest = hashlib.sha256(str(inventory.absolute()).encode()).hexdigest()[:16]
+    return paths.state_dir() / "locks" / f"inventory-{digest}.lock"
+
+
+@contextlib.contextmanager
+def held(inventory: Path, command: str) -> Iterator[Lock]:
+    """Hold the inventory's lock, or fail at once (exit 7) saying who holds it."""
+    path = lock_file(inventory)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _held_by(inventory, path) from None
+        holder = {
+            "pid": os.getpid(),
+            "command": command,
+            "inventory": str(inventory.absolute()),
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        try:
+            yield Lock(fd, holder)
+        finally:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def _held_by(inventory: Path, path: Path) -> KilnError:
+    try:
+        holder = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        holder = {}
+    who = ", ".join(f"{key} {holder[key]}" for key in ("pid", "run", "started") if holder.get(key))
+    command = holder.get("command", "another kiln command")
+    return KilnError(
+        f"{inventory}: {command} is running on this inventory ({who or 'starting'}); "
+        "wait for it to end",
+        ExitCode.LOCKED,
+    )
