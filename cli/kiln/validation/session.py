@@ -115,7 +115,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
 
     summary = suites(raw, request.suites, [])
     if summary.status == "canceled":
-        return _canceled(report, raw, spec, controller, request)
+        return _canceled(report, raw, controller, request)
     found = collect.collect(raw, nodes, request.suites)
     for failure in summary.failures:  # a node Ansible could not reach or use
         if failure.host in nodes:
@@ -151,19 +151,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
     actions = drain.decide(failing, passing, found.states, request.no_drain)
     report.actions = actions.to_dict()
     if actions.drain or actions.resume:
-        acted = run_playbook(
-            RunRequest(
-                playbook="validate-drain.yml",
-                inventory=spec,
-                limit=controller,
-                json_mode=request.json_mode,
-                lock=request.lock,
-                extravars={"validate_drain": actions.drain, "validate_resume": actions.resume},
-            )
-        )
-        report.runs.append(acted.run)
-        if acted.status != "successful":
-            report.notes.append(f"draining or resuming failed: see `kiln runs show {acted.run}`")
+        _act(report, request, controller, {"drain": actions.drain, "resume": actions.resume})
     report.finished = model.now()
     write.write_all(report)
     failed = report.verdict is Verdict.FAIL
@@ -171,39 +159,39 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
 
 
 def _canceled(
-    report: model.Report, raw: Path, spec: ClusterSpec, controller: str, request: Request
+    report: model.Report, raw: Path, controller: str, request: Request
 ) -> tuple[model.Report, ExitCode]:
     """Ctrl-C or SIGTERM during the suites: nothing is judged (half a run would pass or
     drain nodes on what did not run) and nothing drained; what the run held in Slurm,
     the reservation and the nodes it resumed to test, is put back."""
-    from kiln.runner import RunRequest, run_playbook
-
     plan = collect.plan(raw)
     states = plan.get("states") or {}
     redrain = {n: states.get(n, {}).get("reason", "") for n in plan.get("resume_to_test", [])}
-    released = run_playbook(
-        RunRequest(
-            playbook="validate-drain.yml",
-            inventory=spec,
-            limit=controller,
-            json_mode=request.json_mode,
-            lock=request.lock,
-            extravars={
-                "validate_drain": {},
-                "validate_resume": [],
-                "validate_release": {"reservation": _reservation(report), "redrain": redrain},
-            },
-        )
-    )
-    report.runs.append(released.run)
     report.notes.append("canceled: nothing was judged and no node drained")
-    if released.status != "successful":
-        report.notes.append(
-            f"releasing the reservation failed: see `kiln runs show {released.run}`"
-        )
+    release = {"reservation": _reservation(report), "redrain": redrain}
+    _act(report, request, controller, {"drain": {}, "resume": [], "release": release})
     report.finished = model.now()
     write.write_all(report)
     return report, ExitCode.INTERRUPTED
+
+
+def _act(report: model.Report, request: Request, controller: str, act: dict) -> None:
+    """validate-drain.yml on the controller with validate_<key> for each of `act`."""
+    from kiln.runner import RunRequest, run_playbook
+
+    acted = run_playbook(
+        RunRequest(
+            playbook="validate-drain.yml",
+            inventory=request.inventory,
+            limit=controller,
+            json_mode=request.json_mode,
+            lock=request.lock,
+            extravars={f"validate_{key}": value for key, value in act.items()},
+        )
+    )
+    report.runs.append(acted.run)
+    if acted.status != "successful":
+        report.notes.append(f"acting in Slurm failed: see `kiln runs show {acted.run}`")
 
 
 def _reservation(report: model.Report) -> str:
