@@ -49,7 +49,8 @@ class Host(BaseModel):
 class ClusterSpec(BaseModel):
     """What an inventory declares, in the terms the CLI and reports reason about."""
 
-    path: Path
+    path: Path  # the inventory's directory (group_vars/, relative file names)
+    source: Path  # what Ansible is given: that directory, or the one file named
     hosts: dict[str, Host]
     groups: dict[str, list[str]]
     warnings: list[str] = []
@@ -96,9 +97,10 @@ class _Loaded:
 
 def load(path: Path | str | None = None) -> ClusterSpec:
     """Load and validate; raise InventoryError listing every problem found."""
-    directory, sources = _find_sources(Path(path) if path else paths.default_inventory())
+    source, sources = _find_sources(Path(path) if path else paths.default_inventory())
+    directory = source.parent if source.is_file() else source
     loaded = _read(directory, sources)
-    spec = _build_spec(directory, loaded)
+    spec = _build_spec(source, directory, loaded)
     problems = _check_names(spec, loaded.definitions)
     problems += _check_structure(spec) + _check_variables(spec, loaded.definitions)
     if not problems:
@@ -109,14 +111,14 @@ def load(path: Path | str | None = None) -> ClusterSpec:
 
 
 def _find_sources(path: Path) -> tuple[Path, list[Path]]:
-    """The inventory's directory and the files Ansible reads as inventory sources."""
+    """The inventory as Ansible is given it (absolute) and the files it reads there."""
     if not path.exists():
         raise InputError(f"inventory not found: {path}")
     # Absolute from here on: ansible-runner takes a relative string that names no file
     # in its own working directory as inline inventory content (one host named so).
     named, path = path, path.absolute()
     if path.is_file():
-        return path.parent, [path]
+        return path, [path]
     sources = _sources_in(path, path)
     if not sources:
         hint = " (for the lab, run `kiln lab up` first)"
@@ -335,7 +337,7 @@ def _ancestry(groups: dict[str, _Group]) -> tuple[dict[str, int], dict[str, set[
     return depth, host_groups
 
 
-def _build_spec(directory: Path, loaded: _Loaded) -> ClusterSpec:
+def _build_spec(source: Path, directory: Path, loaded: _Loaded) -> ClusterSpec:
     depth, host_groups = _ancestry(loaded.groups)
     order = sorted(loaded.groups, key=lambda g: (depth.get(g, 0), g))
     hosts: dict[str, Host] = {}
@@ -352,7 +354,9 @@ def _build_spec(directory: Path, loaded: _Loaded) -> ClusterSpec:
         for name in sorted(loaded.groups)
         if name != "all"
     }
-    return ClusterSpec(path=directory, hosts=hosts, groups=groups, warnings=loaded.warnings)
+    return ClusterSpec(
+        path=directory, source=source, hosts=hosts, groups=groups, warnings=loaded.warnings
+    )
 
 
 def _check_names(spec: ClusterSpec, definitions: list[_Definition]) -> list[str]:

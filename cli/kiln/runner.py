@@ -145,7 +145,7 @@ def run_playbook(request: RunRequest) -> RunSummary:
     record = runs.RunRecord(
         run=run_id,
         playbook=playbook.name,
-        inventory=str(request.inventory.path),
+        inventory=str(request.inventory.source),
         limit=request.limit,
         tags=request.tags,
         check=request.check,
@@ -178,7 +178,8 @@ def run_playbook(request: RunRequest) -> RunSummary:
             ident=runs.RUNNER_IDENT,
             project_dir=str(paths.content_root()),
             playbook=str(playbook),
-            inventory=str(request.inventory.path),
+            # What Kiln checked: the directory, or the one file the operator named.
+            inventory=str(request.inventory.source),
             limit=request.limit,
             tags=request.tags,
             cmdline=_cmdline(request),

@@ -331,3 +331,15 @@ def test_a_cluster_name_that_would_reach_a_shell_is_refused(write_inventory):
         "group_vars/all.yml: slurm_cluster_name \"kiln'; rm -rf /; '\" may hold only "
         "letters, digits, '.', '_' and '-'"
     )
+
+
+def test_ansible_is_given_what_kiln_checked(write_inventory):
+    """A directory: all of it. One file named: that file, not the directory around it
+    (whose other files Kiln did not read)."""
+    directory = write_inventory(files={"other.yml": {"all": {"hosts": {"ghost": None}}}})
+    whole = inventory.load(directory)
+    assert (whole.source, whole.path) == (directory, directory)
+    assert "ghost" in whole.hosts
+    one = inventory.load(directory / "hosts.yml")
+    assert (one.source, one.path) == (directory / "hosts.yml", directory)
+    assert "ghost" not in one.hosts
