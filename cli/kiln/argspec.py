@@ -49,7 +49,7 @@ def is_template(value: Any) -> bool:
 
 def is_opaque(value: Any) -> bool:
     """A value Kiln cannot look into before Ansible runs: a template or a vault secret."""
-    from kiln.inventory import VaultValue
+    from kiln.yaml_input import VaultValue
 
     return is_template(value) or isinstance(value, VaultValue)
 

@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from kiln.errors import ExitCode, KilnError
+from kiln.errors import ExitCode, InputError, KilnError
 
 
 def write_private(path: Path, text: str) -> None:
@@ -29,3 +29,14 @@ def write_private(path: Path, text: str) -> None:
             message = f"cannot write {path}: no space left on the device"
             raise KilnError(message, ExitCode.FAILED) from None
         raise KilnError(f"cannot write {path}: {exc.strerror}", ExitCode.FAILED) from None
+
+
+def read_text(path: Path, label: str | None = None) -> str:
+    """A text file Kiln is given, or one line saying why it cannot be read."""
+    label = label or str(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{label}: not a text file (byte {exc.start} is not UTF-8)") from None
+    except OSError as exc:
+        raise InputError(f"{label}: cannot read: {exc.strerror}") from None

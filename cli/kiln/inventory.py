@@ -6,16 +6,17 @@ variables that must name a host of the inventory. Every problem is reported on o
 line naming the file or host, the variable and what was expected.
 """
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel
 
-from kiln import argspec, hostlist, paths
+from kiln import argspec, hostlist, paths, yaml_input
 from kiln.errors import InputError
+from kiln.files import read_text
 
 # Ansible reads every file of an inventory directory, in name order, except these
 # (ansible-core's defaults: INVENTORY_IGNORE_EXTS and the names it always skips; a unit
@@ -54,6 +55,8 @@ class ClusterSpec(BaseModel):
     hosts: dict[str, Host]
     groups: dict[str, list[str]]
     warnings: list[str] = []
+    # Files Kiln could not look into (whole-file ansible-vault); Ansible reads them.
+    unchecked: list[str] = []
 
     def group(self, name: str) -> list[str]:
         return self.groups.get(name, [])
@@ -93,6 +96,7 @@ class _Loaded:
     host_vars: dict[str, dict[str, Any]]
     definitions: list[_Definition]
     warnings: list[str]
+    unchecked: list[str] = field(default_factory=list)
 
 
 def load(path: Path | str | None = None) -> ClusterSpec:
@@ -154,47 +158,6 @@ def _sources_in(directory: Path, top: Path) -> list[Path]:
     return sources
 
 
-class VaultValue(str):
-    """An `!vault` encrypted value: Ansible decrypts it at run time; Kiln only sees
-    that it is there (its type is a string, its content unknown)."""
-
-
-class _InventoryLoader(yaml.SafeLoader):
-    def construct_mapping(self, node, deep=False):
-        # A key written twice keeps only its last value (Ansible only warns): a second
-        # `slurm_compute:` would silently drop the first one's hosts.
-        seen: dict[object, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if key in seen:
-                raise yaml.MarkedYAMLError(
-                    problem=f"{key!r} appears twice (first on line {seen[key] + 1})",
-                    problem_mark=key_node.start_mark,
-                )
-            seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
-
-
-_InventoryLoader.add_constructor(
-    "!vault", lambda loader, node: VaultValue(loader.construct_scalar(node))
-)
-_InventoryLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
-
-
-def _parse_yaml(path: Path, label: str) -> Any:
-    try:
-        # A SafeLoader that also knows Ansible's !vault and !unsafe tags.
-        return yaml.load(path.read_text(), Loader=_InventoryLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"{label}:{mark.line + 1}" if mark else label
-        raise InputError(f"{where}: YAML does not parse: {exc.problem}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{label}: YAML does not parse: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"{label}: cannot read: {exc.strerror}") from None
-
-
 def _expand_host_pattern(name: str) -> list[str]:
     """Ansible's numeric ranges in host keys: gpu[001:004] -> gpu001..gpu004."""
     match = _RANGE.search(name)
@@ -220,7 +183,9 @@ def _read(base: Path, sources: list[Path]) -> _Loaded:
     host_vars: dict[str, dict[str, Any]] = {}
     definitions: list[_Definition] = []
 
-    def walk(label: str, group_name: str, body: Any) -> None:
+    def walk(label: str, group_name: Any, body: Any) -> None:
+        if not isinstance(group_name, str):
+            raise InputError(f"{label}: group {group_name!r} is not a string; quote it")
         group = groups.setdefault(group_name, _Group(group_name))
         if body is None:
             return
@@ -237,26 +202,30 @@ def _read(base: Path, sources: list[Path]) -> _Loaded:
             if body.get(key) is not None and not isinstance(body[key], dict):
                 raise InputError(f"{label}: {group_name}.{key} must be a mapping")
         for pattern, hvars in (body.get("hosts") or {}).items():
+            if not isinstance(pattern, str):
+                raise InputError(f"{label}: host {pattern!r} is not a string; quote it")
             if hvars is not None and not isinstance(hvars, dict):
                 raise InputError(f"{label}: host {pattern} must map to variables or nothing")
-            for host in _expand_host_pattern(str(pattern)):
+            _check_variable_names(f"{label}: host {pattern}", hvars or {})
+            for host in _expand_host_pattern(pattern):
                 group.hosts.add(host)
                 host_vars.setdefault(host, {}).update(hvars or {})
                 definitions.extend(
                     _Definition(f"{label} (host {host})", k, v) for k, v in (hvars or {}).items()
                 )
+        _check_variable_names(f"{label}: group {group_name}", body.get("vars") or {})
         for key, value in (body.get("vars") or {}).items():
             group.vars[key] = value
             definitions.append(_Definition(f"{label} (group {group_name})", key, value))
         for child, child_body in (body.get("children") or {}).items():
-            group.children.add(str(child))
-            walk(label, str(child), child_body)
+            walk(label, child, child_body)
+            group.children.add(child)
 
     groups["all"] = _Group("all")
     for source in sources:
         label = str(source.relative_to(base)) if source.is_relative_to(base) else str(source)
         try:
-            data = _parse_yaml(source, label)
+            data = yaml_input.load(source, label)
         except InputError:
             if source.suffix:
                 raise
@@ -272,12 +241,13 @@ def _read(base: Path, sources: list[Path]) -> _Loaded:
                 "Kiln cannot check an inventory plugin's configuration or other content"
             )
         for name, body in data.items():
+            walk(label, name, body)
             # Top-level groups other than 'all' are its children, as in Ansible.
-            if str(name) != "all":
-                groups["all"].children.add(str(name))
-            walk(label, str(name), body)
-    warnings = _read_vars_dirs(base, groups, host_vars, definitions)
-    return _Loaded(groups, host_vars, definitions, warnings)
+            if name != "all":
+                groups["all"].children.add(name)
+    loaded = _Loaded(groups, host_vars, definitions, [])
+    _read_vars_dirs(base, loaded)
+    return loaded
 
 
 def _vars_files(directory: Path, name: str) -> list[Path]:
@@ -289,33 +259,64 @@ def _vars_files(directory: Path, name: str) -> list[Path]:
     return found
 
 
-def _read_vars_dirs(
-    base: Path,
-    groups: dict[str, _Group],
-    host_vars: dict[str, dict[str, Any]],
-    definitions: list[_Definition],
-) -> list[str]:
-    warnings = []
-    for kind, targets in (("group_vars", groups), ("host_vars", host_vars)):
+VAULT_HEADER = "$ANSIBLE_VAULT;"
+# Where ansible-playbook finds a vault password without being asked on a terminal.
+VAULT_PASSWORD_SETTINGS = ("ANSIBLE_VAULT_PASSWORD_FILE", "ANSIBLE_VAULT_IDENTITY_LIST")
+
+
+def _read_vars_dirs(base: Path, loaded: _Loaded) -> None:
+    for kind, targets in (("group_vars", loaded.groups), ("host_vars", loaded.host_vars)):
         directory = base / kind
         if not directory.is_dir():
             continue
         names = {p.stem if p.is_file() else p.name for p in directory.iterdir()}
         for stray in sorted(names - set(targets)):
             what = "group" if kind == "group_vars" else "host"
-            warnings.append(f"{kind}/{stray}: no {what} named {stray} in the inventory; ignored")
+            loaded.warnings.append(
+                f"{kind}/{stray}: no {what} named {stray} in the inventory; ignored"
+            )
         for name in sorted(names & set(targets)):
             for file in _vars_files(directory, name):
                 rel = str(file.relative_to(base))
-                data = _parse_yaml(file, rel)
+                text = read_text(file, rel)
+                if text.startswith(VAULT_HEADER):
+                    _encrypted(rel)
+                    loaded.unchecked.append(rel)
+                    continue
+                data = yaml_input.parse(text, rel)
                 if data is None:
                     continue
                 if not isinstance(data, dict):
                     raise InputError(f"{rel}: expected a mapping of variables")
-                target = groups[name].vars if kind == "group_vars" else host_vars[name]
+                _check_variable_names(rel, data)
+                target = (
+                    loaded.groups[name].vars if kind == "group_vars" else loaded.host_vars[name]
+                )
                 target.update(data)
-                definitions.extend(_Definition(rel, k, v) for k, v in data.items())
-    return warnings
+                loaded.definitions.extend(_Definition(rel, k, v) for k, v in data.items())
+
+
+def _encrypted(rel: str) -> None:
+    """A whole file encrypted with ansible-vault: Ansible reads it given a password;
+    without one the run would stop at its first task, so stop now."""
+    if not any(os.environ.get(setting) for setting in VAULT_PASSWORD_SETTINGS):
+        raise InputError(
+            f"{rel}: encrypted with ansible-vault, and no vault password is configured"
+            " (set ANSIBLE_VAULT_PASSWORD_FILE)"
+        )
+
+
+_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_variable_names(where: str, variables: dict) -> None:
+    """Ansible's rule for variable names (it only warns today, and will refuse)."""
+    for name in variables:
+        if not isinstance(name, str) or not _VARIABLE_NAME.match(name):
+            raise InputError(
+                f"{where}: variable name {name!r} is not valid (letters, digits and '_',"
+                " not starting with a digit)"
+            )
 
 
 def _ancestry(groups: dict[str, _Group]) -> tuple[dict[str, int], dict[str, set[str]]]:
@@ -355,7 +356,12 @@ def _build_spec(source: Path, directory: Path, loaded: _Loaded) -> ClusterSpec:
         if name != "all"
     }
     return ClusterSpec(
-        path=directory, source=source, hosts=hosts, groups=groups, warnings=loaded.warnings
+        path=directory,
+        source=source,
+        hosts=hosts,
+        groups=groups,
+        warnings=loaded.warnings,
+        unchecked=loaded.unchecked,
     )
 
 
@@ -427,7 +433,6 @@ TOPOLOGY_PREFIX = "slurm_topology_"
 def _check_topology(spec: ClusterSpec) -> list[str]:
     """The topology the slurm role would write, built now where its input is here."""
     from kiln.topology import for_slurm
-    from kiln.topology.model import TopologyError
     from kiln.topology.sources import LABEL_VARIABLE
 
     controller = spec.group("slurm_controller")[0]
@@ -442,7 +447,7 @@ def _check_topology(spec: ClusterSpec) -> list[str]:
     labels = {h: spec.hosts[h].vars.get(LABEL_VARIABLE) for h in compute}
     try:
         for_slurm.preflight(settings, labels, compute, str(spec.path))
-    except TopologyError as exc:
+    except InputError as exc:  # a TopologyError, or a file that cannot be read
         return [f"slurm_topology_source {settings['source']}: {exc}"]
     return []
 

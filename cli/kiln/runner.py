@@ -58,7 +58,7 @@ def resolve_playbook(name: str) -> Path:
     return candidate
 
 
-def _ansible_env() -> dict[str, str]:
+def ansible_env() -> dict[str, str]:
     # ansible-playbook comes with Kiln's own environment, which may not be on PATH.
     bin_dir = str(Path(sys.executable).parent)
     return {
@@ -184,7 +184,7 @@ def run_playbook(request: RunRequest) -> RunSummary:
             tags=request.tags,
             cmdline=_cmdline(request),
             extravars=str(extravars),
-            envvars={**_ansible_env(), run_cleanup.MARKER: run_id},
+            envvars={**ansible_env(), run_cleanup.MARKER: run_id},
             # Absolute, so facts outlive the run (a --limit run needs its peers' facts).
             fact_cache=str(fact_cache),
             event_handler=on_event,

@@ -9,10 +9,12 @@ Layout of a run directory (under paths.runs_dir()):
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kiln import files, paths, record_ids
+from kiln.errors import InputError
 from kiln.summary import EventAccumulator, RunSummary
 
 RUNNER_IDENT = "ansible"
@@ -54,23 +56,65 @@ def events_dir(run_dir: Path) -> Path:
     return run_dir / "artifacts" / RUNNER_IDENT / "job_events"
 
 
-def list_records() -> list[RunRecord]:
-    """Every kept run, newest first."""
+def list_records(problems: list[str] | None = None) -> list[RunRecord]:
+    """Every kept run, newest first; a line in `problems` for each unreadable record."""
     records = []
     if paths.runs_dir().is_dir():
         for record_file in paths.runs_dir().glob(f"*/{RECORD_FILE}"):
             try:
-                records.append(RunRecord.model_validate_json(record_file.read_text()))
-            except ValueError:
-                continue  # a run killed while writing its record; nothing to show
+                records.append(RunRecord.model_validate_json(record_file.read_bytes()))
+            except (OSError, ValueError) as exc:
+                if problems is not None:
+                    problems.append(f"{record_file}: not a Kiln run record ({_first(exc)})")
     return sorted(records, key=lambda r: (r.started, r.run), reverse=True)
+
+
+def _first(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        return f"{where}: {error['msg']}" if where else error["msg"]
+    return getattr(exc, "strerror", None) or str(exc).splitlines()[0]
 
 
 def find(run: str) -> tuple[RunRecord, Path]:
     """A run by id, unique id prefix, or 'latest'."""
-    records = {r.run: r for r in list_records()}
-    found = record_ids.pick(list(records), run, "run", paths.runs_dir(), "kiln runs list")
+    problems: list[str] = []
+    records = {r.run: r for r in list_records(problems)}
+    try:
+        found = record_ids.pick(list(records), run, "run", paths.runs_dir(), "kiln runs list")
+    except InputError:
+        # the run asked for is there, but its record cannot be read: say that instead
+        unreadable = [p for p in problems if Path(p.split(":")[0]).parent.name.startswith(run)]
+        if len(unreadable) == 1:
+            raise InputError(unreadable[0]) from None
+        raise
     return records[found], paths.runs_dir() / found
+
+
+class _EventData(BaseModel):
+    """The fields of a job event that a summary reads, with their types."""
+
+    model_config = ConfigDict(extra="allow")
+    host: str | None = None
+    remote_addr: str | None = None
+    task: str = ""
+    play: str = ""
+    res: dict[str, Any] | None = None
+    ignore_errors: bool | None = None
+    # playbook_on_stats: host -> count
+    ok: dict[str, int] | None = None
+    changed: dict[str, int] | None = None
+    failures: dict[str, int] | None = None
+    dark: dict[str, int] | None = None
+    skipped: dict[str, int] | None = None
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    counter: int = 0
+    event: str = ""
+    event_data: _EventData | None = None
 
 
 def replay(record: RunRecord, run_dir: Path) -> RunSummary:
@@ -79,9 +123,15 @@ def replay(record: RunRecord, run_dir: Path) -> RunSummary:
     events = []
     for event_file in events_dir(run_dir).glob("*.json"):
         try:
-            events.append(json.loads(event_file.read_text()))
-        except ValueError:
-            continue  # a partial file from an interrupted write
+            raw = event_file.read_bytes()
+            _Event.model_validate_json(raw)
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, ValidationError) and exc.errors()[0]["type"] == "json_invalid":
+                continue  # a partial file from an interrupted write
+            raise InputError(
+                f"{event_file}: not an ansible-runner job event ({_first(exc)})"
+            ) from None
+        events.append(json.loads(raw))
     for event in sorted(events, key=lambda e: e.get("counter", 0)):
         accumulator.feed(event)
     accumulator.summary.status = record.status

@@ -71,7 +71,8 @@ def failure_message(result: dict[str, Any]) -> str:
     """The module's own words for a failure, on one line."""
     if not isinstance(result, dict):
         return str(result)
-    for item in result.get("results") or []:
+    results = result.get("results")
+    for item in results if isinstance(results, list) else []:
         if isinstance(item, dict) and (item.get("failed") or item.get("unreachable")):
             return failure_message(item)
     for key in ("msg", "stderr", "module_stderr", "reason", "censored", "stdout"):
@@ -84,7 +85,8 @@ def failure_message(result: dict[str, Any]) -> str:
     # A command's message alone ("non-zero return code") hides what it said.
     if result.get("rc") not in (None, 0):
         text += f" (rc={result['rc']})"
-        stderr = (result.get("stderr") or "").strip()
+        stderr = result.get("stderr")
+        stderr = stderr.strip() if isinstance(stderr, str) else ""
         if stderr and stderr not in text:
             text += f": {stderr}"
     text = _ANSIBLE_PREFIX.sub("", " ".join(text.split()))

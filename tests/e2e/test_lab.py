@@ -16,8 +16,8 @@ pytestmark = pytest.mark.e2e
 LAB = "e2e"
 
 
-def provision(inventory: str, *extra: str) -> tuple[int, dict]:
-    result = run_kiln("provision", "-i", inventory, "--json", *extra, timeout=1200)
+def provision(inventory: str, *extra: str, cwd: Path | None = None) -> tuple[int, dict]:
+    result = run_kiln("provision", "-i", inventory, "--json", *extra, timeout=1200, cwd=cwd)
     assert result.stdout, result.stderr
     return result.returncode, json.loads(result.stdout)
 
@@ -76,8 +76,10 @@ def test_provision_then_reprovision_changes_and_restarts_nothing(lab):
     ]
     assert all(h["changed"] > 0 for h in first["hosts"].values())
     before = start_times()
-    code, second = provision(lab)
-    assert code == ExitCode.OK
+    # Relative, as the README writes it (`-i inventories/mycluster`): the same hosts.
+    where = Path(lab)
+    code, second = provision(f"{where.parent.name}/{where.name}", cwd=where.parent.parent)
+    assert code == ExitCode.OK, second["failures"]
     assert {h: c["changed"] for h, c in second["hosts"].items()} == dict.fromkeys(first["hosts"], 0)
     assert start_times() == before, "a daemon was restarted by a run that changed nothing"
 
@@ -136,7 +138,7 @@ def validate(inventory: str, *extra: str) -> tuple[int, dict]:
     return result.returncode, json.loads(result.stdout)
 
 
-def test_validate_passes_a_healthy_lab_and_writes_every_report(lab):
+def test_validate_passes_a_healthy_lab_and_writes_every_report(lab, planted_tree):
     import os
     from pathlib import Path
 
@@ -172,7 +174,29 @@ def test_validate_passes_a_healthy_lab_and_writes_every_report(lab):
     assert "<svg" in (folder / "report.html").read_text()
     assert report["actions"] == {"drain": {}, "resume": [], "left": {}}
     assert "No reservations" in on("controller", "scontrol show reservation")
-    assert on("controller", "ls -A /shared/.kiln-validate").split() == ["import-tree"]
+    # Each run's directories on the shared mount are its own, and removed after it.
+    left = [n for n in on("controller", "ls -A /shared").split() if "kiln-validate" in n]
+    assert left == [PLANTED]
+
+
+# What a user could leave on a shared mount for root to import: the tree where older
+# Kiln kept it, with the marker that made it trusted. Importing it would leave a file.
+PLANTED = ".kiln-validate"
+PLANT = (
+    "install -d -o nobody /shared/.kiln-validate/import-tree/kiln_cold_import"
+    " && cd /shared/.kiln-validate/import-tree/kiln_cold_import"
+    " && touch __init__.py .complete-3000 .complete-300"
+    ' && echo \'open("/tmp/kiln-planted", "w")\' > all.py'
+)
+
+
+@pytest.fixture
+def planted_tree(lab):
+    on("controller", PLANT)
+    yield
+    for node in ("controller", "compute01", "compute02"):
+        on(node, "test ! -e /tmp/kiln-planted")
+    on("controller", "rm -rf /shared/.kiln-validate")
 
 
 def test_validate_named_suite_without_its_prerequisite(lab):
@@ -202,7 +226,7 @@ def test_a_broken_mount_fails_and_drains_only_that_node_until_it_passes(lab):
         state = on("controller", f"scontrol show node {node} --oneliner")
         assert "DRAIN" in state and "Reason=kiln: storage.mount /shared" in state
         # Nothing was written where the filesystem should have been.
-        on("compute02", "test ! -e /shared/.kiln-validate")
+        on("compute02", "! ls -A /shared 2>/dev/null | grep -q kiln-validate")
     finally:
         on("compute02", "systemctl start autofs")
     code, report = validate(lab, "--suite", "slurm,storage")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kiln import inventory
+from kiln import inventory, yaml_input
 from kiln.errors import ExitCode, InputError
 from tests.conftest import cluster_inventory
 
@@ -178,7 +178,7 @@ def test_vault_encrypted_values_load_and_are_not_judged(write_inventory):
         "base_packages: !unsafe '{{ not a template }}'\n"
     )
     spec = inventory.load(write_inventory(files={"group_vars/all.yml": vaulted}))
-    assert isinstance(spec.hosts["gpu001"].vars["base_apt_proxy"], inventory.VaultValue)
+    assert isinstance(spec.hosts["gpu001"].vars["base_apt_proxy"], yaml_input.VaultValue)
 
 
 # --- what Ansible reads: every file of the inventory directory ------------------------

@@ -4,8 +4,12 @@ import and small-file test, and Kiln's torch benchmark with two gloo ranks."""
 import argparse
 import json
 import os
+import pwd
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -16,12 +20,42 @@ from kiln.validation import node_probe, torch_bench
 BENCH = Path(torch_bench.__file__)
 
 
-def test_tree_is_written_once_and_imports(tmp_path):
-    args = types.SimpleNamespace(root=str(tmp_path), modules=250)
-    assert node_probe.tree(args)["written"] is True
-    assert node_probe.tree(args)["written"] is False  # the marker makes it idempotent
-    modules = list((tmp_path / node_probe.TREE_PACKAGE).rglob("m*.py"))
-    assert len(modules) == 250
+ME = pwd.getpwuid(os.geteuid()).pw_name
+
+
+def tree_args(mount: Path, run: str = "r1", modules: int = 250, user: str = ME):
+    return types.SimpleNamespace(mount=str(mount), run=run, user=user, modules=modules)
+
+
+def import_config(root: str, **changes) -> dict:
+    return {
+        "run": "r1",
+        "user": ME,
+        "module": "kiln_cold_import.all",
+        "root": root,
+        "python": sys.executable,
+        "needs_mount": "",
+        "mount_timeout_s": 1,
+        "timeout_s": 60,
+        "start_at": 0,
+        **changes,
+    }
+
+
+def ok_mount_check(tmp_path: Path, monkeypatch, mount: Path) -> None:
+    check = tmp_path / "kiln-mount-check"
+    healthy = {"name": "shared", "path": str(mount), "status": "OK", "reason": ""}
+    check.write_text(f"#!/bin/sh\necho '{json.dumps({'host': 'n', 'mounts': [healthy]})}'\n")
+    check.chmod(0o755)
+    monkeypatch.setattr(node_probe, "MOUNT_CHECK", str(check))
+
+
+def test_each_run_writes_a_fresh_private_tree_that_imports(tmp_path):
+    done = node_probe.tree(tree_args(tmp_path))
+    root = tmp_path / ".kiln-validate-r1-tree"
+    assert done == {"root": str(root), "modules": 250}
+    assert root.stat().st_mode & 0o777 == 0o700
+    assert len(list((root / node_probe.TREE_PACKAGE).rglob("m*.py"))) == 250
     result = subprocess.run(
         [
             sys.executable,
@@ -29,26 +63,59 @@ def test_tree_is_written_once_and_imports(tmp_path):
             "-c",
             "import kiln_cold_import.all as a; print(a.sub0002.m049.value())",
         ],
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        env={**os.environ, "PYTHONPATH": str(root)},
         capture_output=True,
         text=True,
         check=True,
     )
     assert result.stdout.strip() == "249"
+    # The same run never writes into, or trusts, a tree that is already there.
+    assert node_probe.tree(tree_args(tmp_path)) == {
+        "error": f"{root} exists already, not made by this run: not used"
+    }
+    assert node_probe.remove_tree(tree_args(tmp_path)) == {"removed": True}
+    assert list(tmp_path.iterdir()) == []
+
+
+def plant_tree(root: Path, witness: Path) -> None:
+    """A package tree as an attacker would leave it: importing it writes `witness`."""
+    package = root / node_probe.TREE_PACKAGE
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "all.py").write_text(f"open({str(witness)!r}, 'w').write('imported')\n")
+    (package / ".complete-250").write_text("")  # the old probe trusted this marker
+
+
+def test_a_planted_tree_is_never_imported(tmp_path, monkeypatch):
+    mount, witness = tmp_path / "shared", tmp_path / "witness"
+    mount.mkdir()
+    # Where older Kiln kept its tree, and where this run's tree will go.
+    plant_tree(mount / ".kiln-validate" / "import-tree", witness)
+    plant_tree(mount / ".kiln-validate-r1-tree", witness)
+    os.chmod(mount / ".kiln-validate-r1-tree", 0o777)
+    done = node_probe.tree(tree_args(mount))
+    assert done["error"].endswith("exists already, not made by this run: not used")
+    # The role imports only the tree this run made; pointed at any other, the probe refuses.
+    monkeypatch.setattr(node_probe, "MOUNT_CHECK", "/nonexistent/kiln-mount-check")
+    for planted in (mount / ".kiln-validate" / "import-tree", mount / ".kiln-validate-r1-tree"):
+        refused = node_probe.cold_import(import_config(str(planted)))
+        assert "not made by this run: not used" in refused["error"], refused
+    assert not witness.exists()
+    if os.geteuid() == 0:  # private, but another user's: refused as well
+        foreign = mount / ".kiln-validate-r1-tree"
+        os.chown(foreign, 12345, 12345)
+        os.chmod(foreign, 0o700)
+        refused = node_probe.cold_import(import_config(str(foreign)))
+        assert refused["error"] == (
+            f"{foreign} is owned by uid 12345 with mode 700, not made by this run: not used"
+        )
+        assert not witness.exists()
 
 
 def test_cold_import_times_the_import_and_reports_a_missing_module(tmp_path, monkeypatch):
-    node_probe.tree(types.SimpleNamespace(root=str(tmp_path), modules=120))
+    root = node_probe.tree(tree_args(tmp_path, modules=120))["root"]
     monkeypatch.setattr(node_probe, "MOUNT_CHECK", "/nonexistent/kiln-mount-check")
-    config = {
-        "module": "kiln_cold_import.all",
-        "root": str(tmp_path),
-        "python": sys.executable,
-        "needs_mount": "",
-        "mount_timeout_s": 1,
-        "timeout_s": 60,
-        "start_at": 0,
-    }
+    config = import_config(root)
     done = node_probe.cold_import(config)
     assert done["seconds"] > 0 and done["module"] == "kiln_cold_import.all"
     missing = node_probe.cold_import({**config, "module": "no_such_package"})
@@ -56,6 +123,101 @@ def test_cold_import_times_the_import_and_reports_a_missing_module(tmp_path, mon
     # a mount the node does not have is reported, and nothing is imported from it
     unmounted = node_probe.cold_import({**config, "needs_mount": "/shared"})
     assert unmounted["error"] == "/shared is not mounted"
+
+
+def test_storage_never_follows_a_planted_symlink(tmp_path, monkeypatch):
+    mount, victim = tmp_path / "shared", tmp_path / "victim"
+    mount.mkdir()
+    victim.mkdir()
+    (victim / "keep").write_text("precious")
+    node = socket.gethostname()
+    (mount / f".kiln-validate-r1-{node}").symlink_to(victim)
+    ok_mount_check(tmp_path, monkeypatch, mount)
+    params = {"mount_timeout_s": 1, "timeout_s": 30}
+    result = node_probe.storage({"run": "r1", "user": ME, "params": params, "scratch": []})
+    link = mount / f".kiln-validate-r1-{node}"
+    assert result["targets"] == [
+        {"path": str(mount), "error": f"{link} exists already, not made by this run: not used"}
+    ]
+    assert [p.name for p in victim.iterdir()] == ["keep"]
+    assert (victim / "keep").read_text() == "precious"
+    assert link.is_symlink()  # not Kiln's to remove either
+
+
+def test_storage_works_in_a_fresh_directory_and_removes_it(tmp_path, monkeypatch):
+    mount = tmp_path / "shared"
+    mount.mkdir()
+    ok_mount_check(tmp_path, monkeypatch, mount)
+    params = {
+        "mount_timeout_s": 1,
+        "timeout_s": 30,
+        "numjobs": 1,
+        "file_size_mib": 1,
+        "direct": False,
+        "block_size": "1M",
+        "runtime_s": 1,
+        "metadata_files": 50,
+    }
+    result = node_probe.storage({"run": "r1", "user": ME, "params": params, "scratch": []})
+    (target,) = result["targets"]
+    assert target["path"] == str(mount) and "error" not in target, target
+    assert target["metadata"]["files"] == 50
+    assert set(target) == {"path", "seq_write", "seq_read", "rand_read", "metadata"}
+    assert list(mount.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another account needs root")
+def test_as_root_the_probes_work_as_the_unprivileged_account(tmp_path, monkeypatch):
+    # A world-traversable place, as a shared mount is (pytest's tmp_path is root's 0700).
+    base = Path(tempfile.mkdtemp(prefix="kiln-probe-"))
+    try:
+        base.chmod(0o755)
+        probe = base / "node_probe.py"
+        shutil.copy(node_probe.__file__, probe)
+        monkeypatch.setattr(node_probe, "__file__", str(probe))
+        # the nodes' Python (the test's own may sit under root's home)
+        monkeypatch.setattr(node_probe.sys, "executable", "/usr/bin/python3")
+        mount = base / "shared"
+        mount.mkdir(mode=0o755)
+        nobody = pwd.getpwnam("nobody")
+        done = node_probe.tree(tree_args(mount, modules=120, user="nobody"))
+        root = Path(done["root"])
+        for path in [root, *root.rglob("*")]:
+            assert path.stat().st_uid == nobody.pw_uid, path
+        assert root.stat().st_mode & 0o777 == 0o700
+        (root / "kiln_whoami.py").write_text(
+            "import os\nopen(__file__ + '.uid', 'w').write(str(os.getuid()))\n"
+        )
+        os.chown(root / "kiln_whoami.py", nobody.pw_uid, nobody.pw_gid)
+        monkeypatch.setattr(node_probe, "MOUNT_CHECK", "/nonexistent/kiln-mount-check")
+        config = import_config(
+            str(root), user="nobody", module="kiln_whoami", python="/usr/bin/python3"
+        )
+        assert "seconds" in node_probe.cold_import(config)
+        assert (root / "kiln_whoami.py.uid").read_text() == str(nobody.pw_uid)
+        # Storage: the fresh directory is the account's, and the small files are written
+        # there as that account.
+        ok_mount_check(base, monkeypatch, mount)
+        params = {
+            "mount_timeout_s": 1,
+            "timeout_s": 30,
+            "block_size": "1M",
+            "numjobs": 1,
+            "file_size_mib": 1,
+            "direct": False,
+            "runtime_s": 1,
+            "metadata_files": 20,
+        }
+        result = node_probe.storage(
+            {"run": "r2", "user": "nobody", "params": params, "scratch": []}
+        )
+        assert result["targets"][0]["metadata"]["files"] == 20, result
+        assert sorted(p.name for p in mount.iterdir()) == [".kiln-validate-r1-tree"]
+        assert node_probe.tree(tree_args(mount, user="no-such-user"))["error"] == (
+            "no user 'no-such-user' on this node to run the probes as"
+        )
+    finally:
+        shutil.rmtree(base)
 
 
 def test_small_files_counts_create_stat_delete(tmp_path):
@@ -76,7 +238,7 @@ def test_storage_never_benchmarks_a_mount_the_check_did_not_pass(tmp_path, monke
     check.chmod(0o755)
     monkeypatch.setattr(node_probe, "MOUNT_CHECK", str(check))
     params = {"mount_timeout_s": 1}
-    result = node_probe.storage({"params": params, "scratch": []})
+    result = node_probe.storage({"run": "r1", "params": params, "scratch": []})
     assert result["targets"] == []
     assert result["mount_check"]["mounts"][0]["status"] == "FAIL"
     assert list(tmp_path.iterdir()) == [check]  # nothing written on the bare mount point

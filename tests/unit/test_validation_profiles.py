@@ -55,7 +55,7 @@ def test_operator_profile_extends_a_shipped_one(tmp_path):
         ("thresholds: [1]\n", "'thresholds' must map test names to numbers"),
         ("treshold: {}\n", "unknown key 'treshold'"),
         ("extends: nope\n", "unknown profile 'nope'; shipped: a100-sxm-8x"),
-        ("a: [\n", "not valid YAML"),
+        ("a: [\n", "YAML does not parse"),
     ],
 )
 def test_bad_profiles(tmp_path, text, message):

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kiln import inventory as inventory_model
@@ -32,6 +33,7 @@ def check(inventory_path: Path | None, json_mode: bool) -> None:
                     for h in spec.hosts
                 },
                 "warnings": spec.warnings,
+                "unchecked": spec.unchecked,
             }
         )
         return
@@ -47,6 +49,8 @@ def check(inventory_path: Path | None, json_mode: bool) -> None:
         )
     console.print(table)
     console.print(", ".join(f"{g}: {len(h)}" for g, h in spec.groups.items()))
+    for name in spec.unchecked:
+        console.print(f"not checked (ansible-vault; Ansible decrypts it): {escape(name)}")
 
 
 inventory = inventory_group

@@ -5,9 +5,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
-from kiln import inventory, lock, render
+from kiln import inventory, lock, render, selection, yaml_input
 from kiln.commands import inventory_option, stack
 from kiln.errors import InputError
 
@@ -17,11 +16,7 @@ def parse_extravars(items: tuple[str, ...]) -> dict[str, Any]:
     extravars: dict[str, Any] = {}
     for item in items:
         if item.startswith("@"):
-            path = Path(item[1:])
-            try:
-                data = yaml.safe_load(path.read_text())
-            except (OSError, yaml.YAMLError) as exc:
-                raise InputError(f"-e {item}: cannot read variables: {exc}") from None
+            data = yaml_input.load(Path(item[1:]), f"-e {item}")
             if not isinstance(data, dict):
                 raise InputError(f"-e {item}: expected a YAML mapping")
             extravars.update(data)
@@ -52,13 +47,16 @@ playbook_options = stack(
 
 
 def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options: Any) -> None:
-    from kiln.runner import RunRequest, run_playbook
+    from kiln.runner import RunRequest, resolve_playbook, run_playbook
 
     extravars = parse_extravars(options.pop("extra_vars"))
     spec = inventory.load(inventory_path)
     if not json_mode:
         for warning in spec.warnings:
             click.echo(f"kiln: warning: {warning}", err=True)
+    selection.check(
+        resolve_playbook(playbook), spec, options["limit"], options["tags"], options["skip_tags"]
+    )
     with lock.held(spec.path, f"kiln {Path(playbook).stem}") as held:
         summary = run_playbook(
             RunRequest(

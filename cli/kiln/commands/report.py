@@ -19,7 +19,9 @@ def report() -> None:
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
 def list_(json_mode: bool) -> None:
     """Every kept validation run, newest first."""
-    found = model.list_reports()
+    found, problems = model.list_reports()
+    for problem in problems:
+        click.echo(f"kiln: warning: {problem}; skipped", err=True)
     if json_mode:
         render.emit_json(
             [

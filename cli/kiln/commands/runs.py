@@ -28,7 +28,10 @@ def runs() -> None:
 )
 def list_runs(json_mode: bool, last: int) -> None:
     """List runs, newest first."""
-    records = run_records.list_records()[:last]
+    problems: list[str] = []
+    records = run_records.list_records(problems)[:last]
+    for problem in problems:
+        click.echo(f"kiln: warning: {problem}; skipped", err=True)
     if json_mode:
         render.emit_json({"runs": [r.model_dump() for r in records]})
         return

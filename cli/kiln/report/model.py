@@ -8,10 +8,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import pydantic
+from typing_extensions import TypedDict  # pydantic validates these only on 3.12+ otherwise
 
 from kiln import paths, record_ids
 from kiln.errors import InputError
+from kiln.files import read_text
 from kiln.validation.verdicts import Judgement, Verdict, worst
 
 REPORT_FILE = "report.json"
@@ -23,6 +27,27 @@ FORMATS = {
 }
 
 
+class NodeVerdict(TypedDict):
+    verdict: Verdict
+    reasons: list[str]
+
+
+# [bytes, busbw GB/s]
+Point = Annotated[list[int | float], pydantic.Field(min_length=2, max_length=2)]
+
+
+class Curve(TypedDict):
+    node: str
+    collective: str
+    points: list[Point]
+
+
+class Actions(TypedDict, total=False):
+    drain: dict[str, str]  # node -> reason
+    resume: list[str]
+    left: dict[str, str]  # node -> why it was left alone
+
+
 @dataclass
 class Report:
     id: str
@@ -32,10 +57,10 @@ class Report:
     suites: list[str]
     nodes: list[str]
     judgements: list[Judgement] = field(default_factory=list)
-    node_verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    curves: list[dict[str, Any]] = field(default_factory=list)
+    node_verdicts: dict[str, NodeVerdict] = field(default_factory=dict)
+    curves: list[Curve] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    actions: dict[str, Any] = field(default_factory=dict)
+    actions: Actions = field(default_factory=lambda: Actions())
     runs: list[str] = field(default_factory=list)  # the ansible runs (kiln runs show)
     finished: str | None = None
 
@@ -60,12 +85,19 @@ class Report:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Report":
-        data = {k: v for k, v in data.items() if k != "verdict"}
-        judgements = [
-            Judgement(**{**j, "verdict": Verdict(j["verdict"])}) for j in data.pop("judgements")
-        ]
-        return cls(**data, judgements=judgements)
+    def from_json(cls, data: Any) -> "Report":
+        """A report read back; every field has its type, or ValueError says which not."""
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k != "verdict"}  # derived
+        try:
+            return _REPORT.validate_python(data)
+        except pydantic.ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"]) or "the top level"
+            raise ValueError(f"{where}: {error['msg']}") from None
+
+
+_REPORT = pydantic.TypeAdapter(Report)
 
 
 def now() -> str:
@@ -86,18 +118,23 @@ def load(report_id: str) -> Report:
         known = sorted((p.parent.name for p in base.glob(f"*/{REPORT_FILE}")), reverse=True)
         found = record_ids.pick(known, report_id, "validation run", base, "kiln report list")
         path = base / found / REPORT_FILE
+    return _read(path)
+
+
+def _read(path: Path) -> Report:
     try:
-        return Report.from_json(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+        return Report.from_json(json.loads(read_text(path)))
+    except ValueError as exc:
         raise InputError(f"{path}: not a Kiln validation report ({exc})") from None
 
 
-def list_reports() -> list[Report]:
+def list_reports() -> tuple[list[Report], list[str]]:
+    """Every kept report, newest first, and a line for each that cannot be read."""
     base = paths.state_dir() / "validations"
-    found = []
+    found, problems = [], []
     for path in sorted(base.glob(f"*/{REPORT_FILE}"), reverse=True):
         try:
-            found.append(Report.from_json(json.loads(path.read_text())))
-        except (OSError, ValueError, TypeError, KeyError):
-            continue  # a run killed while writing; nothing to list
-    return found
+            found.append(_read(path))
+        except InputError as exc:
+            problems.append(exc.message)
+    return found, problems

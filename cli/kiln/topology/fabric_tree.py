@@ -19,6 +19,7 @@ from itertools import compress
 from operator import itemgetter, not_
 from pathlib import Path
 
+from kiln.files import read_text
 from kiln.topology.bulk import no_gc
 from kiln.topology.ibnetdiscover import Fabric, FabricNode, guid_of
 from kiln.topology.model import Switch, Topology, TopologyError, safe_name, unique_names
@@ -50,10 +51,7 @@ class Selection:
 
 def read_name_map(path: Path) -> dict[str, str]:
     """The ibnetdiscover --node-name-map format: `0xGUID "name"` per line, # comments."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise TopologyError(f"{path}: cannot read: {exc.strerror}") from None
+    lines = read_text(path).splitlines()
     mapping: dict[str, str] = {}
     first_line: dict[str, int] = {}
     guid_line: dict[str, int] = {}

@@ -6,9 +6,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from kiln import hostlist
+from kiln import hostlist, yaml_input
+from kiln.files import read_text
 from kiln.topology.model import Block, Switch, Topology, TopologyError, safe_name
 
 LABEL_VARIABLE = "topology_path"
@@ -94,11 +93,7 @@ def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topolog
 
 
 def from_file(path: Path) -> Topology:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise TopologyError(f"{path}: cannot read: {exc.strerror}") from None
-    return from_text(text, str(path))
+    return from_text(read_text(path), str(path))
 
 
 def from_text(text: str, label: str) -> Topology:
@@ -106,10 +101,7 @@ def from_text(text: str, label: str) -> Topology:
     `{switches: {NAME: {nodes: HOSTLIST} | {switches: [NAME...]}}}`."""
     if re.search(r"^\s*(SwitchName|BlockName)=", text, re.MULTILINE):
         return _from_conf(text, label)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise TopologyError(f"{label}: neither topology.conf nor YAML: {exc}") from None
+    data = yaml_input.parse(text, label)
     if not isinstance(data, dict) or not isinstance(data.get("switches"), dict):
         raise TopologyError(f"{label}: expected topology.conf lines or a YAML 'switches:' mapping")
     lines = []

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
+from kiln import yaml_input
 from kiln.errors import InputError
+from kiln.files import read_text
 from kiln.validation.verdicts import Threshold
 
 
@@ -114,9 +114,9 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Profile:
         raise ProfileError(f"profile {name_or_path}: extends itself ({' -> '.join(_seen)})")
     text, label, name = _read(name_or_path)
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{label}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        data = yaml_input.parse(text, label)
+    except InputError as exc:
+        raise ProfileError(exc.message) from None
     if not isinstance(data, dict):
         raise ProfileError(f"{label}: expected a mapping with 'thresholds'")
     unknown_keys = set(data) - {
@@ -158,10 +158,7 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Profile:
 def _read(name_or_path: str) -> tuple[str, str, str]:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or "/" in name_or_path:
-        try:
-            return path.read_text(), str(path), path.stem
-        except OSError as exc:
-            raise ProfileError(f"profile {path}: cannot read: {exc.strerror}") from None
+        return read_text(path, f"profile {path}"), str(path), path.stem
     if name_or_path not in shipped():
         raise ProfileError(
             f"unknown profile {name_or_path!r}; shipped: {', '.join(shipped())} "

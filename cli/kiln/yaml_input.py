@@ -1,0 +1,112 @@
+"""YAML that Kiln is given (inventories, variables, profiles, topologies, `-e @FILE`):
+read as one operator-facing step, with every problem on one line naming the file.
+
+Stricter than a plain safe load where a plain load gives a wrong answer or hangs: a key
+written twice is refused (the loader would keep the last one silently), and aliases
+may not expand past MAX_NODES values nor refer to themselves (a "billion laughs"
+document is a few lines that expand to 10^9 values).
+"""
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kiln.errors import InputError
+from kiln.files import read_text
+
+# Far above any real inventory (16k hosts with their variables) or topology.
+MAX_NODES = 1_000_000
+
+
+class VaultValue(str):
+    """An `!vault` encrypted value: Ansible decrypts it at run time; Kiln only sees
+    that it is there (its type is a string, its content unknown)."""
+
+
+class Loader(yaml.SafeLoader):
+    """A SafeLoader that refuses repeated keys and knows Ansible's !vault and !unsafe."""
+
+    def construct_mapping(self, node, deep=False):
+        # A key written twice keeps only its last value (Ansible only warns): a second
+        # `slurm_compute:` would silently drop the first one's hosts.
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:
+                raise yaml.MarkedYAMLError(
+                    problem="a key must be a plain value, not a list or mapping",
+                    problem_mark=key_node.start_mark,
+                ) from None
+            if first is not None:
+                raise yaml.MarkedYAMLError(
+                    problem=f"{key!r} appears twice (first on line {first + 1})",
+                    problem_mark=key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+Loader.add_constructor("!vault", lambda loader, node: VaultValue(loader.construct_scalar(node)))
+Loader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
+def load(path: Path, label: str | None = None) -> Any:
+    """The YAML document in `path` (None when empty)."""
+    label = label or str(path)
+    return parse(read_text(path, label), label)
+
+
+def parse(text: str, label: str) -> Any:
+    try:
+        data = yaml.load(text, Loader=Loader)
+        _check_size(data, label)
+    except RecursionError:
+        raise InputError(f"{label}: YAML nested too deeply to read") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"{label}:{mark.line + 1}" if mark else label
+        raise InputError(f"{where}: YAML does not parse: {exc.problem}") from None
+    except yaml.reader.ReaderError as exc:
+        code = ord(exc.character) if isinstance(exc.character, str) else exc.character
+        raise InputError(
+            f"{label}: YAML does not parse: character 0x{code:02x} at position "
+            f"{exc.position} is not allowed"
+        ) from None
+    except yaml.YAMLError as exc:
+        first = str(exc).strip().splitlines() or ["unknown error"]
+        raise InputError(f"{label}: YAML does not parse: {first[0]}") from None
+    return data
+
+
+def _check_size(data: Any, label: str) -> None:
+    """Count the values `data` holds once aliases are expanded, without expanding them:
+    an alias is the same object, so each object's size is computed once."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(value: Any) -> int:
+        if not isinstance(value, (dict, list)):
+            return 1
+        key = id(value)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise InputError(f"{label}: an alias refers to the value that contains it")
+        open_.add(key)
+        children = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > MAX_NODES:
+                raise InputError(
+                    f"{label}: aliases expand to over {MAX_NODES:,} values; refused"
+                    " (a 'billion laughs' document?)"
+                )
+        open_.discard(key)
+        sizes[key] = total
+        return total
+
+    size(data)

@@ -1,0 +1,615 @@
+"""Every category of bad input, for every command, as one table: each gets its
+documented exit code and one line naming the problem; none is an internal error, a
+traceback, or a hang. (The review behind this table found 22 internal errors, 36 wrong
+exit codes and 13 inputs silently accepted; each category is a row here.)
+
+Runs `kiln.cli.main` in this process, as the `kiln` script does, to keep the table fast;
+tests/cli/test_cli.py runs the real process for the same paths."""
+
+import json
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kiln import cli
+from kiln.errors import ExitCode
+from tests.conftest import REPO, cluster_inventory
+
+FIXTURES = REPO / "tests" / "fixtures"
+NCCL_TEXT = FIXTURES / "nccl-tests" / "all_reduce_2nodes.txt"
+DUMP = FIXTURES / "topology" / "dgx-ndr-sharp.ibnetdiscover"
+BINARY = bytes(range(256)) * 4  # no UTF-8 text starts with 0x80..0xff runs like this
+LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9)
+)
+VAULT = "$ANSIBLE_VAULT;1.1;AES256\n61626364656667686970\n"
+
+
+def kiln(argv: list[str], capsys) -> tuple[int, str, str]:
+    """Run `kiln ARGV` as the script does; its exit code, stdout and stderr."""
+    previous = signal.getsignal(signal.SIGTERM)
+    old_argv = sys.argv
+    sys.argv = ["kiln", *argv]
+    try:
+        cli.main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv = old_argv
+        signal.signal(signal.SIGTERM, previous)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- what each row writes ----------------------------------------------------------------
+
+
+def inventory(tmp: Path, hosts=None, files: dict | None = None, mode: int | None = None) -> Path:
+    """A valid two-node inventory, with `files` ({relative path: text, bytes or data})."""
+    directory = tmp / "inv"
+    directory.mkdir(exist_ok=True)
+    hosts = cluster_inventory() if hosts is None else hosts
+    if isinstance(hosts, bytes):
+        (directory / "hosts.yml").write_bytes(hosts)
+    else:
+        (directory / "hosts.yml").write_text(
+            hosts if isinstance(hosts, str) else yaml.safe_dump(hosts)
+        )
+    for rel, data in (files or {}).items():
+        path = directory / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+        if mode is not None:
+            path.chmod(mode)
+    return directory
+
+
+def check(**kwargs) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["inventory", "check", "-i", str(inventory(tmp, **kwargs))]
+
+
+def all_vars(data) -> Callable[[Path], list[str]]:
+    return check(files={"group_vars/all.yml": data})
+
+
+def hosts_text(text: str) -> Callable[[Path], list[str]]:
+    return check(hosts=text)
+
+
+def unsafe_host(name: str) -> Callable[[Path], list[str]]:
+    return check(hosts=cluster_inventory(compute=(name,)))
+
+
+def provision(*options: str) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["provision", "-i", str(inventory(tmp)), *options]
+
+
+def validate(*options: str) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["validate", "-i", str(inventory(tmp)), *options]
+
+
+def a_file(name: str, data: str | bytes) -> Callable[[Path], Path]:
+    def write(tmp: Path) -> Path:
+        path = tmp / name
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data)
+        return path
+
+    return write
+
+
+def with_file(name: str, data, argv: Callable[[str], list[str]]) -> Callable[[Path], list[str]]:
+    return lambda tmp: argv(str(a_file(name, data)(tmp)))
+
+
+def with_report(change: Callable[[dict], object]) -> Callable[[Path], list[str]]:
+    """A kept validation report (written by `kiln judge`), then changed by hand."""
+
+    def setup(tmp: Path) -> list[str]:
+        report = {
+            "id": "20261123-120000-abcd",
+            "started": "2026-11-23T12:00:00+00:00",
+            "inventory": "inv",
+            "profile": None,
+            "suites": ["storage"],
+            "nodes": ["gpu001"],
+            "judgements": [
+                {
+                    "node": "gpu001",
+                    "test": "storage.seq_read",
+                    "subject": "/shared",
+                    "value": 100.0,
+                    "unit": "MB/s",
+                    "verdict": "pass",
+                    "reason": "ok",
+                    "threshold": None,
+                }
+            ],
+            "node_verdicts": {"gpu001": {"verdict": "pass", "reasons": []}},
+            "curves": [],
+            "notes": [],
+            "actions": {"drain": {}, "resume": [], "left": {}},
+            "runs": [],
+            "finished": "2026-11-23T12:01:00+00:00",
+        }
+        data = change(report) or report
+        folder = tmp / "state" / "validations" / report["id"]
+        folder.mkdir(parents=True)
+        body = data if isinstance(data, bytes) else json.dumps(data).encode()
+        (folder / "report.json").write_bytes(body)
+        return ["report", "show", "latest"]
+
+    return setup
+
+
+def with_run(record: dict | None = None, event: object = None) -> Callable[[Path], list[str]]:
+    """A kept ansible run: its record, and one job event."""
+
+    def setup(tmp: Path) -> list[str]:
+        run = "20261123-120000-site-abcd"
+        folder = tmp / "state" / "runs" / run
+        events = folder / "artifacts" / "ansible" / "job_events"
+        events.mkdir(parents=True)
+        good = {
+            "run": run,
+            "playbook": "site.yml",
+            "inventory": "inv",
+            "kiln_version": "0",
+            "started": "2026-11-23T12:00:00+00:00",
+            "status": "successful",
+        }
+        (folder / "kiln.json").write_text(json.dumps(record if record is not None else good))
+        body = event if event is not None else {"counter": 1, "event": "playbook_on_start"}
+        (events / "1-x.json").write_text(json.dumps(body))
+        return ["runs", "show", run]
+
+    return setup
+
+
+def profile(text: str | bytes) -> Callable[[Path], list[str]]:
+    return with_file(
+        "p.yaml", text, lambda p: ["judge", "nccl-tests", str(NCCL_TEXT), "--profile", p]
+    )
+
+
+def with_name_map(path: str) -> list[str]:
+    return ["topology", "generate", "--from", "ibnetdiscover", str(DUMP), "--node-name-map", path]
+
+
+def nccl_with(old: str, new: str) -> Callable[[Path], list[str]]:
+    text = NCCL_TEXT.read_text().replace(old, new)
+    return with_file("nccl.txt", text, lambda p: ["judge", "nccl-tests", p])
+
+
+# --- the table ---------------------------------------------------------------------------
+
+BAD = ExitCode.BAD_INPUT
+CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
+    # Inventories: the files themselves
+    (
+        "inv-missing",
+        lambda t: ["inventory", "check", "-i", str(t / "nope")],
+        BAD,
+        "inventory not found",
+    ),
+    ("inv-empty-dir", lambda t: ["inventory", "check", "-i", str(t)], BAD, "no hosts.yml"),
+    ("inv-binary-hosts", check(hosts=BINARY), BAD, "hosts.yml: not a text file"),
+    (
+        "inv-binary-vars",
+        check(files={"group_vars/all.yml": BINARY}),
+        BAD,
+        "group_vars/all.yml: not a text file",
+    ),
+    ("inv-nul-byte", all_vars("a: \x00\n"), BAD, "character 0x00 at position 3 is not allowed"),
+    ("inv-yaml-syntax", hosts_text("all: [\n"), BAD, "hosts.yml:2: YAML does not parse"),
+    (
+        "inv-duplicate-group",
+        hosts_text("all:\n  children:\n    slurm_compute:\n    slurm_compute:\n"),
+        BAD,
+        "'slurm_compute' appears twice",
+    ),
+    ("inv-mapping-key", all_vars("{a: 1}: x\n"), BAD, "a key must be a plain value"),
+    ("inv-billion-laughs", all_vars(LAUGHS), BAD, "aliases expand to over 1,000,000 values"),
+    (
+        "inv-recursive-alias",
+        all_vars("a: &a [*a]\n"),
+        BAD,
+        "an alias refers to the value that contains it",
+    ),
+    (
+        "inv-deep-nesting",
+        all_vars("a: " + "[" * 20000 + "]" * 20000 + "\n"),
+        BAD,
+        "nested too deeply",
+    ),
+    (
+        "inv-vault-no-password",
+        check(files={"group_vars/all.yml": VAULT}),
+        BAD,
+        "encrypted with ansible-vault, and no vault password is configured",
+    ),
+    (
+        "inv-ini-file",
+        check(files={"extra.ini": "[slurm_compute]\ngpu003\n"}),
+        BAD,
+        "Kiln checks YAML inventories only",
+    ),
+    (
+        "inv-script",
+        check(files={"dynamic.py": "#!/bin/sh\n"}, mode=0o755),
+        BAD,
+        "Kiln checks YAML inventories only",
+    ),
+    (
+        "inv-plugin-config",
+        check(files={"aws.yml": {"plugin": "amazon.aws.aws_ec2"}}),
+        BAD,
+        "inventory plugin's configuration",
+    ),
+    ("inv-top-level-list", hosts_text("- gpu001\n"), BAD, "expected a YAML inventory"),
+    (
+        "inv-group-is-list",
+        hosts_text("all:\n  children:\n    slurm_compute: [gpu001]\n"),
+        BAD,
+        "group slurm_compute must be a mapping",
+    ),
+    ("inv-unknown-group-key", hosts_text("all:\n  host:\n    gpu001:\n"), BAD, "unknown keys host"),
+    ("inv-vars-not-mapping", all_vars("- a\n"), BAD, "expected a mapping of variables"),
+    (
+        "inv-group-cycle",
+        hosts_text(
+            "all:\n  children:\n    a:\n      children:\n        b:\n"
+            "          children:\n            a:\n"
+        ),
+        BAD,
+        "contains itself",
+    ),
+    # Inventories: names
+    (
+        "inv-integer-group",
+        hosts_text("all:\n  children:\n    123:\n      hosts:\n        gpu9:\n"),
+        BAD,
+        "group 123 is not a string; quote it",
+    ),
+    (
+        "inv-integer-host",
+        hosts_text("all:\n  hosts:\n    5:\n"),
+        BAD,
+        "host 5 is not a string; quote it",
+    ),
+    ("inv-variable-name", all_vars("5: x\n"), BAD, "variable name 5 is not valid"),
+    ("inv-variable-dash", all_vars("my-var: x\n"), BAD, "variable name 'my-var' is not valid"),
+    ("inv-reversed-range", hosts_text("all:\n  hosts:\n    gpu[3:1]:\n"), BAD, "gpu[3:1]"),
+    ("inv-huge-range", hosts_text("all:\n  hosts:\n    gpu[0:99999999]:\n"), BAD, "1,000,000"),
+    *[
+        (f"inv-host-{label}", unsafe_host(name), BAD, "names may hold only")
+        for label, name in [
+            ("semicolon", "gpu1;reboot"),
+            ("subshell", "$(reboot)"),
+            ("markup", "[/bold]"),
+            ("space", "gpu 1"),
+        ]
+    ],
+    (
+        "inv-cluster-name",
+        all_vars({"slurm_cluster_name": "a;b"}),
+        BAD,
+        "slurm_cluster_name 'a;b' may hold only",
+    ),
+    # Inventories: what the roles declare
+    (
+        "inv-no-controller",
+        check(hosts={"all": {"children": {"slurm_compute": {"hosts": {"g": None}}}}}),
+        BAD,
+        "no slurm_controller group",
+    ),
+    ("inv-wrong-type", all_vars({"slurm_partitions": 5}), BAD, "slurm_partitions"),
+    (
+        "inv-unknown-host-ref",
+        all_vars({"slurm_dbd_host": "head9"}),
+        BAD,
+        "which is not a host in the inventory",
+    ),
+    (
+        "inv-unknown-mount-type",
+        all_vars(
+            {"autofs_mounts": [{"name": "s", "path": "/s", "type": "cifs9", "source": "x:/s"}]}
+        ),
+        BAD,
+        "autofs_mounts",
+    ),
+    (
+        "inv-bad-munge-key",
+        all_vars({"munge_key_b64": "c2hvcnQ="}),
+        BAD,
+        "a munge key has 32 to 1024",
+    ),
+    # provision / run options
+    (
+        "run-limit-no-host",
+        provision("--limit", "nosuchhost"),
+        BAD,
+        "--limit 'nosuchhost' matches no host",
+    ),
+    ("run-limit-excludes-all", provision("--limit", "!all"), BAD, "matches no host"),
+    (
+        "run-tags-unknown",
+        provision("--tags", "slurn"),
+        BAD,
+        "--tags slurn: no task of site.yml has this tag",
+    ),
+    ("run-skip-tags-unknown", provision("--skip-tags", "bsae"), BAD, "--skip-tags bsae: no task"),
+    ("run-extravar-malformed", provision("-e", "novalue"), BAD, "expected KEY=VALUE or @FILE"),
+    (
+        "run-extravar-missing",
+        provision("-e", "@/nonexistent/vars.yml"),
+        BAD,
+        "cannot read: No such file",
+    ),
+    (
+        "run-extravar-binary",
+        lambda t: ["provision", "-i", str(inventory(t)), "-e", f"@{a_file('x.yml', BINARY)(t)}"],
+        BAD,
+        "not a text file",
+    ),
+    (
+        "run-extravar-list",
+        lambda t: ["provision", "-i", str(inventory(t)), "-e", f"@{a_file('x.yml', '- a')(t)}"],
+        BAD,
+        "expected a YAML mapping",
+    ),
+    (
+        "run-unknown-playbook",
+        lambda t: ["run", "nosuch", "-i", str(inventory(t))],
+        BAD,
+        "no playbook 'nosuch'",
+    ),
+    ("run-unknown-option", lambda t: ["provision", "--frobnicate"], BAD, "No such option"),
+    # validate
+    ("validate-nodes-reversed", validate("--nodes", "gpu[003-001]"), BAD, "gpu[003-001]"),
+    ("validate-nodes-huge", validate("--nodes", "c[0-99999999]"), BAD, "1,000,000"),
+    ("validate-nodes-unknown", validate("--nodes", "gpu009"), BAD, "gpu009"),
+    ("validate-suite-unknown", validate("--suite", "storage,nccl"), BAD, "nccl"),
+    ("validate-profile-missing", validate("--profile", "/nonexistent/p.yaml"), BAD, "cannot read"),
+    ("validate-profile-unknown", validate("--profile", "h900"), BAD, "unknown profile 'h900'"),
+    (
+        "validate-profile-binary",
+        lambda t: [
+            "validate",
+            "-i",
+            str(inventory(t)),
+            "--profile",
+            str(a_file("p.yaml", BINARY)(t)),
+        ],
+        BAD,
+        "not a text file",
+    ),
+    # judge
+    ("judge-missing-file", lambda t: ["judge", "nccl-tests", str(t / "none.txt")], BAD, "none.txt"),
+    (
+        "judge-binary-input",
+        with_file("out.txt", BINARY, lambda p: ["judge", "nccl-tests", p]),
+        BAD,
+        "no nccl-tests result rows",
+    ),
+    ("judge-nan-busbw", nccl_with("366.82", "nan"), BAD, "nan"),
+    ("judge-negative-time", nccl_with("5488.47", "-5488.47"), BAD, "negative"),
+    (
+        "judge-profile-nan",
+        profile("thresholds:\n  collectives.all_reduce.multi_node: .nan\n"),
+        BAD,
+        "nan",
+    ),
+    (
+        "judge-profile-unknown-test",
+        profile("thresholds:\n  all_reduce.fast: 5\n"),
+        BAD,
+        "unknown test 'all_reduce.fast'",
+    ),
+    ("judge-profile-binary", profile(BINARY), BAD, "not a text file"),
+    (
+        "judge-profile-duplicate-key",
+        profile("thresholds: {}\nthresholds: {}\n"),
+        BAD,
+        "appears twice",
+    ),
+    # topology
+    (
+        "topo-missing-dump",
+        lambda t: ["topology", "generate", "--from", "ibnetdiscover", str(t / "x")],
+        BAD,
+        "cannot read",
+    ),
+    (
+        "topo-binary-dump",
+        with_file("d", BINARY, lambda p: ["topology", "generate", "--from", "ibnetdiscover", p]),
+        BAD,
+        "not ibnetdiscover output",
+    ),
+    (
+        "topo-binary-name-map",
+        with_file(
+            "map",
+            BINARY,
+            with_name_map,
+        ),
+        BAD,
+        "not a text file",
+    ),
+    (
+        "topo-map-guid-twice",
+        with_file(
+            "map",
+            '0x1 "a"\n0x1 "b"\n',
+            with_name_map,
+        ),
+        BAD,
+        "0x1",
+    ),
+    (
+        "topo-block-size-zero",
+        lambda t: ["topology", "generate", "--from", "nvlink", "--block-size", "0"],
+        BAD,
+        "0",
+    ),
+    (
+        "topo-block-size-negative",
+        lambda t: ["topology", "generate", "--from", "nvlink", "--block-size", "-5"],
+        BAD,
+        "-5",
+    ),
+    (
+        "topo-file-binary",
+        with_file("t.yaml", BINARY, lambda p: ["topology", "generate", "--from", "file", p]),
+        BAD,
+        "is not allowed",
+    ),
+    (
+        "topo-file-not-topology",
+        with_file("t.yaml", "a: [1\n", lambda p: ["topology", "generate", "--from", "file", p]),
+        BAD,
+        "t.yaml",
+    ),
+    (
+        "topo-file-laughs",
+        with_file("t.yaml", LAUGHS, lambda p: ["topology", "generate", "--from", "file", p]),
+        BAD,
+        "aliases expand",
+    ),
+    (
+        "topo-labels-without-inventory",
+        lambda t: ["topology", "generate", "--from", "labels"],
+        BAD,
+        "give -i INVENTORY",
+    ),
+    # kept reports and runs
+    (
+        "report-unknown-id",
+        lambda t: ["report", "show", "20990101"],
+        BAD,
+        "no validation run '20990101'",
+    ),
+    (
+        "report-wrong-types",
+        with_report(lambda r: r.update(nodes=7)),
+        BAD,
+        "not a Kiln validation report (nodes:",
+    ),
+    (
+        "report-bad-verdict",
+        with_report(lambda r: r["judgements"][0].update(verdict="great")),
+        BAD,
+        "judgements.0.verdict",
+    ),
+    (
+        "report-value-text",
+        with_report(lambda r: r["judgements"][0].update(value="x")),
+        BAD,
+        "judgements.0.value",
+    ),
+    (
+        "report-node-number",
+        with_report(lambda r: r["judgements"][0].update(node=5)),
+        BAD,
+        "judgements.0.node",
+    ),
+    ("report-not-object", with_report(lambda r: [1]), BAD, "not a Kiln validation report"),
+    ("report-binary", with_report(lambda r: BINARY), BAD, "not a text file"),
+    (
+        "report-compare-unknown",
+        lambda t: ["report", "compare", "a", "b"],
+        BAD,
+        "no validation run 'a'",
+    ),
+    ("runs-unknown-id", lambda t: ["runs", "show", "20990101"], BAD, "no run '20990101'"),
+    ("runs-record-wrong-types", with_run(record={"run": 5}), BAD, "not a Kiln run record (run:"),
+    (
+        "runs-event-wrong-types",
+        with_run(event={"counter": "a", "event": 5}),
+        BAD,
+        "not an ansible-runner job event",
+    ),
+    ("runs-event-not-object", with_run(event=[1, 2]), BAD, "not an ansible-runner job event"),
+    ("runs-last-negative", lambda t: ["runs", "list", "--last", "-1"], BAD, "-1"),
+    ("runs-last-zero", lambda t: ["runs", "list", "--last", "0"], BAD, "0"),
+    # lab
+    ("lab-bad-name", lambda t: ["lab", "status", "--name", "a;b"], BAD, "a;b"),
+]
+
+
+@pytest.mark.parametrize(
+    ("setup", "code", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_input(setup, code, message, tmp_path, monkeypatch, capsys):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("KILN_STATE_DIR", str(work / "state"))
+    argv = setup(work)
+    found, _, err = kiln(argv, capsys)
+    assert "internal error" not in err and "Traceback" not in err, err
+    assert found == code, (found, err)
+    lines = err.strip().splitlines()
+    if lines[0].startswith("kiln: error:"):  # Kiln's own errors: exactly one line
+        assert len(lines) == 1, err
+    else:  # Click's usage errors: its usual few lines, the error last
+        assert lines[-1].startswith("Error:"), err
+    assert message in err, err
+    # Nothing ran: no ansible run was started for any of these.
+    assert not (work / "state" / "runs").exists() or argv[:1] == ["runs"]
+
+
+def test_a_vault_encrypted_vars_file_is_left_to_ansible_when_a_password_is_set(
+    tmp_path, monkeypatch, capsys
+):
+    password = tmp_path / "vault-pass"
+    password.write_text("secret\n")
+    monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(password))
+    inv = inventory(
+        tmp_path,
+        files={
+            "group_vars/all/vault.yml": VAULT,
+            "group_vars/all/main.yml": {"slurm_cluster_name": "ok"},
+        },
+    )
+    code, out, err = kiln(["inventory", "check", "-i", str(inv)], capsys)
+    assert (code, err) == (0, "")
+    assert "not checked (ansible-vault; Ansible decrypts it): group_vars/all/vault.yml" in out
+    # The files beside it are still checked.
+    (inv / "group_vars" / "all" / "main.yml").write_text("slurm_cluster_name: 'a;b'\n")
+    code, out, err = kiln(["inventory", "check", "-i", str(inv)], capsys)
+    assert code == ExitCode.BAD_INPUT and "slurm_cluster_name 'a;b'" in err
+
+
+def test_the_table_covers_every_command():
+    """Each command that reads operator input has rows here."""
+    covered = {c[0].split("-")[0] for c in CASES}
+    assert covered >= {"inv", "run", "validate", "judge", "topo", "report", "runs", "lab"}
+    assert len(CASES) >= 80
+
+
+@pytest.mark.parametrize(
+    ("limit", "tags", "skip_tags"),
+    [
+        ("gpu001", None, None),
+        ("slurm_compute:!gpu002", "base,slurm", None),
+        ("gpu00*", None, "storage"),
+        (None, "always,munge", None),
+    ],
+)
+def test_selections_that_match_pass_the_check(tmp_path, limit, tags, skip_tags):
+    from kiln import inventory as inventory_model
+    from kiln import selection
+    from kiln.runner import resolve_playbook
+
+    spec = inventory_model.load(inventory(tmp_path))
+    selection.check(resolve_playbook("site"), spec, limit, tags, skip_tags)
