@@ -29,8 +29,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 lint: venv
-	ruff check cli tests bench
-	ruff format --check cli tests bench
+	ruff check cli tests bench roles molecule
+	ruff format --check cli tests bench roles molecule
 	yamllint --strict .
 	ansible-lint
 

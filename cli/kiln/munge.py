@@ -20,3 +20,14 @@ def key_problem(value: str) -> str | None:
     if not MIN_KEY_BYTES <= len(key) <= MAX_KEY_BYTES:
         return f"decodes to {len(key)} bytes; a munge key has {MIN_KEY_BYTES} to {MAX_KEY_BYTES}"
     return None
+
+
+def _check_key(value: object, groups: dict[str, list[str]]) -> None:
+    problem = key_problem(str(value))
+    if problem:
+        raise ValueError(f"munge_key_b64 {problem}")
+
+
+# Inventory variables this module checks before anything runs (kiln.inventory.checks):
+# name -> (the type the check applies to, the check; it raises ValueError).
+INVENTORY_CHECKS = {"munge_key_b64": (str, _check_key)}

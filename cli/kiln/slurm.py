@@ -278,3 +278,117 @@ def conf_value(text: str, key: str) -> str:
     """The value of KEY=VALUE in a Slurm-style config file, or ''."""
     match = re.search(rf"(?m)^\s*{re.escape(key)}=(.*)$", text or "")
     return match.group(1).strip() if match else ""
+
+
+# slurm.conf keys that depend on whether cgroups are used.
+CGROUP_KEYS = {
+    "ProctrackType": "proctrack/cgroup",
+    "TaskPlugin": "task/cgroup,task/affinity",
+    "JobAcctGatherType": "jobacct_gather/cgroup",
+    "PrologFlags": "Contain",
+}
+NO_CGROUP_KEYS = {
+    "ProctrackType": "proctrack/linuxproc",
+    "TaskPlugin": "task/none",
+    "JobAcctGatherType": "jobacct_gather/linux",
+}
+NVML_PLUGINS = ("gpu_nvml.so", "gpu_nvidia.so")
+
+
+@dataclass
+class Cluster:
+    """What the slurm.conf keys Kiln computes depend on: the inventory's choices and
+    what the controller has installed (the plugin and library file names found)."""
+
+    controllers: list[str]
+    plugins: list[str]
+    topology_plugin: str = ""
+    configless: bool = False
+    cgroup: bool = True
+    accounting: bool = False
+    dbd_host: str = ""
+
+    @property
+    def nvml(self) -> bool:
+        return any(name in self.plugins for name in NVML_PLUGINS)
+
+    @property
+    def pmix(self) -> bool:
+        # MpiDefault=pmix needs the plugin and the PMIx library it loads at run time
+        # (Debian 12 ships the plugin without pulling in the library).
+        has_library = any(name.startswith("libpmix.so") for name in self.plugins)
+        return "mpi_pmix.so" in self.plugins and has_library
+
+
+def settings(defaults: dict[str, Any], cluster: Cluster, overrides: dict[str, Any]) -> dict:
+    """slurm.conf's settings: the role's defaults, then what Kiln computes for this
+    cluster, then the operator's overrides (a null value removes a key)."""
+    computed: dict[str, Any] = {
+        "SlurmctldHost": cluster.controllers,
+        "MpiDefault": "pmix" if cluster.pmix else "none",
+    }
+    if cluster.topology_plugin:
+        computed["TopologyPlugin"] = cluster.topology_plugin
+    if cluster.configless:
+        computed["SlurmctldParameters"] = "enable_configless"
+    computed.update(CGROUP_KEYS if cluster.cgroup else NO_CGROUP_KEYS)
+    if cluster.accounting:
+        computed.update(
+            AccountingStorageType="accounting_storage/slurmdbd",
+            AccountingStorageHost=cluster.dbd_host,
+            AccountingStorageTRES="gres/gpu",
+        )
+    return merge(merge(defaults, computed), overrides)
+
+
+def config_files(
+    conf: dict[str, Any],
+    cgroup: dict[str, Any],
+    version: tuple[int, int],
+    shapes: dict[str, NodeShape],
+    parts: list[Partition],
+    nvml: bool,
+) -> dict[str, str]:
+    """Every file the slurm role writes in /etc/slurm (the topology file aside)."""
+    return {
+        "slurm.conf": slurm_conf(conf, version, shapes, parts),
+        "gres.conf": gres_conf(shapes, nvml),
+        "cgroup.conf": cgroup_conf(cgroup, version),
+    }
+
+
+def cached_fact(host_vars: dict[str, Any], name: str) -> Any:
+    """A fact the role sets with `cacheable: true`: a variable when set in this run, in
+    the fact cache (so present even when the host is outside --limit) otherwise."""
+    return host_vars.get(name) or (host_vars.get("ansible_facts") or {}).get(name) or []
+
+
+def node_shapes(hostvars: dict[str, Any], hosts: list[str]) -> dict[str, NodeShape]:
+    """Each compute node's shape: declared (slurm_node_shape), else detected on it."""
+    shapes = {}
+    for host in hosts:
+        data = hostvars[host].get("slurm_node_shape") or cached_fact(
+            hostvars[host], "slurm_detected_shape"
+        )
+        if not data:
+            raise SlurmConfigError(
+                f"no node shape for {host}: declare slurm_node_shape, or provision it once "
+                "without --limit so Kiln can detect it"
+            )
+        shapes[host] = shape_from_dict(host, data)
+    return shapes
+
+
+def _check_partitions(value: list, groups: dict[str, list[str]]) -> None:
+    partitions(value, groups, groups.get("slurm_compute", []))
+
+
+def _check_shape(value: dict, groups: dict[str, list[str]]) -> None:
+    shape_from_dict("slurm_node_shape", value)  # its message names the variable
+
+
+# Inventory variables this module checks before anything runs (kiln.inventory.checks).
+INVENTORY_CHECKS = {
+    "slurm_partitions": (list, _check_partitions),
+    "slurm_node_shape": (dict, _check_shape),
+}

@@ -235,3 +235,30 @@ def check_list(mounts: list[Mount], kernel: str = "") -> list[dict[str, Any]]:
         }
         for m in mounts
     ]
+
+
+def host_plan(declared: Any, host_groups: list[str], kernel: str) -> dict[str, Any]:
+    """What one host gets (the autofs role's plan): autofs files, client packages, vendor
+    clients to look for, and the list the health check reads."""
+    mounts = for_host(parse(declared), host_groups)
+    packages = sorted({p for m in mounts for p in CLIENT_PACKAGES[m.kind] or []})
+    vendor = [
+        {
+            "mount": m.name,
+            "type": m.type,
+            "probe": VENDOR_CLIENTS[m.kind][0],
+            "client": VENDOR_CLIENTS[m.kind][1],
+        }
+        for m in mounts
+        if m.kind in VENDOR_CLIENTS
+    ]
+    return {
+        "files": files(mounts, kernel),
+        "packages": ["autofs", *packages] if mounts else [],
+        "vendor": vendor,
+        "checks": check_list(mounts),
+    }
+
+
+# Inventory variables this module checks before anything runs (kiln.inventory.checks).
+INVENTORY_CHECKS = {"autofs_mounts": (list, lambda value, groups: parse(value, groups))}

@@ -24,16 +24,23 @@ def provision(inventory: str, *extra: str, cwd: Path | None = None) -> tuple[int
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    import os
+    # One state dir for the module (the lab outlives each test's own), set for these
+    # tests only: the environment is restored after them.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KILN_STATE_DIR", str(tmp_path_factory.mktemp("e2e-state")))
+        result = run_kiln("lab", "up", "--name", LAB, timeout=900)
+        assert result.returncode == 0, result.stderr
+        inventory = result.stdout.strip().splitlines()[-1].removeprefix("inventory: ")
+        yield inventory.removesuffix("/hosts.yml")
+        run_kiln("lab", "down", "--name", LAB, timeout=300)
 
-    # One state dir for the module: the lab outlives each test's own state dir.
-    state = tmp_path_factory.mktemp("e2e-state")
-    os.environ["KILN_STATE_DIR"] = str(state)
-    result = run_kiln("lab", "up", "--name", LAB, timeout=900)
-    assert result.returncode == 0, result.stderr
-    inventory = result.stdout.strip().splitlines()[-1].removeprefix("inventory: ")
-    yield inventory.removesuffix("/hosts.yml")
-    run_kiln("lab", "down", "--name", LAB, timeout=300)
+
+@pytest.fixture(scope="module")
+def provisioned(lab) -> dict:
+    """The lab provisioned once, for every test that needs a working cluster."""
+    code, first = provision(lab)
+    assert code == ExitCode.OK, first["failures"]
+    return first
 
 
 @pytest.fixture(autouse=True)
@@ -41,12 +48,15 @@ def state_dir(lab):
     """Overrides the per-test state dir: these tests share the lab's."""
 
 
-def test_check_mode_on_raw_nodes_changes_nothing(lab):
-    # `kiln drift` will rely on this: a dry run against raw nodes must not fail.
+def test_check_mode_changes_nothing(lab):
+    # `kiln drift` will rely on this: a dry run must not fail, on raw nodes (when this
+    # test runs first, as it does in file order) or on provisioned ones.
+    files = "/etc/ansible/facts.d/kiln.fact /usr/bin/jq /etc/slurm/slurm.conf"
+    look = f"for f in {files}; do test -e $f && md5sum $f || echo absent $f; done"
+    before = on("compute01", look)
     code, report = provision(lab, "--check")
     assert code == ExitCode.OK, report["failures"]
-    # `on` fails the test unless both files are still absent: check mode changed nothing.
-    on("compute01", "test ! -e /etc/ansible/facts.d/kiln.fact && test ! -e /usr/bin/jq")
+    assert on("compute01", look) == before
 
 
 DAEMONS = "munge slurmctld slurmdbd slurmd chrony autofs glusterd"
@@ -65,9 +75,8 @@ def start_times() -> dict[str, str]:
     }
 
 
-def test_provision_then_reprovision_changes_and_restarts_nothing(lab):
-    code, first = provision(lab)
-    assert code == ExitCode.OK, first["failures"]
+def test_provision_then_reprovision_changes_and_restarts_nothing(lab, provisioned):
+    first = provisioned
     assert sorted(first["hosts"]) == [
         f"{LAB}-compute01",
         f"{LAB}-compute02",
@@ -84,7 +93,7 @@ def test_provision_then_reprovision_changes_and_restarts_nothing(lab):
     assert start_times() == before, "a daemon was restarted by a run that changed nothing"
 
 
-def test_jobs_run_across_compute_nodes_and_are_accounted(lab):
+def test_jobs_run_across_compute_nodes_and_are_accounted(lab, provisioned):
     hosts = on("controller", "srun -N2 --job-name=e2e hostname").split()
     assert sorted(hosts) == [f"{LAB}-compute01", f"{LAB}-compute02"]
     jobs = on(
@@ -96,7 +105,7 @@ def test_jobs_run_across_compute_nodes_and_are_accounted(lab):
     assert "e2e|COMPLETED" in jobs
 
 
-def test_every_node_automounts_the_shared_volume(lab):
+def test_every_node_automounts_the_shared_volume(lab, provisioned):
     # A job on both compute nodes writes there; the controller reads what they wrote.
     on("controller", "srun -N2 sh -c 'hostname > /shared/e2e-$(hostname)'")
     for node in ("compute01", "compute02"):
@@ -118,7 +127,7 @@ def drained_by_hand(node: str, reason: str):
         on("controller", f"scontrol update nodename={node} state=resume")
 
 
-def test_a_drained_node_is_reported_with_its_reason(lab):
+def test_a_drained_node_is_reported_with_its_reason(lab, provisioned):
     node = f"{LAB}-compute02"
     with drained_by_hand(node, "e2e: bad fan"):
         code, report = provision(lab, "--tags", "slurm")
@@ -138,7 +147,7 @@ def validate(inventory: str, *extra: str) -> tuple[int, dict]:
     return result.returncode, json.loads(result.stdout)
 
 
-def test_validate_passes_a_healthy_lab_and_writes_every_report(lab, planted_tree):
+def test_validate_passes_a_healthy_lab_and_writes_every_report(lab, provisioned, planted_tree):
     import os
     from pathlib import Path
 
@@ -199,7 +208,7 @@ def planted_tree(lab):
     on("controller", "rm -rf /shared/.kiln-validate")
 
 
-def test_validate_named_suite_without_its_prerequisite(lab):
+def test_validate_named_suite_without_its_prerequisite(lab, provisioned):
     result = run_kiln("validate", "-i", lab, "--suite", "collectives", timeout=600)
     assert result.returncode == ExitCode.BAD_INPUT, result.stderr
     assert result.stderr.strip().splitlines() == [
@@ -211,7 +220,7 @@ def test_validate_named_suite_without_its_prerequisite(lab):
     assert "No reservations" in on("controller", "scontrol show reservation")
 
 
-def test_a_broken_mount_fails_and_drains_only_that_node_until_it_passes(lab):
+def test_a_broken_mount_fails_and_drains_only_that_node_until_it_passes(lab, provisioned):
     node = f"{LAB}-compute02"
     # The fault: autofs stops on one node, so /shared is no longer mounted there.
     on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
@@ -236,7 +245,7 @@ def test_a_broken_mount_fails_and_drains_only_that_node_until_it_passes(lab):
     assert "DRAIN" not in state, state
 
 
-def test_validate_never_resumes_a_node_drained_by_someone_else(lab):
+def test_validate_never_resumes_a_node_drained_by_someone_else(lab, provisioned):
     node = f"{LAB}-compute02"
     with drained_by_hand(node, "e2e: RMA 42"):
         code, report = validate(lab, "--suite", "slurm")
@@ -249,7 +258,19 @@ def test_validate_never_resumes_a_node_drained_by_someone_else(lab):
         assert "Reason=e2e: RMA 42" in on("controller", f"scontrol show node {node} --oneliner")
 
 
-def test_secrets_never_reach_run_artifacts(lab):
+def test_a_missing_accounting_database_is_made_again(lab, provisioned):
+    # As after a run that stopped between writing slurmdbd.conf and making the database.
+    on("controller", "mariadb -e 'DROP DATABASE slurm_acct_db'")
+    code, report = provision(lab, "--tags", "slurm", "--limit", "slurm_controller")
+    assert code == ExitCode.OK, report["failures"]
+    assert report["hosts"][f"{LAB}-controller"]["changed"] >= 1
+    tables = on("controller", "mariadb -N -e 'SHOW TABLES FROM slurm_acct_db' | wc -l")
+    assert int(tables) > 0
+    clusters = on("controller", "sacctmgr -n -P list cluster format=Cluster")
+    assert clusters.split() == ["kiln-lab"], clusters
+
+
+def test_secrets_never_reach_run_artifacts(lab, provisioned):
     import os
     from pathlib import Path
 
@@ -266,7 +287,7 @@ def test_secrets_never_reach_run_artifacts(lab):
     assert leaked == []
 
 
-def test_nodes_are_provisioned_for_real(lab):
+def test_nodes_are_provisioned_for_real(lab, provisioned):
     out = on(
         "compute01",
         "cat /etc/ansible/facts.d/kiln.fact; getent hosts e2e-controller; chronyc -n sources",
@@ -278,7 +299,7 @@ def test_nodes_are_provisioned_for_real(lab):
     assert controller_ip in out.split("e2e-controller", 1)[1]  # its time source
 
 
-def test_unreachable_node_is_reported_and_the_rest_provisioned(lab):
+def test_unreachable_node_is_reported_and_the_rest_provisioned(lab, provisioned):
     subprocess.run(
         ["podman", "stop", "--time", "1", f"{LAB}-compute02"], check=True, capture_output=True
     )
@@ -312,7 +333,7 @@ def relabel(data, host: str, path: list[str]) -> None:
                 relabel(value, host, path)
 
 
-def test_slurm_uses_the_lab_labels_and_a_new_label_only_reconfigures(lab):
+def test_slurm_uses_the_lab_labels_and_a_new_label_only_reconfigures(lab, provisioned):
     shown = slurm_switches()
     assert set(shown) == {"leaf1", "spine1"}
     assert f"Nodes={LAB}-compute[01-02]" in shown["leaf1"]
@@ -339,7 +360,7 @@ def slurm_nodes() -> list[str]:
     return sorted(on("controller", "sinfo -h -N -o '%N %t'").splitlines())
 
 
-def test_add_a_node_with_limit_leaves_the_others_alone(lab):
+def test_add_a_node_with_limit_leaves_the_others_alone(lab, provisioned):
     assert run_kiln("lab", "up", "--name", LAB, "--compute", "3", timeout=600).returncode == 0
     before = on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd")
     code, report = provision(lab, "--limit", f"slurm_controller:{LAB}-compute03")
@@ -354,7 +375,7 @@ def test_add_a_node_with_limit_leaves_the_others_alone(lab):
     assert on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd") == before
 
 
-def test_remove_a_node_from_the_inventory(lab):
+def test_remove_a_node_from_the_inventory(lab, provisioned):
     assert run_kiln("lab", "up", "--name", LAB, "--compute", "2", timeout=600).returncode == 0
     code, report = provision(lab, "--tags", "slurm")
     assert code == ExitCode.OK, report["failures"]

@@ -4,6 +4,7 @@ import pytest
 
 from kiln import inventory, yaml_input
 from kiln.errors import ExitCode, InputError
+from kiln.inventory import reader
 from tests.conftest import cluster_inventory
 
 
@@ -270,9 +271,7 @@ def test_ignored_names_match_ansible_core():
     names = ["a.pyc", "b~", "c.md", "d.txt", "e.cfg", "f.retry", ".g", "group_vars", "h.yml"]
     names += ["host_vars", "vars_plugins", "i.orig", "j.bak", "k.swp", "l.rst", "m.rpm", "n"]
     for name in names:
-        ours = bool(inventory.IGNORED_NAMES.search(name)) or name.endswith(
-            inventory.IGNORED_SUFFIXES
-        )
+        ours = bool(reader.IGNORED_NAMES.search(name)) or name.endswith(reader.IGNORED_SUFFIXES)
         assert ours == bool(IGNORED.search(name.encode())), name
 
 

@@ -176,3 +176,61 @@ def test_node_state():
 def test_conf_value():
     assert slurm.conf_value("A=1\nStoragePass=s3cret x\n", "StoragePass") == "s3cret x"
     assert slurm.conf_value("", "StoragePass") == ""
+
+
+def test_settings_computed_for_a_cluster_then_overridden():
+    cluster = slurm.Cluster(
+        controllers=["ctl1", "ctl2"],
+        plugins=["mpi_pmix.so", "libpmix.so.2", "gpu_nvml.so"],
+        topology_plugin="topology/tree",
+        configless=True,
+        cgroup=True,
+        accounting=True,
+        dbd_host="ctl1",
+    )
+    assert cluster.pmix and cluster.nvml
+    found = slurm.settings(
+        {"ClusterName": "c", "SchedulerType": "sched/backfill"},
+        cluster,
+        {"SchedulerType": None, "PrologFlags": "Contain,X11"},
+    )
+    assert found == {
+        "ClusterName": "c",
+        "SlurmctldHost": ["ctl1", "ctl2"],
+        "MpiDefault": "pmix",
+        "TopologyPlugin": "topology/tree",
+        "SlurmctldParameters": "enable_configless",
+        "ProctrackType": "proctrack/cgroup",
+        "TaskPlugin": "task/cgroup,task/affinity",
+        "JobAcctGatherType": "jobacct_gather/cgroup",
+        "PrologFlags": "Contain,X11",
+        "AccountingStorageType": "accounting_storage/slurmdbd",
+        "AccountingStorageHost": "ctl1",
+        "AccountingStorageTRES": "gres/gpu",
+    }
+
+
+def test_settings_without_cgroups_accounting_or_the_pmix_library():
+    # Debian 12 ships mpi_pmix.so without libpmix: MpiDefault stays none.
+    cluster = slurm.Cluster(controllers=["ctl"], plugins=["mpi_pmix.so"], cgroup=False)
+    assert not cluster.pmix and not cluster.nvml
+    assert slurm.settings({}, cluster, {}) == {
+        "SlurmctldHost": ["ctl"],
+        "MpiDefault": "none",
+        "ProctrackType": "proctrack/linuxproc",
+        "TaskPlugin": "task/none",
+        "JobAcctGatherType": "jobacct_gather/linux",
+    }
+
+
+def test_config_files_are_every_file_the_role_writes():
+    shape = {"CPUs": 8, "RealMemory": 64000, "Gres": "gpu:2"}
+    shapes = {"gpu1": slurm.shape_from_dict("gpu1", shape)}
+    parts = slurm.partitions([{"name": "batch"}], {"slurm_compute": ["gpu1"]}, ["gpu1"])
+    files = slurm.config_files(
+        {"ClusterName": "c"}, {"ConstrainCores": True}, (24, 11), shapes, parts, nvml=False
+    )
+    assert sorted(files) == ["cgroup.conf", "gres.conf", "slurm.conf"]
+    assert files["slurm.conf"] == slurm.slurm_conf({"ClusterName": "c"}, (24, 11), shapes, parts)
+    assert files["gres.conf"].splitlines()[1] == "NodeName=gpu1 Name=gpu File=/dev/nvidia[0-1]"
+    assert files["cgroup.conf"].splitlines()[1:] == ["ConstrainCores=YES"]

@@ -1,7 +1,8 @@
 """Pairwise runs that find the slow node of a failed multi-node run."""
 
-from kiln.validation import node_probe, pairs, session
+from kiln.validation import pairs, session
 from kiln.validation.verdicts import Verdict
+from tests.node_scripts import node_probe
 
 
 def fake_fabric(slow: set[str]):

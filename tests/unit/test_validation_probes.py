@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln.validation import node_probe, torch_bench
+from tests.node_scripts import node_probe, torch_bench
 
 BENCH = Path(torch_bench.__file__)
 

@@ -11,7 +11,7 @@ import pytest
 
 from kiln import record_ids
 from kiln.report import compare, html, junit, markdown, model, write
-from kiln.validation import assess, collect, drain, profiles
+from kiln.validation import assess, collect, drain, profiles, session
 from kiln.validation.verdicts import Judgement, Verdict
 
 FIO = Path(__file__).parent.parent / "fixtures" / "fio"
@@ -324,7 +324,8 @@ def test_plateau_is_judged_at_1gib_and_short_sweeps_at_their_largest_sizes():
 
 
 def make_report(raw, profile="h100-sxm-8x-ib400"):
-    found, judgements, nodes = run(raw, profile)
+    """A report assembled as `kiln validate` assembles it (session.conclude)."""
+    found, judgements, _ = run(raw, profile)
     report = model.Report(
         id=record_ids.new_id(),
         started=model.now(),
@@ -333,21 +334,8 @@ def make_report(raw, profile="h100-sxm-8x-ib400"):
         suites=SUITES,
         nodes=NODES,
         judgements=judgements,
-        node_verdicts={
-            n: {"verdict": v.verdict.value, "reasons": v.reasons} for n, v in nodes.items()
-        },
-        curves=[
-            {"node": c.node, "collective": c.collective, "points": [list(p) for p in c.points]}
-            for c in found.curves
-        ],
-        notes=found.notes,
-        actions=drain.decide(
-            {n: v.reasons[0] for n, v in nodes.items() if v.verdict is Verdict.FAIL},
-            [],
-            found.states,
-            False,
-        ).to_dict(),
     )
+    session.conclude(report, found, NODES, no_drain=False)
     return report
 
 

@@ -4,9 +4,13 @@ from pathlib import Path
 
 import click
 
+from kiln import inventory
 from kiln.commands import stack
+from kiln.errors import InputError
 from kiln.topology import checks
 from kiln.topology.generate import SOURCES, Request, describe, generate
+from kiln.topology.model import TopologyError
+from kiln.topology.sources import LABEL_VARIABLE
 from kiln.topology.writers import FORMATS, render
 
 source_options = stack(
@@ -63,16 +67,26 @@ source_options = stack(
 def _request(
     source, files, inventory_path, hca, node_name_map, block_size, missing, disconnected
 ) -> Request:
-    return Request(
+    request = Request(
         source=source,
         files=list(files),
-        inventory_path=inventory_path,
         hca=list(hca),
         node_name_map=node_name_map,
         block_size=block_size,
         missing=checks.MissingPolicy(missing),
         disconnected=checks.DisconnectedPolicy(disconnected),
     )
+    if source == "labels" and inventory_path is None:
+        raise InputError("--from labels reads the inventory: give -i INVENTORY")
+    if not files and source != "labels":
+        raise InputError(f"--from {source} needs at least one FILE")
+    if inventory_path is not None:
+        spec = inventory.load(inventory_path)
+        request.nodes = set(spec.group("slurm_compute"))
+        if source == "labels":
+            request.labels = {h: spec.hosts[h].vars.get(LABEL_VARIABLE) for h in request.nodes}
+            request.labels_from = f"labels in {spec.path}"
+    return request
 
 
 @click.group()
@@ -87,7 +101,12 @@ def topology() -> None:
 def generate_command(fmt: str, output: Path | None, **options) -> None:
     """Print (or write) the topology, with a summary on stderr."""
     topo = generate(_request(**options))
-    text = render(topo, fmt)
+    try:
+        text = render(topo, fmt)
+    except TopologyError as exc:
+        if topo.is_block and fmt == "tree":
+            raise InputError(f"{exc.message}: use --format block") from None
+        raise
     if output:
         output.write_text(text)
     else:
@@ -100,23 +119,26 @@ def generate_command(fmt: str, output: Path | None, **options) -> None:
 def show(**options) -> None:
     """Draw the topology as a tree in the terminal."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.tree import Tree
 
     from kiln import hostlist
 
     topo = generate(_request(**options))
-    root = Tree(f"[bold]{topo.source}")
+    root = Tree(f"[bold]{escape(topo.source)}")
     if topo.is_block:
         for block in sorted(topo.blocks.values(), key=lambda b: b.name):
-            root.add(f"{block.name}: {hostlist.compress(block.nodes)} ({len(block.nodes)})")
+            root.add(escape(f"{block.name}: {hostlist.compress(block.nodes)} ({len(block.nodes)})"))
     else:
 
         def add(parent, name):
             switch = topo.switches[name]
             if switch.nodes:
-                parent.add(f"{name}: {hostlist.compress(switch.nodes)} ({len(switch.nodes)})")
+                parent.add(
+                    escape(f"{name}: {hostlist.compress(switch.nodes)} ({len(switch.nodes)})")
+                )
                 return
-            branch = parent.add(f"[bold]{name}")
+            branch = parent.add(f"[bold]{escape(name)}")
             for child in sorted(switch.children):
                 add(branch, child)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kiln.files import read_text
 from kiln.topology.bulk import no_gc
-from kiln.topology.ibnetdiscover import Fabric, FabricNode, guid_of
+from kiln.topology.ibnetdiscover import Fabric, FabricNode, guid_of, normal_guid
 from kiln.topology.model import Switch, Topology, TopologyError, safe_name, unique_names
 
 _MELLANOX_DESC = re.compile(r"^MF0;(?P<name>[^:]+):")
@@ -62,7 +62,7 @@ def read_name_map(path: Path) -> dict[str, str]:
         match = _MAP_LINE.match(line)
         if not match:
             raise TopologyError(f'{path}:{number}: expected 0xGUID "name", got {raw.strip()!r}')
-        guid = match.group(1).lower().removeprefix("0x").lstrip("0") or "0"
+        guid = normal_guid(match.group(1))
         name = match.group(2)
         if name in first_line:
             raise TopologyError(

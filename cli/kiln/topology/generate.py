@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kiln import hostlist, inventory
+from kiln import hostlist
 from kiln.topology import checks, fabric_tree, ibnetdiscover, sources
 from kiln.topology.model import Topology, TopologyError
 
@@ -15,14 +15,14 @@ SOURCES = ("ibnetdiscover", "labels", "nvlink", "file")
 @dataclass
 class Request:
     """Input comes from files, or already read (`texts`: label, text pairs; `labels`:
-    host -> path) when Ansible collected it. The node set comes from the inventory at
-    `inventory_path`, or `nodes`; without either, every host in the input."""
+    host -> path, from an inventory or Ansible's facts). The node set is `nodes` (the
+    inventory's slurm_compute); without it, every host in the input."""
 
     source: str
     files: list[Path] = field(default_factory=list)
     texts: list[tuple[str, str]] = field(default_factory=list)
     labels: dict[str, Any] | None = None
-    inventory_path: Path | None = None
+    labels_from: str = "inventory labels"  # where the labels were read, for messages
     nodes: set[str] | None = None
     hca: list[str] = field(default_factory=list)
     node_name_map: Path | None = None
@@ -32,16 +32,11 @@ class Request:
 
 
 def generate(request: Request) -> Topology:
-    spec = inventory.load(request.inventory_path) if request.inventory_path else None
-    nodes = set(spec.group("slurm_compute")) if spec else request.nodes
+    nodes = request.nodes
     if request.source == "labels":
-        if spec is None and request.labels is None:
-            raise TopologyError("--from labels reads the inventory: give -i INVENTORY")
-        labels = request.labels
-        if spec is not None:
-            labels = {h: spec.hosts[h].vars.get(sources.LABEL_VARIABLE) for h in nodes or ()}
-        source = f"labels in {spec.path}" if spec else "inventory labels"
-        topology = from_labels(labels or {}, nodes, request.missing, source)
+        if request.labels is None:
+            raise TopologyError("the labels source needs the nodes' labels (an inventory)")
+        topology = from_labels(request.labels, nodes, request.missing, request.labels_from)
     else:
         topology = _from_input(request, _inputs(request))
     checks.apply(topology, nodes, request.missing, request.disconnected)
@@ -66,7 +61,7 @@ def from_labels(
 def _inputs(request: Request) -> list[tuple[str, str]]:
     inputs = list(request.texts) + [(str(f), _read(f)) for f in request.files]
     if not inputs:
-        raise TopologyError(f"--from {request.source} needs at least one FILE")
+        raise TopologyError(f"the {request.source} source needs at least one input file")
     return inputs
 
 

@@ -79,9 +79,14 @@ Ports = dict[int, tuple[str, int]]  # port -> (peer id, peer port)
 PlainHca = tuple[str, str, str, str, str]  # id, description, port, peer id, peer port
 
 
+def normal_guid(text: str) -> str:
+    """A GUID as Kiln compares them: lower-case hex, no 0x, no leading zeros."""
+    return text.lower().removeprefix("0x").lstrip("0") or "0"
+
+
 def guid_of(node_id: str) -> str:
-    """The GUID in the form node-name maps and selections use: hex, no leading zeros."""
-    return node_id[2:].lstrip("0") or "0"
+    """The GUID of a node id (`S-…`, `H-…`), in the form node-name maps use."""
+    return normal_guid(node_id[2:])
 
 
 class FabricNode:
@@ -327,7 +332,7 @@ def _parse_ports(lines: list[str], label: str) -> Fabric:
 
 
 def _p_node(fabric: Fabric, kind: str, guid: str, desc: str) -> FabricNode:
-    guid = guid.lower().removeprefix("0x").lstrip("0") or "0"
+    guid = normal_guid(guid)
     prefix = {"SW": "S", "CA": "H", "RT": "R"}[kind]
     node = fabric.node(f"{prefix}-{guid}", _KINDS[kind])
     node.desc = node.desc or desc

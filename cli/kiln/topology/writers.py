@@ -22,7 +22,7 @@ def _sorted_switches(topology: Topology):
 
 def tree_conf(topology: Topology) -> str:
     if topology.is_block:
-        raise TopologyError("this source gives blocks, not a tree: use --format block")
+        raise TopologyError("this source gives blocks, not a tree")
     lines = _header(topology)
     for switch in _sorted_switches(topology):
         if switch.nodes:

@@ -137,6 +137,20 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
             report.judgements += _pair_judgements(found_pairs, limit, profile.name)
             if found_pairs.note:
                 found.notes.append(f"pairwise runs: {found_pairs.note}")
+    actions = conclude(report, found, nodes, request.no_drain)
+    if actions.drain or actions.resume:
+        _act(report, request, controller, {"drain": actions.drain, "resume": actions.resume})
+    report.finished = model.now()
+    write.write_all(report)
+    failed = report.verdict is Verdict.FAIL
+    return report, ExitCode.VALIDATION_FAILED if failed else ExitCode.OK
+
+
+def conclude(
+    report: model.Report, found: collect.Collected, nodes: list[str], no_drain: bool
+) -> drain.Actions:
+    """From the judgements to the rest of the report: curves, notes, each node's
+    verdict, and what to do in Slurm (drain the failing, resume Kiln's that pass)."""
     report.curves = [
         {"node": c.node, "collective": c.collective, "points": [list(p) for p in c.points]}
         for c in found.curves
@@ -148,14 +162,9 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
     }
     failing = {n: v.reasons[0] for n, v in verdicts.items() if v.verdict is Verdict.FAIL}
     passing = [n for n, v in verdicts.items() if v.verdict is not Verdict.FAIL]
-    actions = drain.decide(failing, passing, found.states, request.no_drain)
+    actions = drain.decide(failing, passing, found.states, no_drain)
     report.actions = actions.to_dict()
-    if actions.drain or actions.resume:
-        _act(report, request, controller, {"drain": actions.drain, "resume": actions.resume})
-    report.finished = model.now()
-    write.write_all(report)
-    failed = report.verdict is Verdict.FAIL
-    return report, ExitCode.VALIDATION_FAILED if failed else ExitCode.OK
+    return actions
 
 
 def _canceled(

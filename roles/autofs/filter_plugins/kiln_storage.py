@@ -15,25 +15,10 @@ from kiln import storage
 
 
 def kiln_storage_plan(declared, host_groups, kernel):
-    """What this host gets: autofs files, client packages, vendor clients to look for,
-    and the list the health check reads."""
     try:
-        mounts = storage.for_host(storage.parse(declared), list(host_groups))
+        return storage.host_plan(declared, list(host_groups), kernel)
     except storage.StorageError as exc:
         raise AnsibleFilterError(f"autofs_mounts: {exc}") from None
-    packages = sorted({p for m in mounts for p in storage.CLIENT_PACKAGES[m.kind] or []})
-    vendor = [
-        {"mount": m.name, "type": m.type, "probe": storage.VENDOR_CLIENTS[m.kind][0],
-         "client": storage.VENDOR_CLIENTS[m.kind][1]}
-        for m in mounts
-        if m.kind in storage.VENDOR_CLIENTS
-    ]
-    return {
-        "files": storage.files(mounts, kernel),
-        "packages": ["autofs", *packages] if mounts else [],
-        "vendor": vendor,
-        "checks": storage.check_list(mounts),
-    }
 
 
 class FilterModule:

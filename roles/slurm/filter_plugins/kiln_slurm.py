@@ -16,43 +16,30 @@ from kiln.topology import for_slurm
 from kiln.topology.model import TopologyError
 
 
-def _cached(host_vars, name):
-    """A fact set with `cacheable: true`: a variable when set in this run, in the fact
-    cache (so present even when the host is outside --limit) otherwise."""
-    return host_vars.get(name) or (host_vars.get("ansible_facts") or {}).get(name) or []
+def kiln_slurm_settings(defaults, overrides, plugin_paths, controllers, **cluster):
+    """slurm.conf's settings (kiln.slurm.settings); plugin_paths: what the controller has."""
+    names = [Path(p).name for p in plugin_paths]
+    return slurm.settings(defaults, slurm.Cluster(list(controllers), names, **cluster), overrides)
 
 
-def _shapes(hostvars, hosts, declared_key, detected_key):
-    shapes = {}
-    for host in hosts:
-        data = hostvars[host].get(declared_key) or _cached(hostvars[host], detected_key)
-        if not data:
-            raise slurm.SlurmConfigError(
-                f"no node shape for {host}: declare slurm_node_shape, or provision it once "
-                "without --limit so Kiln can detect it"
-            )
-        shapes[host] = slurm.shape_from_dict(host, data)
-    return shapes
-
-
-def kiln_slurm_conf(settings, version, hostvars, compute, groups, declared_partitions):
-    shapes = _shapes(hostvars, compute, "slurm_node_shape", "slurm_detected_shape")
-    parts = slurm.partitions(declared_partitions, groups, compute)
-    return slurm.slurm_conf(settings, slurm.parse_version(version), shapes, parts)
+def kiln_slurm_files(conf, cgroup, version, hostvars, compute, groups, partitions, plugin_paths):
+    """Every file in /etc/slurm the role writes (the topology file aside)."""
+    try:
+        return slurm.config_files(
+            conf,
+            cgroup,
+            slurm.parse_version(version),
+            slurm.node_shapes(hostvars, list(compute)),
+            slurm.partitions(partitions, groups, list(compute)),
+            slurm.Cluster([], [Path(p).name for p in plugin_paths]).nvml,
+        )
+    except slurm.SlurmConfigError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 def kiln_slurm_nodes(hostvars, compute):
-    shapes = _shapes(hostvars, compute, "slurm_node_shape", "slurm_detected_shape")
+    shapes = slurm.node_shapes(hostvars, compute)
     return "\n".join(slurm.node_lines(shapes)) + "\n"
-
-
-def kiln_gres_conf(hostvars, compute, autodetect_nvml):
-    shapes = _shapes(hostvars, compute, "slurm_node_shape", "slurm_detected_shape")
-    return slurm.gres_conf(shapes, bool(autodetect_nvml))
-
-
-def kiln_cgroup_conf(settings, version):
-    return slurm.cgroup_conf(settings, slurm.parse_version(version))
 
 
 def kiln_topology(settings, version, hostvars, compute, collected=()):
@@ -64,7 +51,11 @@ def kiln_topology(settings, version, hostvars, compute, collected=()):
         labels = {h: hostvars[h].get("topology_path") for h in compute}
     if source == "nvlink":
         # Cached facts, like shapes: present for hosts outside --limit too.
-        lines = [f"{h}: {line}" for h in compute for line in _cached(hostvars[h], "slurm_nvlink")]
+        lines = [
+            f"{h}: {line}"
+            for h in compute
+            for line in slurm.cached_fact(hostvars[h], "slurm_nvlink")
+        ]
         nvlink = [("nvidia-smi on the compute nodes", "\n".join(lines))]
     try:
         return for_slurm.render(
@@ -89,11 +80,9 @@ def kiln_topology(settings, version, hostvars, compute, collected=()):
 class FilterModule:
     def filters(self):
         return {
-            "kiln_slurm_merge": slurm.merge,
-            "kiln_slurm_conf": kiln_slurm_conf,
+            "kiln_slurm_settings": kiln_slurm_settings,
+            "kiln_slurm_files": kiln_slurm_files,
             "kiln_slurm_nodes": kiln_slurm_nodes,
-            "kiln_gres_conf": kiln_gres_conf,
-            "kiln_cgroup_conf": kiln_cgroup_conf,
             "kiln_slurmd_shape": slurm.parse_slurmd_c,
             "kiln_hostlist": hostlist.compress,
             "kiln_slurm_node_state": slurm.node_state,

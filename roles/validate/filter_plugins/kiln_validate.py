@@ -1,5 +1,5 @@
 """Filters that hand validation decisions to kiln.validation: which nodes can be tested,
-which Kiln drained earlier, where the node-side scripts are."""
+which Kiln drained earlier."""
 
 import sys
 from pathlib import Path
@@ -10,11 +10,6 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cli"))
 
 from kiln.validation import drain
-
-
-def kiln_validation_file(name):
-    """The path of one of kiln.validation's node-side scripts on the control node."""
-    return str(Path(drain.__file__).with_name(name))
 
 
 def kiln_validate_plan(scontrol_text, nodes):
@@ -37,7 +32,6 @@ def kiln_validate_step(result):
 class FilterModule:
     def filters(self):
         return {
-            "kiln_validation_file": kiln_validation_file,
             "kiln_validate_plan": kiln_validate_plan,
             "kiln_validate_step": kiln_validate_step,
             "kiln_validate_still_ours": kiln_validate_still_ours,

@@ -1,9 +1,6 @@
-"""Load a Kiln inventory (an Ansible YAML inventory directory) and validate it.
-
-Validation runs before any playbook: structure (the Slurm groups), every variable
-that a Kiln role declares (types and choices, from the roles' argument specs), and
-variables that must name a host of the inventory. Every problem is reported on one
-line naming the file or host, the variable and what was expected.
+"""Read an inventory as Ansible reads it: every file of the directory, merged, with
+group_vars/ and host_vars/. What it finds is a ClusterSpec and the list of every
+variable as written (for messages that name the file); kiln.inventory.checks judges them.
 """
 
 import os
@@ -12,11 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
-from kiln import argspec, hostlist, paths, yaml_input
+from kiln import hostlist, paths, yaml_input
 from kiln.errors import InputError
 from kiln.files import read_text
+from kiln.inventory.model import ClusterSpec, Definition, Host
 
 # Ansible reads every file of an inventory directory, in name order, except these
 # (ansible-core's defaults: INVENTORY_IGNORE_EXTS and the names it always skips; a unit
@@ -28,58 +24,7 @@ IGNORED_SUFFIXES = (
     *(".orig", ".cfg", ".retry"),
 )
 YAML_SUFFIXES = ("", ".yml", ".yaml", ".json")
-KILN_GROUPS = ("slurm_controller", "slurm_compute", "slurm_login", "storage")
-# Variables whose value must be the name of a host in the inventory.
-HOST_REFERENCES = ("base_ntp_server_host", "munge_key_host", "slurm_dbd_host")
 _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]")
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# Variables that name things Kiln writes into shell commands and Slurm's files.
-NAME_VARIABLES = ("slurm_cluster_name",)
-
-
-class Host(BaseModel):
-    name: str
-    groups: list[str]
-    vars: dict[str, Any]
-
-    @property
-    def address(self) -> str:
-        return str(self.vars.get("ansible_host", self.name))
-
-
-class ClusterSpec(BaseModel):
-    """What an inventory declares, in the terms the CLI and reports reason about."""
-
-    path: Path  # the inventory's directory (group_vars/, relative file names)
-    source: Path  # what Ansible is given: that directory, or the one file named
-    hosts: dict[str, Host]
-    groups: dict[str, list[str]]
-    warnings: list[str] = []
-    # Files Kiln could not look into (whole-file ansible-vault); Ansible reads them.
-    unchecked: list[str] = []
-
-    def group(self, name: str) -> list[str]:
-        return self.groups.get(name, [])
-
-    def kiln_roles(self, host: str) -> list[str]:
-        return [g for g in KILN_GROUPS if host in self.groups.get(g, [])]
-
-
-class InventoryError(InputError):
-    """One or more problems in an inventory; each is one line of the message."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
-
-
-@dataclass
-class _Definition:
-    """One variable as written in one place, so errors can name that place."""
-
-    source: str
-    name: str
-    value: Any
 
 
 @dataclass
@@ -94,24 +39,9 @@ class _Group:
 class _Loaded:
     groups: dict[str, _Group]
     host_vars: dict[str, dict[str, Any]]
-    definitions: list[_Definition]
+    definitions: list[Definition]
     warnings: list[str]
     unchecked: list[str] = field(default_factory=list)
-
-
-def load(path: Path | str | None = None) -> ClusterSpec:
-    """Load and validate; raise InventoryError listing every problem found."""
-    source, sources = _find_sources(Path(path) if path else paths.default_inventory())
-    directory = source.parent if source.is_file() else source
-    loaded = _read(directory, sources)
-    spec = _build_spec(source, directory, loaded)
-    problems = _check_names(spec, loaded.definitions)
-    problems += _check_structure(spec) + _check_variables(spec, loaded.definitions)
-    if not problems:
-        problems = _check_topology(spec)
-    if problems:
-        raise InventoryError(problems)
-    return spec
 
 
 def _find_sources(path: Path) -> tuple[Path, list[Path]]:
@@ -181,7 +111,7 @@ def _read(base: Path, sources: list[Path]) -> _Loaded:
     gathers their hosts, children and variables (the later file's value wins)."""
     groups: dict[str, _Group] = {}
     host_vars: dict[str, dict[str, Any]] = {}
-    definitions: list[_Definition] = []
+    definitions: list[Definition] = []
 
     def walk(label: str, group_name: Any, body: Any) -> None:
         if not isinstance(group_name, str):
@@ -211,12 +141,12 @@ def _read(base: Path, sources: list[Path]) -> _Loaded:
                 group.hosts.add(host)
                 host_vars.setdefault(host, {}).update(hvars or {})
                 definitions.extend(
-                    _Definition(f"{label} (host {host})", k, v) for k, v in (hvars or {}).items()
+                    Definition(f"{label} (host {host})", k, v) for k, v in (hvars or {}).items()
                 )
         _check_variable_names(f"{label}: group {group_name}", body.get("vars") or {})
         for key, value in (body.get("vars") or {}).items():
             group.vars[key] = value
-            definitions.append(_Definition(f"{label} (group {group_name})", key, value))
+            definitions.append(Definition(f"{label} (group {group_name})", key, value))
         for child, child_body in (body.get("children") or {}).items():
             walk(label, child, child_body)
             group.children.add(child)
@@ -293,7 +223,7 @@ def _read_vars_dirs(base: Path, loaded: _Loaded) -> None:
                     loaded.groups[name].vars if kind == "group_vars" else loaded.host_vars[name]
                 )
                 target.update(data)
-                loaded.definitions.extend(_Definition(rel, k, v) for k, v in data.items())
+                loaded.definitions.extend(Definition(rel, k, v) for k, v in data.items())
 
 
 def _encrypted(rel: str) -> None:
@@ -365,119 +295,10 @@ def _build_spec(source: Path, directory: Path, loaded: _Loaded) -> ClusterSpec:
     )
 
 
-def _check_names(spec: ClusterSpec, definitions: list[_Definition]) -> list[str]:
-    """Host and cluster names reach shells, Slurm's files and reports: only the
-    characters every one of them takes."""
-    problems = [
-        f"host {name!r}: names may hold only letters, digits, '.', '_' and '-'"
-        for name in spec.hosts
-        if not SAFE_NAME.match(name)
-    ]
-    for definition in definitions:
-        value = definition.value
-        if argspec.is_template(value) or argspec.is_opaque(value):
-            continue  # Ansible resolves it; the role's quoting still applies
-        if definition.name in NAME_VARIABLES and not (
-            isinstance(value, str) and SAFE_NAME.match(value)
-        ):
-            problems.append(
-                f"{definition.source}: {definition.name} {definition.value!r} may hold only "
-                "letters, digits, '.', '_' and '-'"
-            )
-    return problems
-
-
-def _check_structure(spec: ClusterSpec) -> list[str]:
-    problems = []
-    controllers = spec.groups.get("slurm_controller")
-    if controllers is None:
-        problems.append("inventory: no slurm_controller group (expected 1 host, or 2 for a backup)")
-    elif len(controllers) not in (1, 2):
-        problems.append(
-            f"inventory: slurm_controller has {len(controllers)} hosts"
-            f" ({', '.join(controllers)}); expected 1, or 2 for a backup controller"
-        )
-    compute = spec.groups.get("slurm_compute")
-    if compute is None:
-        problems.append("inventory: no slurm_compute group (expected at least 1 host)")
-    elif not compute:
-        problems.append("inventory: slurm_compute is empty (expected at least 1 host)")
-    return problems
-
-
-def _check_variables(spec: ClusterSpec, definitions: list[_Definition]) -> list[str]:
-    catalogue = argspec.load_catalogue(paths.roles_dir())
-    problems = []
-    for definition in definitions:
-        declared = catalogue.get(definition.name)
-        if declared is not None:
-            wrong_type = [
-                f"{definition.source}: {message} (role {declared.role})"
-                for message in argspec.check_value(definition.name, definition.value, declared.spec)
-            ]
-            if wrong_type:  # one message per mistake: the value checks would repeat it
-                problems.extend(wrong_type)
-                continue
-        problems.extend(f"{definition.source}: {p}" for p in _value_problems(definition, spec))
-        if _names_unknown_host(definition, spec):
-            problems.append(
-                f"{definition.source}: {definition.name} names {definition.value!r},"
-                " which is not a host in the inventory"
-            )
-    return problems
-
-
-TOPOLOGY_PREFIX = "slurm_topology_"
-
-
-def _check_topology(spec: ClusterSpec) -> list[str]:
-    """The topology the slurm role would write, built now where its input is here."""
-    from kiln.topology import for_slurm
-    from kiln.topology.sources import LABEL_VARIABLE
-
-    controller = spec.group("slurm_controller")[0]
-    settings = {
-        name.removeprefix(TOPOLOGY_PREFIX): value
-        for name, value in spec.hosts[controller].vars.items()
-        if name.startswith(TOPOLOGY_PREFIX)
-    }
-    if any(argspec.is_template(v) or argspec.is_opaque(v) for v in settings.values()):
-        return []
-    compute = spec.group("slurm_compute")
-    labels = {h: spec.hosts[h].vars.get(LABEL_VARIABLE) for h in compute}
-    try:
-        for_slurm.preflight(settings, labels, compute, str(spec.path))
-    except InputError as exc:  # a TopologyError, or a file that cannot be read
-        return [f"slurm_topology_source {settings['source']}: {exc}"]
-    return []
-
-
-def _names_unknown_host(definition: _Definition, spec: ClusterSpec) -> bool:
-    value = definition.value
-    if definition.name not in HOST_REFERENCES or argspec.is_template(value):
-        return False
-    return value not in (None, "") and value not in spec.hosts
-
-
-def _value_problems(definition: _Definition, spec: ClusterSpec) -> list[str]:
-    """Checks that need more than a type: munge keys, Slurm partitions and shapes,
-    storage mounts."""
-    from kiln import munge, slurm, storage
-
-    name, value = definition.name, definition.value
-    if argspec.is_opaque(value) or value in (None, "", [], {}):
-        return []
-    try:
-        if name == "munge_key_b64" and isinstance(value, str):
-            problem = munge.key_problem(value)
-            return [f"munge_key_b64 {problem}"] if problem else []
-        if name == "slurm_partitions" and isinstance(value, list):
-            slurm.partitions(value, spec.groups, spec.group("slurm_compute"))
-        if name == "autofs_mounts" and isinstance(value, list):
-            storage.parse(value, spec.groups)
-        if name == "slurm_node_shape" and isinstance(value, dict):
-            slurm.shape_from_dict("slurm_node_shape", value)  # its message names the variable
-    except (slurm.SlurmConfigError, ValueError) as exc:
-        message = str(exc)
-        return [message if message.startswith(name) else f"{name}: {message}"]
-    return []
+def read(path: Path | str | None = None) -> tuple[ClusterSpec, list[Definition]]:
+    """The inventory at `path` (default: $KILN_INVENTORY, else the lab) as Ansible reads
+    it, and every variable as written."""
+    source, sources = _find_sources(Path(path) if path else paths.default_inventory())
+    directory = source.parent if source.is_file() else source
+    loaded = _read(directory, sources)
+    return _build_spec(source, directory, loaded), loaded.definitions

@@ -1,0 +1,157 @@
+"""Checks of a read inventory, each returning one line per problem: names that reach
+shells, the Slurm groups, every variable a role declares (its argument spec), and the
+pre-flights of the modules that own a variable (`INVENTORY_CHECKS` in kiln.munge,
+kiln.slurm and kiln.storage; the topology the slurm role would write)."""
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from kiln import argspec, munge, paths, slurm, storage
+from kiln.errors import InputError
+from kiln.inventory.model import ClusterSpec, Definition
+from kiln.topology import for_slurm
+from kiln.topology.sources import LABEL_VARIABLE
+
+# Variables whose value must be the name of a host in the inventory.
+HOST_REFERENCES = ("base_ntp_server_host", "munge_key_host", "slurm_dbd_host")
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Variables that name things Kiln writes into shell commands and Slurm's files.
+NAME_VARIABLES = ("slurm_cluster_name",)
+
+
+Check = Callable[[ClusterSpec, list[Definition]], list[str]]
+CHECKS: list[Check] = []
+
+
+def check(function: Check) -> Check:
+    """Register a check: every registered check runs on every inventory, in order."""
+    CHECKS.append(function)
+    return function
+
+
+def run(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    """Every problem, one line each. The topology is built only from an inventory that
+    passes the rest (it needs the groups and the settings to be right)."""
+    problems = [problem for each in CHECKS for problem in each(spec, definitions)]
+    return problems or _check_topology(spec)
+
+
+@check
+def _check_names(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    """Host and cluster names reach shells, Slurm's files and reports: only the
+    characters every one of them takes."""
+    problems = [
+        f"host {name!r}: names may hold only letters, digits, '.', '_' and '-'"
+        for name in spec.hosts
+        if not SAFE_NAME.match(name)
+    ]
+    for definition in definitions:
+        value = definition.value
+        if argspec.is_template(value) or argspec.is_opaque(value):
+            continue  # Ansible resolves it; the role's quoting still applies
+        if definition.name in NAME_VARIABLES and not (
+            isinstance(value, str) and SAFE_NAME.match(value)
+        ):
+            problems.append(
+                f"{definition.source}: {definition.name} {definition.value!r} may hold only "
+                "letters, digits, '.', '_' and '-'"
+            )
+    return problems
+
+
+@check
+def _check_structure(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    problems = []
+    controllers = spec.groups.get("slurm_controller")
+    if controllers is None:
+        problems.append("inventory: no slurm_controller group (expected 1 host, or 2 for a backup)")
+    elif len(controllers) not in (1, 2):
+        problems.append(
+            f"inventory: slurm_controller has {len(controllers)} hosts"
+            f" ({', '.join(controllers)}); expected 1, or 2 for a backup controller"
+        )
+    compute = spec.groups.get("slurm_compute")
+    if compute is None:
+        problems.append("inventory: no slurm_compute group (expected at least 1 host)")
+    elif not compute:
+        problems.append("inventory: slurm_compute is empty (expected at least 1 host)")
+    return problems
+
+
+@check
+def _check_variables(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    catalogue = argspec.load_catalogue(paths.roles_dir())
+    problems = []
+    for definition in definitions:
+        declared = catalogue.get(definition.name)
+        if declared is not None:
+            wrong_type = [
+                f"{definition.source}: {message} (role {declared.role})"
+                for message in argspec.check_value(definition.name, definition.value, declared.spec)
+            ]
+            if wrong_type:  # one message per mistake: the value checks would repeat it
+                problems.extend(wrong_type)
+                continue
+        problems.extend(f"{definition.source}: {p}" for p in _value_problems(definition, spec))
+        if _names_unknown_host(definition, spec):
+            problems.append(
+                f"{definition.source}: {definition.name} names {definition.value!r},"
+                " which is not a host in the inventory"
+            )
+    return problems
+
+
+TOPOLOGY_PREFIX = "slurm_topology_"
+
+
+def _check_topology(spec: ClusterSpec) -> list[str]:
+    """The topology the slurm role would write, built now where its input is here."""
+
+    controller = spec.group("slurm_controller")[0]
+    settings = {
+        name.removeprefix(TOPOLOGY_PREFIX): value
+        for name, value in spec.hosts[controller].vars.items()
+        if name.startswith(TOPOLOGY_PREFIX)
+    }
+    if any(argspec.is_template(v) or argspec.is_opaque(v) for v in settings.values()):
+        return []
+    compute = spec.group("slurm_compute")
+    labels = {h: spec.hosts[h].vars.get(LABEL_VARIABLE) for h in compute}
+    try:
+        for_slurm.preflight(settings, labels, compute, str(spec.path))
+    except InputError as exc:  # a TopologyError, or a file that cannot be read
+        return [f"slurm_topology_source {settings['source']}: {exc}"]
+    return []
+
+
+def _names_unknown_host(definition: Definition, spec: ClusterSpec) -> bool:
+    value = definition.value
+    if definition.name not in HOST_REFERENCES or argspec.is_template(value):
+        return False
+    return value not in (None, "") and value not in spec.hosts
+
+
+# Each module that owns a variable says how to check it.
+VALUE_CHECKS: dict[str, tuple[type, Callable[[Any, dict[str, list[str]]], None]]] = {
+    **munge.INVENTORY_CHECKS,
+    **slurm.INVENTORY_CHECKS,
+    **storage.INVENTORY_CHECKS,
+}
+
+
+def _value_problems(definition: Definition, spec: ClusterSpec) -> list[str]:
+    """Checks that need more than a type: munge keys, Slurm partitions and shapes,
+    storage mounts."""
+    name, value = definition.name, definition.value
+    if argspec.is_opaque(value) or value in (None, "", [], {}) or name not in VALUE_CHECKS:
+        return []
+    kind, check = VALUE_CHECKS[name]
+    if not isinstance(value, kind):
+        return []  # the argument spec reports the type
+    try:
+        check(value, spec.groups)
+    except ValueError as exc:
+        message = str(exc)
+        return [message if message.startswith(name) else f"{name}: {message}"]
+    return []

@@ -1,0 +1,97 @@
+"""The shape of `cli/kiln`, read from its imports (ast): dependencies go one way. No
+module imports itself back through others, and no library module imports a command
+(commands parse options, call the library, print)."""
+
+import ast
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "cli" / "kiln"
+# The entry points: they import the CLI, and only they may.
+ENTRY_POINTS = {"kiln.__main__", "kiln.cli"}
+
+
+def module_name(path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path, name: str, known: set[str]) -> set[str]:
+    """Kiln modules `path` imports, at the top or inside functions."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, *([node.module] if node.module else [])])
+            found |= {
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            }
+    return {m for m in found if m in known and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    known = set(paths)
+    return {name: imports_of(path, name, known) for name, path in paths.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in edges[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_graph_is_read_whole():
+    edges = graph()
+    assert {"kiln.inventory", "kiln.inventory.reader", "kiln.validation.session"} <= set(edges)
+    assert "kiln.inventory.model" in edges["kiln.inventory.reader"]
+    assert "kiln.topology.for_slurm" in edges["kiln.inventory.checks"]
+
+
+def test_no_import_circle():
+    assert cycles(graph()) == []
+
+
+def test_cycles_are_found_when_there_is_one():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_library_module_imports_a_command():
+    edges = graph()
+    wrong = {
+        name: sorted(d for d in deps if d.startswith("kiln.commands") or d in ENTRY_POINTS)
+        for name, deps in edges.items()
+        if not name.startswith("kiln.commands") and name not in ENTRY_POINTS
+    }
+    assert {name: deps for name, deps in wrong.items() if deps} == {}

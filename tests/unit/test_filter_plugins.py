@@ -1,0 +1,90 @@
+"""Every role's filter plugin, imported as Ansible imports it: each filter it offers is
+a thin call into kiln.*, and errors become AnsibleFilterError with one line."""
+
+import importlib.util
+from types import ModuleType
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from tests.conftest import REPO
+
+PLUGINS = sorted(REPO.glob("roles/*/filter_plugins/*.py"))
+
+
+def plugin(path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"filter_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def filters(name: str) -> dict:
+    (path,) = [p for p in PLUGINS if p.stem == name]
+    return plugin(path).FilterModule().filters()
+
+
+@pytest.mark.parametrize("path", PLUGINS, ids=lambda p: f"{p.parts[-3]}/{p.name}")
+def test_every_plugin_imports_and_offers_kiln_filters(path):
+    offered = plugin(path).FilterModule().filters()
+    assert offered and all(name.startswith("kiln_") and callable(f) for name, f in offered.items())
+
+
+def test_storage_plan_for_a_host():
+    plan = filters("kiln_storage")["kiln_storage_plan"]
+    declared = [{"name": "shared", "path": "/shared", "type": "nfs", "source": "nas:/ml"}]
+    found = plan(declared, ["slurm_compute"], "6.1.0-18-amd64")
+    assert found == {
+        "files": found["files"],  # the map text itself: tests/unit/test_storage.py
+        "packages": ["autofs", "nfs-common"],
+        "vendor": [],
+        "checks": found["checks"],
+    }
+    assert sorted(found["files"]) == [
+        "/etc/auto.kiln-shared",
+        "/etc/auto.master.d/kiln-shared.autofs",
+    ]
+    assert [c["path"] for c in found["checks"]] == ["/shared"]
+    with pytest.raises(AnsibleFilterError, match=r"^autofs_mounts: "):
+        plan([{"name": "x", "path": "/x", "type": "cifs9", "source": "a:/b"}], [], "6.1")
+
+
+def test_slurm_nodes_from_declared_or_cached_shapes():
+    nodes = filters("kiln_slurm")["kiln_slurm_nodes"]
+    shape = {"CPUs": 16, "RealMemory": 64000, "CoresPerSocket": 8, "ThreadsPerCore": 2}
+    hostvars = {
+        "gpu1": {"slurm_node_shape": shape},
+        # detected in an earlier run: only in the fact cache
+        "gpu2": {"ansible_facts": {"slurm_detected_shape": shape}},
+    }
+    (line,) = nodes(hostvars, ["gpu1", "gpu2"]).splitlines()  # one shape: one line
+    assert line.split()[:2] == ["NodeName=gpu[1-2]", "CPUs=16"]
+    with pytest.raises(ValueError, match="no node shape for gpu3"):
+        nodes({"gpu3": {}}, ["gpu3"])
+
+
+def test_validate_plan_from_scontrol():
+    plan = filters("kiln_validate")["kiln_validate_plan"]
+    scontrol = (
+        "NodeName=gpu1 State=IDLE Reason=\n"
+        "NodeName=gpu2 State=IDLE+DRAIN Reason=kiln: storage.mount /shared [root@2026]\n"
+    )
+    found = plan(scontrol, ["gpu1", "gpu2"])
+    assert found["test"] == ["gpu1", "gpu2"]
+    assert found["resume_to_test"] == ["gpu2"]
+
+
+def test_slurm_settings_and_files_from_the_found_plugins():
+    offered = filters("kiln_slurm")
+    paths = ["/usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix.so", "/usr/lib/libpmix.so.2.9"]
+    conf = offered["kiln_slurm_settings"]({}, {}, paths, ["ctl"], cgroup=False)
+    assert conf["MpiDefault"] == "pmix" and conf["SlurmctldHost"] == ["ctl"]
+    hostvars = {"gpu1": {"slurm_node_shape": {"CPUs": 4, "RealMemory": 8000}}}
+    files = offered["kiln_slurm_files"](
+        conf, {}, "slurm-wlm 24.11.5", hostvars, ["gpu1"], {"slurm_compute": ["gpu1"]}, [], paths
+    )
+    assert sorted(files) == ["cgroup.conf", "gres.conf", "slurm.conf"]
+    assert "MpiDefault=pmix" in files["slurm.conf"].splitlines()
+    with pytest.raises(AnsibleFilterError, match="no node shape for gpu2"):
+        offered["kiln_slurm_files"](conf, {}, "24.11", {"gpu2": {}}, ["gpu2"], {}, [], [])
