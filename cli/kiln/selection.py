@@ -31,7 +31,7 @@ def check(
 ) -> None:
     if not (limit or tags or skip_tags):
         return
-    from kiln.runner import ansible_env
+    from kiln.run.execute import ansible_env
 
     argv = ["ansible-playbook", "--list-tags", "-i", str(spec.source), str(playbook)]
     if limit:
@@ -49,16 +49,16 @@ def check(
         return  # the run itself will say what is wrong with Ansible
     if limit and (NO_HOSTS in done.stdout + done.stderr or _no_play_hosts(done.stdout)):
         raise InputError(
-            f"--limit {limit!r} matches no host that {playbook.name} targets in {spec.source}"
+            f"host pattern {limit!r} matches no host that {playbook.name} targets in {spec.source}"
         )
     if done.returncode != 0:
         return  # a playbook Ansible cannot read: the run reports Ansible's own error
     known = {t for found in _TASK_TAGS.findall(done.stdout) for t in _split(found)}
-    for option, value in (("--tags", tags), ("--skip-tags", skip_tags)):
+    for what, value in (("tags to run", tags), ("tags to skip", skip_tags)):
         unknown = [t for t in _split(value or "") if t not in known | SPECIAL_TAGS]
         if unknown:
             raise InputError(
-                f"{option} {','.join(unknown)}: no task of {playbook.name} has this tag"
+                f"{what} {','.join(unknown)}: no task of {playbook.name} has this tag"
                 f" (its tags: {', '.join(sorted(known - {'always'})) or 'none'})"
             )
 

@@ -307,6 +307,7 @@ class Cluster:
     cgroup: bool = True
     accounting: bool = False
     dbd_host: str = ""
+    dbd_port: int = 6819
 
     @property
     def nvml(self) -> bool:
@@ -336,6 +337,7 @@ def settings(defaults: dict[str, Any], cluster: Cluster, overrides: dict[str, An
         computed.update(
             AccountingStorageType="accounting_storage/slurmdbd",
             AccountingStorageHost=cluster.dbd_host,
+            AccountingStoragePort=cluster.dbd_port,
             AccountingStorageTRES="gres/gpu",
         )
     return merge(merge(defaults, computed), overrides)

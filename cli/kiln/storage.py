@@ -2,33 +2,21 @@
 maps. The autofs role and `kiln inventory check` both use this module, so a
 declaration is judged the same way before a run and during it."""
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+import yaml
+
+from kiln import paths
+
 TYPES = ("nfs", "nfs4", "lustre", "glusterfs", "wekafs", "bind", "generic")
 
-# Options a GPU cluster wants unless the operator says otherwise. NFS: hard mounts
-# (a server restart stalls I/O instead of corrupting a checkpoint), large transfers,
-# several TCP connections where the kernel has nconnect (5.3+).
-DEFAULT_OPTIONS: dict[str, list[str]] = {
-    "nfs": [
-        "vers=4.1",
-        "hard",
-        "proto=tcp",
-        "timeo=600",
-        "retrans=2",
-        "rsize=1048576",
-        "wsize=1048576",
-        "noatime",
-    ],
-    "lustre": ["flock", "noatime"],
-    "glusterfs": ["noatime"],
-    "wekafs": ["noatime"],
-    "bind": [],
-    "generic": [],
-}
+# Default mount options per type live in one place, the autofs role's
+# `autofs_default_options` (the role passes them; role_default_options() reads them for
+# everything else). On NFS, several TCP connections where the kernel has nconnect (5.3+).
 NCONNECT = "nconnect=8"
 NCONNECT_KERNEL = (5, 3)
 # Idle time before autofs unmounts; a mount with open files is never expired.
@@ -176,10 +164,21 @@ def _kernel(version: str) -> tuple[int, int]:
     return (int(match[1]), int(match[2])) if match else (0, 0)
 
 
-def options(mount: Mount, kernel: str = "") -> list[str]:
+Defaults = dict[str, list[str]]
+
+
+@functools.cache
+def role_default_options() -> Defaults:
+    """`autofs_default_options` as the autofs role declares it."""
+    data = yaml.safe_load((paths.roles_dir() / "autofs" / "defaults" / "main.yml").read_text())
+    return data["autofs_default_options"]
+
+
+def options(mount: Mount, kernel: str = "", defaults: Defaults | None = None) -> list[str]:
     """The mount options autofs passes: defaults (unless turned off), then the operator's,
     where an operator option replaces a default of the same name."""
-    chosen = list(DEFAULT_OPTIONS[mount.kind]) if mount.default_options else []
+    defaults = role_default_options() if defaults is None else defaults
+    chosen = list(defaults.get(mount.kind, [])) if mount.default_options else []
     if mount.kind == "nfs" and mount.default_options and _kernel(kernel) >= NCONNECT_KERNEL:
         chosen.append(NCONNECT)
     own = {o.split("=", 1)[0] for o in mount.options}
@@ -196,10 +195,10 @@ def fstype(mount: Mount) -> str:
 _COLON_PREFIX = ("bind", "lustre")
 
 
-def map_line(mount: Mount, kernel: str = "") -> str:
+def map_line(mount: Mount, kernel: str = "", defaults: Defaults | None = None) -> str:
     """One autofs map entry: KEY -fstype=TYPE,OPTIONS LOCATION."""
     key = "*" if mount.indirect else mount.mount_point
-    opts = ",".join([f"-fstype={fstype(mount)}", *options(mount, kernel)])
+    opts = ",".join([f"-fstype={fstype(mount)}", *options(mount, kernel, defaults)])
     location = (":" if mount.kind in _COLON_PREFIX else "") + mount.source
     if mount.indirect:
         location = location.rstrip("/") + "/&"
@@ -211,13 +210,15 @@ def master_line(mount: Mount) -> str:
     return f"{mount_at} /etc/auto.kiln-{mount.name} --timeout={mount.timeout}"
 
 
-def files(mounts: list[Mount], kernel: str = "") -> dict[str, str]:
+def files(
+    mounts: list[Mount], kernel: str = "", defaults: Defaults | None = None
+) -> dict[str, str]:
     """path -> content of every autofs file for these mounts."""
     header = "# Managed by Kiln (autofs role): changes are overwritten.\n"
     out = {}
     for mount in mounts:
         out[f"/etc/auto.master.d/kiln-{mount.name}.autofs"] = header + master_line(mount) + "\n"
-        out[f"/etc/auto.kiln-{mount.name}"] = header + map_line(mount, kernel) + "\n"
+        out[f"/etc/auto.kiln-{mount.name}"] = header + map_line(mount, kernel, defaults) + "\n"
     return out
 
 
@@ -237,7 +238,9 @@ def check_list(mounts: list[Mount], kernel: str = "") -> list[dict[str, Any]]:
     ]
 
 
-def host_plan(declared: Any, host_groups: list[str], kernel: str) -> dict[str, Any]:
+def host_plan(
+    declared: Any, host_groups: list[str], kernel: str, defaults: Defaults | None = None
+) -> dict[str, Any]:
     """What one host gets (the autofs role's plan): autofs files, client packages, vendor
     clients to look for, and the list the health check reads."""
     mounts = for_host(parse(declared), host_groups)
@@ -253,7 +256,7 @@ def host_plan(declared: Any, host_groups: list[str], kernel: str) -> dict[str, A
         if m.kind in VENDOR_CLIENTS
     ]
     return {
-        "files": files(mounts, kernel),
+        "files": files(mounts, kernel, defaults),
         "packages": ["autofs", *packages] if mounts else [],
         "vendor": vendor,
         "checks": check_list(mounts),

@@ -339,16 +339,16 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "run-limit-no-host",
         provision("--limit", "nosuchhost"),
         BAD,
-        "--limit 'nosuchhost' matches no host",
+        "host pattern 'nosuchhost' matches no host",
     ),
     ("run-limit-excludes-all", provision("--limit", "!all"), BAD, "matches no host"),
     (
         "run-tags-unknown",
         provision("--tags", "slurn"),
         BAD,
-        "--tags slurn: no task of site.yml has this tag",
+        "tags to run slurn: no task of site.yml has this tag",
     ),
-    ("run-skip-tags-unknown", provision("--skip-tags", "bsae"), BAD, "--skip-tags bsae: no task"),
+    ("run-skip-tags-unknown", provision("--skip-tags", "bsae"), BAD, "tags to skip bsae: no task"),
     ("run-extravar-malformed", provision("-e", "novalue"), BAD, "expected KEY=VALUE or @FILE"),
     (
         "run-extravar-missing",
@@ -609,7 +609,7 @@ def test_the_table_covers_every_command():
 def test_selections_that_match_pass_the_check(tmp_path, limit, tags, skip_tags):
     from kiln import inventory as inventory_model
     from kiln import selection
-    from kiln.runner import resolve_playbook
+    from kiln.run.execute import resolve_playbook
 
     spec = inventory_model.load(inventory(tmp_path))
     selection.check(resolve_playbook("site"), spec, limit, tags, skip_tags)

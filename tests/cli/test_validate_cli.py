@@ -6,9 +6,9 @@ import json
 
 import yaml
 
-from kiln import record_ids
 from kiln.errors import ExitCode
 from kiln.report import model, write
+from kiln.run import ids
 from kiln.validation.verdicts import Judgement, Verdict
 from tests.conftest import cluster_inventory, run_kiln
 
@@ -57,7 +57,7 @@ def test_nodes_outside_the_inventory(write_inventory):
     one_line_error(
         result,
         ExitCode.BAD_INPUT,
-        "--nodes: gpu[003-004] not in the inventory's slurm_compute (gpu[001-002])",
+        "gpu[003-004] not in the inventory's slurm_compute (gpu[001-002])",
     )
 
 
@@ -86,7 +86,7 @@ def test_inventory_without_a_controller(write_inventory):
 
 def kept_report(verdict, value):
     report = model.Report(
-        id=record_ids.new_id(),
+        id=ids.new_id(),
         started=model.now(),
         inventory="inv",
         profile="lab-cpu",

@@ -95,3 +95,17 @@ def test_no_library_module_imports_a_command():
         if not name.startswith("kiln.commands") and name not in ENTRY_POINTS
     }
     assert {name: deps for name, deps in wrong.items() if deps} == {}
+
+
+def test_library_errors_name_no_command_line_option():
+    """A library error says what is wrong with a value; the command that took the value
+    from an option adds the option's name."""
+    import re
+
+    naming = re.compile(r"Error\(\s*f?[\"']--[a-z]")
+    found = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "commands" not in path.parts and naming.search(path.read_text())
+    ]
+    assert found == []

@@ -34,7 +34,7 @@ def test_every_plugin_imports_and_offers_kiln_filters(path):
 def test_storage_plan_for_a_host():
     plan = filters("kiln_storage")["kiln_storage_plan"]
     declared = [{"name": "shared", "path": "/shared", "type": "nfs", "source": "nas:/ml"}]
-    found = plan(declared, ["slurm_compute"], "6.1.0-18-amd64")
+    found = plan(declared, ["slurm_compute"], "6.1.0-18-amd64", {"nfs": ["hard", "vers=4.2"]})
     assert found == {
         "files": found["files"],  # the map text itself: tests/unit/test_storage.py
         "packages": ["autofs", "nfs-common"],
@@ -47,7 +47,7 @@ def test_storage_plan_for_a_host():
     ]
     assert [c["path"] for c in found["checks"]] == ["/shared"]
     with pytest.raises(AnsibleFilterError, match=r"^autofs_mounts: "):
-        plan([{"name": "x", "path": "/x", "type": "cifs9", "source": "a:/b"}], [], "6.1")
+        plan([{"name": "x", "path": "/x", "type": "cifs9", "source": "a:/b"}], [], "6.1", {})
 
 
 def test_slurm_nodes_from_declared_or_cached_shapes():
@@ -88,3 +88,30 @@ def test_slurm_settings_and_files_from_the_found_plugins():
     assert "MpiDefault=pmix" in files["slurm.conf"].splitlines()
     with pytest.raises(AnsibleFilterError, match="no node shape for gpu2"):
         offered["kiln_slurm_files"](conf, {}, "24.11", {"gpu2": {}}, ["gpu2"], {}, [], [])
+
+
+def test_validate_paths_come_from_the_results_layout(tmp_path):
+    """The role writes where kiln.validation.collect reads: both from one layout."""
+    from kiln.validation import results
+
+    paths = filters("kiln_validate")["kiln_validate_paths"]("/state/raw", "20261123-1200-ab")
+    assert paths == {
+        "results": "/state/raw",
+        "slurm_state": "/state/raw/slurm_state.json",
+        "prerequisites": "/state/raw/prerequisites.json",
+        "srun": "/state/raw/srun.json",
+        "munge": "/state/raw/munge",
+        "storage_steps": "/state/raw/storage_steps.json",
+        "collectives_steps": "/state/raw/collectives_steps.json",
+        "nccl_tests": "/state/raw/nccl_tests.json",
+        "pairs": "/state/raw/pairs.json",
+        "node_dir": "/var/lib/kiln/validate/20261123-1200-ab",
+        "node_kinds": ["storage", "cold_import", "collectives_node", "collectives_all"],
+    }
+    layout = results.make(tmp_path / "raw")
+    layout.write_node("storage", "gpu001", {"node": "gpu001"})
+    fetched = filters("kiln_validate")["kiln_validate_paths"](str(layout.root), "r")
+    assert (tmp_path / "raw" / "storage" / "gpu001.json").is_file()
+    assert f"{fetched['results']}/storage/gpu001.json" == str(layout.node_path("storage", "gpu001"))
+    assert layout.load_node("storage", "gpu001") == {"node": "gpu001"}
+    assert layout.load(results.SRUN) is None  # not written: the collect step says so

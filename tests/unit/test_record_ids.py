@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kiln.errors import InputError
-from kiln.record_ids import new_id, pick
+from kiln.run.ids import new_id, pick
 
 KNOWN = ["20261122-2300-b", "20261122-2200-a2", "20261122-2200-a1"]  # newest first
 

@@ -206,6 +206,7 @@ def test_settings_computed_for_a_cluster_then_overridden():
         "PrologFlags": "Contain,X11",
         "AccountingStorageType": "accounting_storage/slurmdbd",
         "AccountingStorageHost": "ctl1",
+        "AccountingStoragePort": 6819,
         "AccountingStorageTRES": "gres/gpu",
     }
 

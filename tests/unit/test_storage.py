@@ -143,3 +143,19 @@ def test_bad_declarations(mounts, message):
     with pytest.raises(storage.StorageError) as caught:
         storage.parse(mounts, {"slurm_compute": ["gpu001"]})
     assert str(caught.value) == message
+
+
+def test_the_documented_default_options_are_the_roles():
+    """docs/storage.md's table shows autofs_default_options, the one place they live."""
+    from tests.conftest import REPO
+
+    rows = {}
+    for line in (REPO / "docs" / "storage.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        kind = cells[0].split("`")[1] if cells[0].startswith("`") else ""
+        if len(cells) == 4 and kind in storage.TYPES:
+            rows[kind] = cells[2].split("`")[1] if "`" in cells[2] else ""
+    defaults = storage.role_default_options()
+    for kind, options in defaults.items():
+        assert rows[kind] == ",".join(options), kind
+    assert set(rows) - set(defaults) == {"bind", "generic"}  # types with no defaults

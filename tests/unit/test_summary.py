@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from kiln.errors import ExitCode
-from kiln.summary import EventAccumulator, HostCounts, RunSummary, failure_message
+from kiln.run.events import EventAccumulator, HostCounts, RunSummary, failure_message
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -68,3 +68,49 @@ def test_exit_codes():
     assert unreachable.exit_code == ExitCode.HOSTS_FAILED
     assert RunSummary("r", "p", "canceled").exit_code == ExitCode.INTERRUPTED
     assert RunSummary("r", "p", "failed").exit_code == ExitCode.FAILED
+
+
+def test_summaries_print_ansibles_words_as_text_not_markup():
+    """Failure messages and task names come from Ansible and the nodes: '[/path]' or
+    '[Errno 2]' in one is printed as it is (it used to crash the summary after a run)."""
+    import io
+
+    from rich.console import Console
+
+    from kiln.run import display
+    from kiln.run.events import Failure
+
+    summary = RunSummary("r", "p", "failed", {"a": HostCounts(failed=1)})
+    summary.failures.append(Failure("a", "Copy [bold]x", "[Errno 2] No such file: [/path]", False))
+    summary.error = "[/oops]"
+    out = io.StringIO()
+    display.run_summary(summary, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "failed a: Copy [bold]x: [Errno 2] No such file: [/path]" in text
+    assert "error: [/oops]" in text
+
+
+def test_the_plain_display_and_the_counts_read_events_alike():
+    """One classifier (events.outcome) serves both: the lines a log shows add up to the
+    summary's counts, for a recorded run with every kind of result."""
+    import io
+    from collections import Counter
+
+    from kiln.run.display import PlainDisplay
+
+    out = io.StringIO()
+    acc = EventAccumulator("r", "checks.yml")
+    shown = PlainDisplay(out)
+    for event in recorded_events():
+        if event["event"] == "playbook_on_stats":
+            continue  # the recap: counted its own way
+        acc.feed(event)
+        shown.update(event, acc)
+    labels = Counter(line.split()[0] for line in out.getvalue().splitlines())
+    hosts = acc.summary.hosts.values()
+    assert labels["changed"] == sum(h.changed for h in hosts)
+    assert labels["ok"] + labels["changed"] + labels["ignored"] == sum(h.ok for h in hosts)
+    assert labels["skipping"] == sum(h.skipped for h in hosts)
+    assert labels["FAILED"] == sum(h.failed for h in hosts)
+    assert labels["UNREACHABLE"] == sum(h.unreachable for h in hosts)
+    assert labels["FAILED"] + labels["UNREACHABLE"] == len(acc.summary.failures)

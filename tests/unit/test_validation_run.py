@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kiln import record_ids
 from kiln.report import compare, html, junit, markdown, model, write
+from kiln.run import ids
 from kiln.validation import assess, collect, drain, profiles, session
+from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict
 
 FIO = Path(__file__).parent.parent / "fixtures" / "fio"
@@ -105,34 +106,35 @@ def bench(ranks, hosts, scale=1.0):
 
 
 class Raw(type(Path())):
-    """The results directory, with a helper to write one result file."""
+    """The results directory, written through the layout the role and collect share."""
 
-    def put(self, rel, data):
-        (self / rel).write_text(json.dumps(data))
+    def put(self, name, data):
+        layout.Layout(self).write(name, data)
+
+    def node(self, kind, node, data):
+        layout.Layout(self).write_node(kind, node, data)
 
 
 @pytest.fixture
 def raw(tmp_path):
     """A healthy three-node run; tests break it where they need."""
-    root = Raw(tmp_path / "raw")
+    root = Raw(layout.make(tmp_path / "raw").root)
     put = root.put
-    for sub in ("munge", "storage", "cold_import", "collectives_node", "collectives_all"):
-        (root / sub).mkdir(parents=True)
     scontrol = "\n".join(scontrol_line(n) for n in NODES)
 
-    put("slurm_state.json", {"scontrol": scontrol, "plan": drain.plan(scontrol, NODES).to_dict()})
-    put("srun.json", {n: {"rc": 0, "stdout": "", "stderr": "", "seconds": 0.4} for n in NODES})
-    put("storage_steps.json", {"storage": {"rc": 0, "stderr": ""}, "cold_import": {"rc": 0}})
+    put(layout.SLURM_STATE, {"scontrol": scontrol, "plan": drain.plan(scontrol, NODES).to_dict()})
+    put(layout.SRUN, {n: {"rc": 0, "stdout": "", "stderr": "", "seconds": 0.4} for n in NODES})
+    put(layout.STORAGE_STEPS, {"storage": {"rc": 0, "stderr": ""}, "cold_import": {"rc": 0}})
     put(
-        "collectives_steps.json",
+        layout.COLLECTIVES_STEPS,
         {"single_node": {"rc": 0}, "multi_node": {"rc": 0}, "nccl_tests_skipped": "absent"},
     )
     for n in NODES:
-        put(f"munge/{n}.json", {"rc": 0, "status": "STATUS: Success (0)"})
-        put(f"storage/{n}.json", storage_result(n))
-        put(f"cold_import/{n}.json", {"node": n, "module": "kiln_cold_import.all", "seconds": 2.5})
-        put(f"collectives_node/{n}.json", bench(8, [n]))
-    put("collectives_all/gpu001.json", bench(24, NODES, scale=0.9))
+        root.node("munge", n, {"rc": 0, "status": "STATUS: Success (0)"})
+        root.node("storage", n, storage_result(n))
+        root.node("cold_import", n, {"node": n, "module": "kiln_cold_import.all", "seconds": 2.5})
+        root.node("collectives_node", n, bench(8, [n]))
+    root.node("collectives_all", "gpu001", bench(24, NODES, scale=0.9))
     return root
 
 
@@ -174,8 +176,8 @@ def test_a_missing_mount_fails_the_node_with_the_mount_check_reason(raw):
     broken = mount(
         status="FAIL", reason="not mounted after access: autofs could not mount storage:/shared"
     )
-    raw.put("storage/gpu002.json", storage_result("gpu002", [broken]))
-    raw.put("cold_import/gpu002.json", {"node": "gpu002", "error": "/shared is not mounted"})
+    raw.node("storage", "gpu002", storage_result("gpu002", [broken]))
+    raw.node("cold_import", "gpu002", {"node": "gpu002", "error": "/shared is not mounted"})
     _, judgements, nodes = run(raw)
     assert nodes["gpu002"].verdict is Verdict.FAIL
     assert any(
@@ -191,7 +193,7 @@ def test_a_missing_mount_fails_the_node_with_the_mount_check_reason(raw):
 
 
 def test_a_slow_node_fails_against_the_profile_with_a_readable_reason(raw):
-    raw.put("storage/gpu003.json", storage_result("gpu003", seq_mbps_scale=0.1))
+    raw.node("storage", "gpu003", storage_result("gpu003", seq_mbps_scale=0.1))
     _, _judgements, nodes = run(raw)
     assert nodes["gpu003"].verdict is Verdict.FAIL
     reason = nodes["gpu003"].reasons[0]
@@ -200,7 +202,7 @@ def test_a_slow_node_fails_against_the_profile_with_a_readable_reason(raw):
 
 
 def test_without_a_profile_the_fleet_median_judges(raw):
-    raw.put("storage/gpu003.json", storage_result("gpu003", seq_mbps_scale=1.0))
+    raw.node("storage", "gpu003", storage_result("gpu003", seq_mbps_scale=1.0))
     _, _, nodes = run(raw, profile=None)
     assert nodes["gpu003"].verdict is Verdict.FAIL
     assert "off the fleet median" in nodes["gpu003"].reasons[0]
@@ -209,7 +211,7 @@ def test_without_a_profile_the_fleet_median_judges(raw):
 
 def test_srun_munge_and_missing_results_are_failures_naming_the_cause(raw):
     raw.put(
-        "srun.json",
+        layout.SRUN,
         {
             "gpu001": {"rc": 0, "stderr": "", "seconds": 0.3},
             "gpu002": {
@@ -221,10 +223,10 @@ def test_srun_munge_and_missing_results_are_failures_naming_the_cause(raw):
             "gpu003": {"rc": None, "stderr": "no answer within 30s", "seconds": 30.0},
         },
     )
-    raw.put("munge/gpu001.json", {"rc": 2, "status": "STATUS: Invalid credential (6)"})
-    (raw / "storage" / "gpu003.json").unlink()
+    raw.node("munge", "gpu001", {"rc": 2, "status": "STATUS: Invalid credential (6)"})
+    layout.Layout(raw).node_path("storage", "gpu003").unlink()
     raw.put(
-        "storage_steps.json",
+        layout.STORAGE_STEPS,
         {"storage": {"rc": 1, "stderr": "srun: error: gpu003: task 2: Exited with exit code 1"}},
     )
     _, _judgements, nodes = run(raw)
@@ -250,7 +252,7 @@ def test_nodes_drained_by_someone_else_are_not_tested_and_warned(raw):
     assert plan.test == ["gpu001", "gpu003"]
     assert plan.resume_to_test == ["gpu003"]
     assert plan.skipped == {"gpu002": "drained by someone else: bad fan"}
-    raw.put("slurm_state.json", {"scontrol": scontrol, "plan": plan.to_dict()})
+    raw.put(layout.SLURM_STATE, {"scontrol": scontrol, "plan": plan.to_dict()})
     found, _judgements, nodes = run(raw)
     assert nodes["gpu002"].verdict is Verdict.WARN
     assert nodes["gpu002"].reasons == ["slurm.state: not tested: drained by someone else: bad fan"]
@@ -293,7 +295,7 @@ def test_down_and_unknown_nodes_are_not_tested_and_fail():
 
 def test_collectives_skipped_without_torch_is_a_note_not_a_failure(raw):
     raw.put(
-        "collectives_steps.json",
+        layout.COLLECTIVES_STEPS,
         {
             "torch_skipped": "torch is not importable with python3 on gpu001,gpu002,gpu003",
             "nccl_tests_skipped": "no /opt/nccl-tests/build/all_reduce_perf on "
@@ -327,7 +329,7 @@ def make_report(raw, profile="h100-sxm-8x-ib400"):
     """A report assembled as `kiln validate` assembles it (session.conclude)."""
     found, judgements, _ = run(raw, profile)
     report = model.Report(
-        id=record_ids.new_id(),
+        id=ids.new_id(),
         started=model.now(),
         inventory="inv",
         profile=profile,
@@ -340,7 +342,7 @@ def make_report(raw, profile="h100-sxm-8x-ib400"):
 
 
 def test_reports_in_every_format_round_trip_and_say_the_same(raw):
-    raw.put("storage/gpu003.json", storage_result("gpu003", seq_mbps_scale=0.1))
+    raw.node("storage", "gpu003", storage_result("gpu003", seq_mbps_scale=0.1))
     report = make_report(raw)
     paths = write.write_all(report)
     assert sorted(paths) == ["html", "json", "junit", "markdown"]
@@ -364,7 +366,7 @@ def test_reports_in_every_format_round_trip_and_say_the_same(raw):
 
 def test_compare_says_what_got_worse_per_node_and_for_the_fleet(raw):
     before = make_report(raw)
-    raw.put("storage/gpu003.json", storage_result("gpu003", seq_mbps_scale=0.1))
+    raw.node("storage", "gpu003", storage_result("gpu003", seq_mbps_scale=0.1))
     after = make_report(raw)
     changes = [c for c in compare.compare(before, after) if c.direction != "same"]
     worse = {(c.node, c.test) for c in changes if c.direction == "worse"}
@@ -390,9 +392,9 @@ def test_nccl_tests_output_is_judged_per_node_and_wrong_values_fail_the_node(raw
     def out(name):
         return {"rc": 0, "stdout": (NCCL / name).read_text(), "stderr": ""}
 
-    raw.put("collectives_steps.json", {"single_node": {"rc": 0}, "multi_node": {"rc": 0}})
+    raw.put(layout.COLLECTIVES_STEPS, {"single_node": {"rc": 0}, "multi_node": {"rc": 0}})
     raw.put(
-        "nccl_tests.json",
+        layout.NCCL_TESTS,
         {
             "single_node": {
                 "gpu001": {"all_reduce": out("all_reduce_1node.txt")},
@@ -427,16 +429,16 @@ def test_one_rank_per_node_schedules_no_within_node_run_and_judges_none(raw):
     a one-rank result that arrives anyway is a note, never a measure."""
     note = "within-node collectives not run: 1 rank per node crosses no link"
     raw.put(
-        "collectives_steps.json",
+        layout.COLLECTIVES_STEPS,
         {"single_node": {"skipped": True}, "multi_node": {"rc": 0}, "single_node_skipped": note},
     )
     one_gpu = {"rc": 0, "stdout": (NCCL / "v2.19" / "all_reduce_1gpu.txt").read_text()}
     raw.put(
-        "nccl_tests.json",
+        layout.NCCL_TESTS,
         {"single_node": {n: {} for n in NODES}, "multi_node": {"all_reduce": one_gpu}},
     )
     for n in NODES:
-        (raw / f"collectives_node/{n}.json").unlink()
+        layout.Layout(raw).node_path("collectives_node", n).unlink()
     found, judgements, nodes = run(raw)
     assert all(v.verdict is Verdict.PASS for v in nodes.values()), nodes
     assert not [j for j in judgements if j.test.endswith(".single_node")]
@@ -445,7 +447,7 @@ def test_one_rank_per_node_schedules_no_within_node_run_and_judges_none(raw):
         note,
         "gpu[001-003] all_reduce (nccl-tests): 1 rank: no link is crossed; nothing to judge",
     ]
-    raw.put("collectives_all/gpu001.json", bench(1, ["gpu001"]))
+    raw.node("collectives_all", "gpu001", bench(1, ["gpu001"]))
     found, judgements, _ = run(raw)
     assert not [j for j in judgements if j.test.startswith("collectives.")]
     assert (
@@ -521,9 +523,10 @@ def test_a_canceled_run_judges_nothing_drains_nothing_and_releases_its_reservati
 ):
     """Ctrl-C or SIGTERM during the suites (the runner reports the run canceled): exit
     130, no verdict, no drain; the reservation and the nodes resumed to test go back."""
-    from kiln import inventory, runner
+    from kiln import inventory
     from kiln.errors import ExitCode
-    from kiln.summary import RunSummary
+    from kiln.run import execute
+    from kiln.run.events import RunSummary
     from kiln.validation import session
 
     monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
@@ -537,11 +540,11 @@ def test_a_canceled_run_judges_nothing_drains_nothing_and_releases_its_reservati
             )
             plan = drain.plan(scontrol, ["gpu001", "gpu002"]).to_dict()
             results = Path(request.extravars["validate_results_dir"])
-            (results / "slurm_state.json").write_text(json.dumps({"plan": plan}))
+            layout.Layout(results).write(layout.SLURM_STATE, {"plan": plan})
             return RunSummary(run="r-suites", playbook="validate.yml", status="canceled")
         return RunSummary(run="r-release", playbook="validate-drain.yml", status="successful")
 
-    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    monkeypatch.setattr(execute, "run_playbook", fake_run)
     spec = inventory.load(write_inventory())
     report, code = session.validate(session.Request(inventory=spec, profile="lab-cpu"))
     assert code == ExitCode.INTERRUPTED == 130
@@ -555,3 +558,24 @@ def test_a_canceled_run_judges_nothing_drains_nothing_and_releases_its_reservati
         "validate_release": {"reservation": reservation, "redrain": {"gpu002": "kiln: old"}},
     }
     assert report.notes == ["canceled: nothing was judged and no node drained"]
+
+
+def test_a_missing_prerequisite_travels_as_data_not_as_message_text(tmp_path):
+    from kiln.errors import ExitCode, KilnError, PrerequisiteError
+    from kiln.run.events import Failure, RunSummary
+
+    stopped = RunSummary(run="r1", playbook="validate.yml", status="failed")
+    stopped.failures.append(Failure("ctl1", "Stop before holding any node", "anything", False))
+    (tmp_path / "prerequisites.json").write_text(
+        json.dumps({"missing": ["collectives suite: neither torch nor nccl-tests on gpu001"]})
+    )
+    with pytest.raises(PrerequisiteError) as found:
+        session._stop_on_controller_failure(stopped, "ctl1", tmp_path)
+    assert found.value.message == "collectives suite: neither torch nor nccl-tests on gpu001"
+    assert found.value.exit_code == ExitCode.BAD_INPUT
+    # Without the file, a failure on the controller is the run's failure, with its words.
+    (tmp_path / "prerequisites.json").unlink()
+    with pytest.raises(KilnError) as failed:
+        session._stop_on_controller_failure(stopped, "ctl1", tmp_path)
+    assert failed.value.message == "validation could not run on ctl1: anything (kiln runs show r1)"
+    assert failed.value.exit_code == ExitCode.FAILED

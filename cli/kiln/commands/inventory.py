@@ -8,8 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from kiln import inventory as inventory_model
-from kiln import render
 from kiln.commands import inventory_option
+from kiln.run import display
 
 
 @click.group("inventory")
@@ -24,7 +24,7 @@ def check(inventory_path: Path | None, json_mode: bool) -> None:
     """Validate an inventory; list its groups, hosts and each host's Kiln roles."""
     spec = inventory_model.load(inventory_path)
     if json_mode:
-        render.emit_json(
+        display.emit_json(
             {
                 "inventory": str(spec.path),
                 "groups": spec.groups,
@@ -39,14 +39,18 @@ def check(inventory_path: Path | None, json_mode: bool) -> None:
         return
     console = Console(highlight=False)
     for warning in spec.warnings:
-        console.print(f"[yellow]warning[/yellow]: {warning}")
-    table = Table(title=f"inventory {spec.path}: valid", box=None)
+        console.print(f"[yellow]warning[/yellow]: {escape(warning)}")
+    table = Table(title=escape(f"inventory {spec.path}: valid"), box=None)
     for column in ("host", "address", "kiln roles", "groups"):
         table.add_column(column)
     for name, host in spec.hosts.items():
-        table.add_row(
-            name, host.address, ", ".join(spec.kiln_roles(name)) or "-", ", ".join(host.groups)
+        cells = (
+            name,
+            host.address,
+            ", ".join(spec.kiln_roles(name)) or "-",
+            ", ".join(host.groups),
         )
+        table.add_row(*map(escape, cells))
     console.print(table)
     console.print(", ".join(f"{g}: {len(h)}" for g, h in spec.groups.items()))
     for name in spec.unchecked:

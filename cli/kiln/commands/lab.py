@@ -5,10 +5,12 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from kiln import paths, render
+from kiln import paths
 from kiln.errors import ExitCode
+from kiln.run import display
 
 DEFAULT_NAME = paths.DEFAULT_LAB
 name_option = click.option(
@@ -27,7 +29,9 @@ def lab() -> None:
 
 @lab.command()
 @name_option
-@click.option("--compute", default=2, show_default=True, type=int, help="Compute nodes.")
+@click.option(
+    "--compute", default=2, show_default=True, type=click.IntRange(1, 64), help="Compute nodes."
+)
 @click.option(
     "--distro",
     default="trixie",
@@ -63,7 +67,7 @@ def status(name: str, json_mode: bool) -> None:
 
     nodes = cluster.status(name)
     if json_mode:
-        render.emit_json(
+        display.emit_json(
             {
                 "lab": name,
                 "nodes": [
@@ -112,9 +116,9 @@ def doctor() -> None:
     console = Console(highlight=False)
     for check in results:
         mark = "[green]ok" if check.ok else ("[red]FAIL" if check.required else "[yellow]warn")
-        console.print(f"{mark:<14} {check.name:<12} {check.detail}")
+        console.print(f"{mark:<14} {check.name:<12} {escape(check.detail)}")
         if not check.ok:
-            console.print(f"{'':<6} {'fix:':<12} {check.fix}")
+            console.print(f"{'':<6} {'fix:':<12} {escape(check.fix)}")
     if any(c.required and not c.ok for c in results):
         sys.exit(int(ExitCode.BAD_INPUT))
 

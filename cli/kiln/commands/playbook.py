@@ -6,9 +6,10 @@ from typing import Any
 
 import click
 
-from kiln import inventory, lock, render, selection, yaml_input
+from kiln import inventory, lock, selection, yaml_input
 from kiln.commands import inventory_option, stack
 from kiln.errors import InputError
+from kiln.run import display
 
 
 def parse_extravars(items: tuple[str, ...]) -> dict[str, Any]:
@@ -47,7 +48,7 @@ playbook_options = stack(
 
 
 def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options: Any) -> None:
-    from kiln.runner import RunRequest, resolve_playbook, run_playbook
+    from kiln.run.execute import RunRequest, resolve_playbook, run_playbook
 
     extravars = parse_extravars(options.pop("extra_vars"))
     spec = inventory.load(inventory_path)
@@ -63,15 +64,15 @@ def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options:
                 playbook=playbook,
                 inventory=spec,
                 extravars=extravars,
-                json_mode=json_mode,
+                display=display.for_output(json_mode),
                 lock=held,
                 **options,
             )
         )
     if json_mode:
-        render.emit_json(summary.to_json())
+        display.emit_json(summary.to_json())
     else:
-        render.run_summary(summary)
+        display.run_summary(summary)
     sys.exit(int(summary.exit_code))
 
 

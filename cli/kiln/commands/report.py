@@ -4,10 +4,10 @@ import sys
 
 import click
 
-from kiln import render
 from kiln.errors import ExitCode
 from kiln.report import compare as comparing
 from kiln.report import model, terminal
+from kiln.run import display
 
 
 @click.group()
@@ -23,7 +23,7 @@ def list_(json_mode: bool) -> None:
     for problem in problems:
         click.echo(f"kiln: warning: {problem}; skipped", err=True)
     if json_mode:
-        render.emit_json(
+        display.emit_json(
             [
                 {
                     "id": r.id,
@@ -91,7 +91,7 @@ def compare(run_a: str, run_b: str, show_all: bool, json_mode: bool) -> None:
     if not show_all:
         changes = [c for c in changes if c.direction != "same"]
     if json_mode:
-        render.emit_json(
+        display.emit_json(
             [
                 {
                     "node": c.node,

@@ -7,8 +7,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kiln import render
-from kiln import runs as run_records
+from kiln.run import display
+from kiln.run import record as run_records
 
 
 @click.group("runs")
@@ -33,7 +33,7 @@ def list_runs(json_mode: bool, last: int) -> None:
     for problem in problems:
         click.echo(f"kiln: warning: {problem}; skipped", err=True)
     if json_mode:
-        render.emit_json({"runs": [r.model_dump() for r in records]})
+        display.emit_json({"runs": [r.model_dump() for r in records]})
         return
     table = Table(box=None)
     for column in ("run", "playbook", "status", "exit", "started", "limit"):
@@ -54,6 +54,6 @@ def show(run: str, json_mode: bool) -> None:
     record, run_dir = run_records.find(run)
     summary = run_records.replay(record, run_dir)
     if json_mode:
-        render.emit_json(summary.to_json())
+        display.emit_json(summary.to_json())
     else:
-        render.run_summary(summary)
+        display.run_summary(summary)

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import click
 
-from kiln import inventory, lock, render
+from kiln import hostlist, inventory, lock
 from kiln.commands import inventory_option
+from kiln.errors import InputError
+from kiln.run import display
 
 
 @click.command()
@@ -41,20 +43,44 @@ def validate(
             click.echo(f"kiln: warning: {warning}", err=True)
     request = session.Request(
         inventory=spec,
-        suites=session.parse_suites(suites),
+        suites=_suites(suites),
         suites_named=bool(suites),
         profile=profile,
-        nodes=nodes,
+        nodes=_nodes(nodes),
         no_drain=no_drain,
-        json_mode=json_mode,
+        display=display.for_output(json_mode),
     )
     with lock.held(spec.path, "kiln validate") as request.lock:
         report, code = session.validate(request)
     if json_mode:
-        render.emit_json(report.to_json())
+        display.emit_json(report.to_json())
     else:
         from kiln.report import terminal
 
         terminal.show(report)
         click.echo(f"report: {session.report_path(report)}")
     sys.exit(int(code))
+
+
+def _suites(text: str | None) -> list[str]:
+    from kiln.validation.session import SUITES
+
+    if not text:
+        return list(SUITES)
+    asked = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in asked if s not in SUITES]
+    if unknown or not asked:
+        raise InputError(
+            f"--suite: unknown suite {unknown[0] if unknown else text!r}; "
+            f"choose from {', '.join(SUITES)}"
+        )
+    return [s for s in SUITES if s in asked]
+
+
+def _nodes(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    try:
+        return hostlist.expand(text)
+    except ValueError as exc:
+        raise InputError(f"--nodes {text!r}: {exc}") from None

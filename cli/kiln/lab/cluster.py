@@ -69,9 +69,9 @@ def plan(name: str, compute: int, distro: str) -> LabPlan:
             f"lab name {name!r}: use up to 20 letters, digits and '-', starting with a letter"
         )
     if not 1 <= compute <= 64:
-        raise InputError(f"--compute {compute}: expected 1 to 64 compute nodes")
+        raise InputError(f"{compute} compute nodes: a lab has 1 to 64")
     if distro not in image.DISTROS:
-        raise InputError(f"--distro {distro}: expected one of {', '.join(image.DISTROS)}")
+        raise InputError(f"distro {distro}: expected one of {', '.join(image.DISTROS)}")
     prefix = _subnet_prefix(name)
     nodes = [
         LabNode(f"{name}-controller", "controller", f"{prefix}.10", "rack0", ("spine1", "leaf0")),

@@ -13,9 +13,10 @@ from typing import Annotated, Any
 import pydantic
 from typing_extensions import TypedDict  # pydantic validates these only on 3.12+ otherwise
 
-from kiln import paths, record_ids
+from kiln import paths
 from kiln.errors import InputError
 from kiln.files import read_text
+from kiln.run import ids
 from kiln.validation.verdicts import Judgement, Verdict, worst
 
 REPORT_FILE = "report.json"
@@ -116,7 +117,7 @@ def load(report_id: str) -> Report:
     else:
         base = paths.state_dir() / "validations"
         known = sorted((p.parent.name for p in base.glob(f"*/{REPORT_FILE}")), reverse=True)
-        found = record_ids.pick(known, report_id, "validation run", base, "kiln report list")
+        found = ids.pick(known, report_id, "validation run", base, "kiln report list")
         path = base / found / REPORT_FILE
     return _read(path)
 

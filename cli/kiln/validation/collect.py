@@ -1,26 +1,18 @@
-"""Read a validation run's raw results (what validate.yml brought back) into findings.
-
-The results directory holds, per suite, what the probe and the benchmark wrote:
-    slurm_state.json              scontrol's view before the run, and the plan
-    srun.json                     seconds of `srun true` per node
-    munge/NODE.json               the node decoding a controller's credential
-    storage/NODE.json             mount check, fio JSON, small-file timings
-    cold_import/NODE.json         the import's wall time
-    collectives_node/NODE.json    torch benchmark within the node
-    collectives_all/NODE.json     torch benchmark across the nodes (on the first node)
-    *_steps.json                  how each srun step ended, and why a suite was skipped
-A finding is a measured value (judged later against the profile and the fleet) or a
-check that already has its verdict (a mount that is missing fails whatever the profile).
+"""Read a validation run's raw results (what validate.yml brought back, laid out as
+kiln.validation.results says) into findings. A finding is a measured value (judged
+later against the profile and the fleet) or a check that already has its verdict (a
+mount that is missing fails whatever the profile).
 """
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kiln import hostlist
 from kiln.validation import drain, fio, nccl_judge, nccl_tests
+from kiln.validation import results as layout
 from kiln.validation.nccl_judge import PLATEAU_BYTES
+from kiln.validation.results import Layout
 from kiln.validation.verdicts import Verdict
 
 
@@ -63,13 +55,6 @@ class Collected:
         self.checks.append(Check(node, test, subject, Verdict.FAIL, reason))
 
 
-def _load(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     return lines[-1] if lines else ""
@@ -77,7 +62,7 @@ def _last_line(text: str) -> str:
 
 def collect(results: Path, nodes: list[str], suites: list[str]) -> Collected:
     found = Collected(nodes)
-    state = _load(results / "slurm_state.json") or {}
+    state = Layout(results).load(layout.SLURM_STATE) or {}
     found.states = drain.parse_states(state.get("scontrol", ""))
     plan = state.get("plan") or {"test": [], "skipped": {}}
     for node in nodes:
@@ -100,7 +85,7 @@ def collect(results: Path, nodes: list[str], suites: list[str]) -> Collected:
 
 
 def _slurm(found: Collected, results: Path, tested: list[str]) -> None:
-    srun = _load(results / "srun.json") or {}
+    srun = Layout(results).load(layout.SRUN) or {}
     for node in tested:
         outcome = srun.get(node)
         if outcome is None:
@@ -110,7 +95,7 @@ def _slurm(found: Collected, results: Path, tested: list[str]) -> None:
         else:
             why = _last_line(outcome.get("stderr", "")) or f"exit {outcome.get('rc')}"
             found.fail(node, "slurm.srun", "", f"srun on the node failed: {why}")
-        munge = _load(results / "munge" / f"{node}.json")
+        munge = Layout(results).load_node(layout.MUNGE, node)
         if munge is None:
             found.fail(node, "slurm.munge", "", "no munge result (the node was unreachable?)")
         elif munge.get("rc") == 0:
@@ -131,11 +116,11 @@ def _step_problem(steps: dict, name: str) -> str:
 
 
 def _storage(found: Collected, results: Path, tested: list[str]) -> None:
-    steps = _load(results / "storage_steps.json") or {}
+    steps = Layout(results).load(layout.STORAGE_STEPS) or {}
     if steps.get("cold_import_skipped"):
         found.notes.append(f"cold-import test skipped: {steps['cold_import_skipped']}")
     for node in tested:
-        data = _load(results / "storage" / f"{node}.json")
+        data = Layout(results).load_node("storage", node)
         if data is None:
             found.fail(
                 node, "storage.run", "", f"no storage result: {_step_problem(steps, 'storage')}"
@@ -144,7 +129,7 @@ def _storage(found: Collected, results: Path, tested: list[str]) -> None:
             _node_storage(found, node, data)
         if steps.get("cold_import_skipped"):
             continue
-        cold = _load(results / "cold_import" / f"{node}.json")
+        cold = Layout(results).load_node("cold_import", node)
         if cold is None:
             why = _step_problem(steps, "cold_import")
             found.fail(node, "storage.cold_import", "", f"no cold-import result: {why}")
@@ -209,7 +194,7 @@ def plateau_busbw(results: list[dict], collective: str) -> tuple[float, list[tup
 
 
 def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
-    steps = _load(results / "collectives_steps.json") or {}
+    steps = Layout(results).load(layout.COLLECTIVES_STEPS) or {}
     # With one rank per node the within-node runs were not scheduled (no link to cross).
     within = [] if steps.get("single_node_skipped") else tested
     if not within:
@@ -217,19 +202,19 @@ def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
     if steps.get("nccl_tests_skipped"):
         found.notes.append(f"nccl-tests skipped: {steps['nccl_tests_skipped']}")
     else:
-        _nccl_tests(found, _load(results / "nccl_tests.json") or {}, tested, within)
+        _nccl_tests(found, Layout(results).load(layout.NCCL_TESTS) or {}, tested, within)
     if steps.get("torch_skipped"):
         found.notes.append(f"Kiln's collectives benchmark skipped: {steps['torch_skipped']}")
         return
     for node in within:
-        doc = _load(results / "collectives_node" / f"{node}.json")
+        doc = Layout(results).load_node("collectives_node", node)
         if doc is None:
             why = _step_problem(steps, "single_node")
             found.fail(node, "collectives.run", "single node", f"no benchmark result: {why}")
             continue
         _bench(found, node, doc, "single_node")
     if len(tested) > 1:
-        docs = [_load(results / "collectives_all" / f"{n}.json") for n in tested]
+        docs = [Layout(results).load_node("collectives_all", n) for n in tested]
         doc = next((d for d in docs if d), None)
         group = hostlist.compress(tested)
         if doc is None:
@@ -252,8 +237,13 @@ def _bench(found: Collected, node: str, doc: dict, scope: str) -> None:
 
 def plan(results: Path) -> dict[str, Any]:
     """The plan the run recorded before the suites (drain.Plan as a dict), or {}."""
-    state = _load(results / "slurm_state.json") or {}
+    state = Layout(results).load(layout.SLURM_STATE) or {}
     return state.get("plan") or {}
+
+
+def missing_prerequisites(results: Path) -> list[str]:
+    """What a suite asked for by name lacks, when the run stopped for it."""
+    return (Layout(results).load(layout.PREREQUISITES) or {}).get("missing", [])
 
 
 def skipped(results: Path) -> dict[str, str]:
@@ -263,7 +253,7 @@ def skipped(results: Path) -> dict[str, str]:
 
 def pair_results(results: Path, pairs: list[tuple[str, str]], limit: float) -> dict:
     """pair -> whether its all_reduce plateau met `limit` (a pair that did not run fails)."""
-    found = _load(results / "pairs.json") or {}
+    found = Layout(results).load(layout.PAIRS) or {}
     outcome = {}
     for pair in pairs:
         doc = (found.get(",".join(pair)) or {}).get("result")
@@ -320,5 +310,5 @@ def _nccl_tests(found: Collected, data: dict, tested: list[str], within: list[st
 
 def benchmark_ran(results: Path) -> bool:
     """Whether Kiln's torch benchmark ran (pairwise runs use it)."""
-    steps = _load(results / "collectives_steps.json") or {}
+    steps = Layout(results).load(layout.COLLECTIVES_STEPS) or {}
     return bool(steps) and not steps.get("torch_skipped")

@@ -8,8 +8,8 @@ about the fabric. It is reported as a note only.
 
 from dataclasses import asdict, dataclass, field
 
-from kiln import record_ids
 from kiln.report import model
+from kiln.run import ids
 from kiln.validation import verdicts
 from kiln.validation.nccl_tests import Run
 from kiln.validation.profiles import TESTS, Profile
@@ -163,7 +163,7 @@ def report(runs: list[Run], results: list[Result], profile: Profile | None) -> m
     """The same report `kiln validate` writes, one "node" per judged file and collective,
     with busbw against message size plotted from every row."""
     found = model.Report(
-        id=record_ids.new_id(),
+        id=ids.new_id(),
         started=model.now(),
         inventory="(kiln judge nccl-tests)",
         profile=profile.name if profile else None,

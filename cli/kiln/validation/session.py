@@ -4,17 +4,19 @@
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kiln import hostlist, record_ids
+from kiln import hostlist
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
 from kiln.report import model, write
-from kiln.summary import RunSummary
+from kiln.run import ids
+from kiln.run.display import Displays, for_people
+from kiln.run.events import RunSummary
 from kiln.validation import assess, collect, drain, pairs, profiles
+from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict, fmt
 
 SUITES = ("slurm", "storage", "collectives")
-PREREQUISITE = "kiln-prerequisite: "
 
 
 @dataclass
@@ -23,26 +25,14 @@ class Request:
     suites: list[str] = field(default_factory=lambda: list(SUITES))
     suites_named: bool = False
     profile: str | None = None
-    nodes: str | None = None
+    nodes: list[str] | None = None  # compute nodes by name; None: all
     no_drain: bool = False
-    json_mode: bool = False
+    display: Displays = for_people  # how each playbook run shows (silent for --json)
     lock: Lock | None = None  # the inventory's lock, held by the caller
 
 
-def parse_suites(text: str | None) -> list[str]:
-    if not text:
-        return list(SUITES)
-    asked = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in asked if s not in SUITES]
-    if unknown or not asked:
-        raise InputError(
-            f"--suite: unknown suite {unknown[0] if unknown else text!r}; "
-            f"choose from {', '.join(SUITES)}"
-        )
-    return [s for s in SUITES if s in asked]
-
-
-def select_nodes(spec: ClusterSpec, nodes: str | None) -> list[str]:
+def select_nodes(spec: ClusterSpec, nodes: list[str] | None) -> list[str]:
+    """The nodes to validate: those asked for (compute nodes of the inventory), or all."""
     compute = spec.group("slurm_compute")
     if not spec.group("slurm_controller"):
         raise InputError(f"{spec.path}: no host in slurm_controller: the suites run through Slurm")
@@ -50,17 +40,13 @@ def select_nodes(spec: ClusterSpec, nodes: str | None) -> list[str]:
         if not compute:
             raise InputError(f"{spec.path}: no host in slurm_compute to validate")
         return sorted(compute, key=hostlist.sort_key)
-    try:
-        asked = hostlist.expand(nodes)
-    except ValueError as exc:
-        raise InputError(f"--nodes {nodes!r}: {exc}") from None
-    outside = [n for n in asked if n not in compute]
+    outside = [n for n in nodes if n not in compute]
     if outside:
         raise InputError(
-            f"--nodes: {hostlist.compress(outside)} not in the inventory's slurm_compute "
+            f"{hostlist.compress(outside)} not in the inventory's slurm_compute "
             f"({hostlist.compress(compute) or 'empty'})"
         )
-    return sorted(set(asked), key=hostlist.sort_key)
+    return sorted(set(nodes), key=hostlist.sort_key)
 
 
 def choose_profile(request: Request, controller: str) -> profiles.Profile | None:
@@ -71,21 +57,21 @@ def choose_profile(request: Request, controller: str) -> profiles.Profile | None
 
 
 def validate(request: Request) -> tuple[model.Report, ExitCode]:
-    from kiln.runner import RunRequest, run_playbook  # ansible_runner: only when running
+    from kiln.run.execute import RunRequest, run_playbook  # ansible_runner: only when running
 
     spec = request.inventory
     nodes = select_nodes(spec, request.nodes)
     controller = spec.group("slurm_controller")[0]
     profile = choose_profile(request, controller)  # a bad profile stops before any run
     report = model.Report(
-        id=record_ids.new_id(),
+        id=ids.new_id(),
         started=model.now(),
         inventory=str(spec.path),
         profile=profile.name if profile else None,
         suites=request.suites,
         nodes=nodes,
     )
-    raw = _results_dir(model.directory(report.id) / "raw")
+    raw = layout.make(model.directory(report.id) / "raw").root
     params = profile or profiles.Profile(name="")
 
     def suites(results: Path, names: list[str], chosen: list[tuple[str, str]]) -> RunSummary:
@@ -94,7 +80,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
                 playbook="validate.yml",
                 inventory=spec,
                 limit=",".join([controller, *nodes]),
-                json_mode=request.json_mode,
+                display=request.display,
                 lock=request.lock,
                 extravars={
                     "validate_reservation": _reservation(report),
@@ -110,7 +96,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
             )
         )
         report.runs.append(summary.run)
-        _stop_on_controller_failure(summary, controller)
+        _stop_on_controller_failure(summary, controller, results)
         return summary
 
     summary = suites(raw, request.suites, [])
@@ -129,7 +115,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
         if limit is not None:
 
             def run_round(index: int, chosen: list[tuple[str, str]]) -> dict:
-                results = _results_dir(raw / f"pairs{index}")
+                results = layout.make(raw / f"pairs{index}").root
                 suites(results, [], chosen)
                 return collect.pair_results(results, chosen, limit)
 
@@ -186,14 +172,14 @@ def _canceled(
 
 def _act(report: model.Report, request: Request, controller: str, act: dict) -> None:
     """validate-drain.yml on the controller with validate_<key> for each of `act`."""
-    from kiln.runner import RunRequest, run_playbook
+    from kiln.run.execute import RunRequest, run_playbook
 
     acted = run_playbook(
         RunRequest(
             playbook="validate-drain.yml",
             inventory=request.inventory,
             limit=controller,
-            json_mode=request.json_mode,
+            display=request.display,
             lock=request.lock,
             extravars={f"validate_{key}": value for key, value in act.items()},
         )
@@ -213,20 +199,13 @@ def report_path(report: model.Report, kind: str = "html") -> Path:
 
 
 PAIR_TEST = "collectives.all_reduce.multi_node"
+
+
 # What validate.yml brings back, one directory per kind (kiln.validation.collect).
-RESULT_DIRS = ("munge", "storage", "cold_import", "collectives_node", "collectives_all")
-
-
-def _results_dir(path: Path) -> Path:
-    for sub in RESULT_DIRS:
-        (path / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
-
-
-def _stop_on_controller_failure(summary: RunSummary, controller: str) -> None:
-    for failure in summary.failures:
-        if failure.message.startswith(PREREQUISITE):
-            raise PrerequisiteError(failure.message.removeprefix(PREREQUISITE))
+def _stop_on_controller_failure(summary: RunSummary, controller: str, results: Path) -> None:
+    missing = collect.missing_prerequisites(results)
+    if missing:
+        raise PrerequisiteError("; ".join(missing))
     if summary.error or any(f.host == controller for f in summary.failures):
         first = summary.error or next(f for f in summary.failures if f.host == controller).message
         raise KilnError(

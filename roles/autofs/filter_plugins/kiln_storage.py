@@ -14,9 +14,9 @@ from ansible.errors import AnsibleFilterError
 from kiln import storage
 
 
-def kiln_storage_plan(declared, host_groups, kernel):
+def kiln_storage_plan(declared, host_groups, kernel, default_options):
     try:
-        return storage.host_plan(declared, list(host_groups), kernel)
+        return storage.host_plan(declared, list(host_groups), kernel, dict(default_options))
     except storage.StorageError as exc:
         raise AnsibleFilterError(f"autofs_mounts: {exc}") from None
 

@@ -9,7 +9,12 @@ try:
 except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cli"))
 
-from kiln.validation import drain
+from kiln.validation import drain, results
+
+
+def kiln_validate_paths(results_dir, run):
+    """Every path the role writes results to (kiln.validation.results owns the layout)."""
+    return results.for_role(results_dir, run)
 
 
 def kiln_validate_plan(scontrol_text, nodes):
@@ -32,6 +37,7 @@ def kiln_validate_step(result):
 class FilterModule:
     def filters(self):
         return {
+            "kiln_validate_paths": kiln_validate_paths,
             "kiln_validate_plan": kiln_validate_plan,
             "kiln_validate_step": kiln_validate_step,
             "kiln_validate_still_ours": kiln_validate_still_ours,

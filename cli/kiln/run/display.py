@@ -1,21 +1,19 @@
-"""Live progress for a run: a rich display on a terminal, one line per event otherwise."""
+"""What a person or a program sees of a run: live progress (a rich display on a
+terminal, one line per event otherwise, nothing for --json), then the summary, or one
+JSON object."""
 
+import json
 import sys
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kiln.summary import EventAccumulator, failure_message
-
-_RESULT_EVENTS = {
-    "runner_on_ok": "ok",
-    "runner_on_failed": "FAILED",
-    "runner_on_skipped": "skipping",
-    "runner_on_unreachable": "UNREACHABLE",
-}
+from kiln.run.events import EventAccumulator, RunSummary, failure_message, outcome
 
 
 class Display(Protocol):
@@ -55,17 +53,12 @@ class PlainDisplay:
         if kind == "playbook_on_play_start":
             print(f"PLAY {data.get('play', '')}", file=self.stream, flush=True)
             return
-        label = _RESULT_EVENTS.get(kind)
-        if label is None:
+        result = outcome(event)
+        if result is None:
             return
-        res = data.get("res") or {}
-        if kind == "runner_on_ok" and res.get("changed"):
-            label = "changed"
-        if kind == "runner_on_failed" and data.get("ignore_errors"):
-            label = "ignored"
-        line = f"{label:<11} {data.get('host', '?')}  {data.get('task', '')}"
-        if label in ("FAILED", "UNREACHABLE"):
-            line += f": {failure_message(res)}"
+        line = f"{result.label:<11} {result.host}  {result.task}"
+        if result.failed:
+            line += f": {failure_message(result.res)}"
         print(line, file=self.stream, flush=True)
 
 
@@ -109,8 +102,8 @@ class LiveDisplay:
             for host, counts in sorted(self.acc.summary.hosts.items()):
                 task = self.acc.current_task.get(host, "")
                 table.add_row(
-                    host,
-                    task[:60],
+                    escape(host),
+                    escape(task[:60]),
                     str(counts.ok),
                     f"[yellow]{counts.changed}" if counts.changed else "0",
                     f"[red]{counts.failed}" if counts.failed else "0",
@@ -119,10 +112,54 @@ class LiveDisplay:
         return Group(self.progress, table)
 
 
-def choose(json_mode: bool, title: str, expected_tasks: int | None) -> Display:
-    if json_mode:
-        return NoDisplay()
+# What a run is shown with: made from its title and the tasks the last such run started.
+Displays = Callable[[str, int | None], Display]
+
+
+def for_people(title: str, expected_tasks: int | None) -> Display:
+    """A live table on a terminal; one plain line per result in logs and pipes."""
     console = Console()
     if console.is_terminal:
         return LiveDisplay(title, expected_tasks, console)
     return PlainDisplay()
+
+
+def silent(title: str, expected_tasks: int | None) -> Display:
+    """For --json: nothing but the final object goes to stdout."""
+    return NoDisplay()
+
+
+def for_output(json_mode: bool) -> Displays:
+    return silent if json_mode else for_people
+
+
+def emit_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def run_summary(summary: RunSummary, console: Console | None = None) -> None:
+    console = console or Console(highlight=False, soft_wrap=True)
+    # Everything here comes from Ansible and the nodes: text, never markup.
+    title = escape(f"run {summary.run}: {summary.playbook} {summary.status}")
+    table = Table(title=title, box=None)
+    for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
+        table.add_column(column, justify="left" if column == "host" else "right")
+    for host, c in sorted(summary.hosts.items()):
+        bad = c.failed or c.unreachable
+        table.add_row(
+            f"[red]{escape(host)}" if bad else escape(host),
+            str(c.ok),
+            str(c.changed),
+            str(c.failed),
+            str(c.unreachable),
+            str(c.skipped),
+        )
+    console.print(table)
+    for failure in summary.failures:
+        kind = "unreachable" if failure.unreachable else "failed"
+        what = escape(f"{failure.host}: {failure.task}: {failure.message}")
+        console.print(f"[red]{kind}[/red] {what}")
+    if summary.error:
+        console.print(f"[red]error[/red]: {escape(summary.error)}")
+    total_changed = sum(c.changed for c in summary.hosts.values())
+    console.print(f"changed={total_changed} exit={int(summary.exit_code)}")

@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from kiln import files, paths, record_ids
+from kiln import files, paths
 from kiln.errors import InputError
-from kiln.summary import EventAccumulator, RunSummary
+from kiln.run import ids
+from kiln.run.events import EventAccumulator, RunSummary
 
 RUNNER_IDENT = "ansible"
 RECORD_FILE = "kiln.json"
@@ -42,7 +43,7 @@ def now() -> str:
 
 
 def new_run_dir(playbook: str) -> tuple[str, Path]:
-    run_id = record_ids.new_id(Path(playbook).stem)
+    run_id = ids.new_id(Path(playbook).stem)
     run_dir = paths.runs_dir() / run_id
     run_dir.mkdir(parents=True, mode=0o700)
     return run_id, run_dir
@@ -82,7 +83,7 @@ def find(run: str) -> tuple[RunRecord, Path]:
     problems: list[str] = []
     records = {r.run: r for r in list_records(problems)}
     try:
-        found = record_ids.pick(list(records), run, "run", paths.runs_dir(), "kiln runs list")
+        found = ids.pick(list(records), run, "run", paths.runs_dir(), "kiln runs list")
     except InputError:
         # the run asked for is there, but its record cannot be read: say that instead
         unreadable = [p for p in problems if Path(p.split(":")[0]).parent.name.startswith(run)]

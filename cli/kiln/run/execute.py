@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kiln import __version__, paths, progress, run_cleanup, runs
+from kiln import __version__, paths, run_cleanup
 from kiln.errors import InputError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
-from kiln.summary import EventAccumulator, RunSummary
+from kiln.run import record
+from kiln.run.display import Displays, for_people
+from kiln.run.events import EventAccumulator, RunSummary
 
 
 @dataclass
@@ -35,7 +37,7 @@ class RunRequest:
     check: bool = False
     diff: bool = False
     extravars: dict[str, Any] = field(default_factory=dict)
-    json_mode: bool = False
+    display: Displays = for_people  # how the run shows while it goes (silent for --json)
     lock: Lock | None = None  # the inventory's lock, told the run id
 
 
@@ -111,7 +113,7 @@ _ERROR_LINE = re.compile(r"^(?:ERROR!|\[ERROR\]:?)\s*(.*)")
 
 def _ansible_error(run_dir: Path) -> str | None:
     """The first error Ansible printed, for runs that failed before reaching any host."""
-    stdout = run_dir / "artifacts" / runs.RUNNER_IDENT / "stdout"
+    stdout = run_dir / "artifacts" / record.RUNNER_IDENT / "stdout"
     if not stdout.is_file():
         return None
     for line in stdout.read_text(errors="replace").splitlines():
@@ -141,8 +143,8 @@ def run_playbook(request: RunRequest) -> RunSummary:
     import ansible_runner  # heavy: imported only when a run happens
 
     playbook = resolve_playbook(request.playbook)
-    run_id, run_dir = runs.new_run_dir(playbook.name)
-    record = runs.RunRecord(
+    run_id, run_dir = record.new_run_dir(playbook.name)
+    kept = record.RunRecord(
         run=run_id,
         playbook=playbook.name,
         inventory=str(request.inventory.source),
@@ -151,15 +153,13 @@ def run_playbook(request: RunRequest) -> RunSummary:
         check=request.check,
         diff=request.diff,
         kiln_version=__version__,
-        started=runs.now(),
+        started=record.now(),
     )
-    runs.save(run_dir, record)
+    record.save(run_dir, kept)
     if request.lock:
         request.lock.running(run_id)
     accumulator = EventAccumulator(run_id, playbook.name)
-    display = progress.choose(
-        request.json_mode, f"{playbook.name} ({run_id})", runs.last_task_count(playbook.name)
-    )
+    display = request.display(f"{playbook.name} ({run_id})", record.last_task_count(playbook.name))
     fact_cache = paths.state_dir() / "facts"
     fact_cache.mkdir(mode=0o700, parents=True, exist_ok=True)  # root's facts from every node
 
@@ -175,7 +175,7 @@ def run_playbook(request: RunRequest) -> RunSummary:
     with _Interrupt() as interrupt, display, _removed(extravars):
         result = ansible_runner.run(
             private_data_dir=str(run_dir),
-            ident=runs.RUNNER_IDENT,
+            ident=record.RUNNER_IDENT,
             project_dir=str(paths.content_root()),
             playbook=str(playbook),
             # What Kiln checked: the directory, or the one file the operator named.
@@ -198,9 +198,9 @@ def run_playbook(request: RunRequest) -> RunSummary:
     summary.status = "canceled" if interrupt.requested else result.status
     if summary.status == "failed" and not summary.failures:
         summary.error = _ansible_error(run_dir) or f"ansible-playbook exited {result.rc}"
-    record.finished = runs.now()
-    record.status = summary.status
-    record.exit_code = int(summary.exit_code)
-    record.tasks_started = accumulator.tasks_started
-    runs.save(run_dir, record)
+    kept.finished = record.now()
+    kept.status = summary.status
+    kept.exit_code = int(summary.exit_code)
+    kept.tasks_started = accumulator.tasks_started
+    record.save(run_dir, kept)
     return summary

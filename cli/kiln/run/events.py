@@ -93,6 +93,45 @@ def failure_message(result: dict[str, Any]) -> str:
     return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
 
 
+# A host's result of a task, by event; failed with ignore_errors reads "ignored".
+RESULT_EVENTS = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "FAILED",
+    "runner_on_skipped": "skipping",
+    "runner_on_unreachable": "UNREACHABLE",
+}
+
+
+@dataclass
+class Outcome:
+    """One host's result of one task: what the summary counts and the display prints."""
+
+    label: str  # ok, changed, skipping, ignored, FAILED, UNREACHABLE
+    host: str
+    task: str
+    res: dict[str, Any]
+
+    @property
+    def failed(self) -> bool:
+        return self.label in ("FAILED", "UNREACHABLE")
+
+
+def outcome(event: dict[str, Any]) -> Outcome | None:
+    """The result an event reports, or None for events that report none."""
+    kind = event.get("event", "")
+    label = RESULT_EVENTS.get(kind)
+    if label is None:
+        return None
+    data = event.get("event_data") or {}
+    res = data.get("res") or {}
+    if kind == "runner_on_ok" and res.get("changed"):
+        label = "changed"
+    if kind == "runner_on_failed" and data.get("ignore_errors"):
+        label = "ignored"
+    host = data.get("host") or data.get("remote_addr") or "?"
+    return Outcome(label, host, data.get("task", ""), res)
+
+
 class EventAccumulator:
     """Counts per host as events arrive; final counts come from the playbook stats."""
 
@@ -109,33 +148,32 @@ class EventAccumulator:
         kind = event.get("event", "")
         data = event.get("event_data") or {}
         host = data.get("host") or data.get("remote_addr")
-        task = data.get("task", "")
         if kind == "playbook_on_play_start":
             self.play = data.get("play", "")
         elif kind == "playbook_on_task_start":
             self.tasks_started += 1
         elif kind == "runner_on_start" and host:
             self.host(host)
-            self.current_task[host] = task
-        elif kind == "runner_on_ok" and host:
-            counts = self.host(host)
-            counts.ok += 1
-            if (data.get("res") or {}).get("changed"):
-                counts.changed += 1
-        elif kind == "runner_on_skipped" and host:
-            self.host(host).skipped += 1
-        elif kind == "runner_on_failed" and host:
-            counts = self.host(host)
-            if data.get("ignore_errors"):
-                counts.ok += 1
-            else:
-                counts.failed += 1
-                self._add_failure(host, task, data.get("res") or {}, unreachable=False)
-        elif kind == "runner_on_unreachable" and host:
-            self.host(host).unreachable += 1
-            self._add_failure(host, task, data.get("res") or {}, unreachable=True)
+            self.current_task[host] = data.get("task", "")
         elif kind == "playbook_on_stats":
             self._apply_stats(data)
+        elif (result := outcome(event)) and host:
+            self._count(host, result)
+
+    def _count(self, host: str, result: "Outcome") -> None:
+        counts = self.host(host)
+        if result.label in ("ok", "changed", "ignored"):
+            counts.ok += 1
+        if result.label == "changed":
+            counts.changed += 1
+        elif result.label == "skipping":
+            counts.skipped += 1
+        elif result.label == "FAILED":
+            counts.failed += 1
+            self._add_failure(host, result.task, result.res, unreachable=False)
+        elif result.label == "UNREACHABLE":
+            counts.unreachable += 1
+            self._add_failure(host, result.task, result.res, unreachable=True)
 
     def _add_failure(self, host: str, task: str, res: dict[str, Any], unreachable: bool) -> None:
         message = failure_message(res)
