@@ -124,13 +124,16 @@ def raw(tmp_path):
 
     put(layout.SLURM_STATE, {"scontrol": scontrol, "plan": drain.plan(scontrol, NODES).to_dict()})
     put(layout.SRUN, {n: {"rc": 0, "stdout": "", "stderr": "", "seconds": 0.4} for n in NODES})
-    put(layout.STORAGE_STEPS, {"storage": {"rc": 0, "stderr": ""}, "cold_import": {"rc": 0}})
+    ok = layout.Step(rc=0).to_json()
+    put(layout.STORAGE_STEPS, layout.StorageSteps(storage=ok, cold_import=ok).to_json())
     put(
         layout.COLLECTIVES_STEPS,
-        {"single_node": {"rc": 0}, "multi_node": {"rc": 0}, "nccl_tests_skipped": "absent"},
+        layout.CollectivesSteps(
+            single_node=ok, multi_node=ok, nccl_tests_skipped="absent"
+        ).to_json(),
     )
     for n in NODES:
-        root.node("munge", n, {"rc": 0, "status": "STATUS: Success (0)"})
+        root.node(layout.MUNGE, n, layout.Munge(rc=0, status="STATUS: Success (0)").to_json())
         root.node("storage", n, storage_result(n))
         root.node("cold_import", n, {"node": n, "module": "kiln_cold_import.all", "seconds": 2.5})
         root.node("collectives_node", n, bench(8, [n]))
@@ -223,7 +226,7 @@ def test_srun_munge_and_missing_results_are_failures_naming_the_cause(raw):
             "gpu003": {"rc": None, "stderr": "no answer within 30s", "seconds": 30.0},
         },
     )
-    raw.node("munge", "gpu001", {"rc": 2, "status": "STATUS: Invalid credential (6)"})
+    raw.node(layout.MUNGE, "gpu001", layout.Munge(2, "STATUS: Invalid credential (6)").to_json())
     layout.Layout(raw).node_path("storage", "gpu003").unlink()
     raw.put(
         layout.STORAGE_STEPS,
@@ -579,3 +582,24 @@ def test_a_missing_prerequisite_travels_as_data_not_as_message_text(tmp_path):
         session._stop_on_controller_failure(stopped, "ctl1", tmp_path)
     assert failed.value.message == "validation could not run on ctl1: anything (kiln runs show r1)"
     assert failed.value.exit_code == ExitCode.FAILED
+
+
+def test_result_records_keep_only_fields_of_their_kind():
+    """A record the run did not finish writing, or wrote wrong, reads as its defaults
+    field by field; what it did write correctly is kept whole."""
+    assert layout.Step.from_json(None) == layout.Step(rc=None, stderr="", skipped=False)
+    step = layout.Step.from_json({"rc": 1, "stderr": "x\nsrun: error: gpu002 down\n"})
+    assert step.problem() == "srun exited 1: srun: error: gpu002 down"
+    assert layout.Step.from_json({"skipped": True}).problem() == "the step did not run"
+    steps = layout.CollectivesSteps.from_json(
+        {"single_node": "oops", "torch_skipped": 5, "nccl_tests_skipped": "no nccl-tests", "x": 1}
+    )
+    assert steps.to_json() == {
+        "single_node": {},
+        "multi_node": {},
+        "single_node_skipped": "",
+        "torch_skipped": "",
+        "nccl_tests_skipped": "no nccl-tests",
+    }
+    assert layout.Prerequisites.from_json({"missing": "not a list"}).missing == []
+    assert layout.Munge.from_json({"rc": True, "status": "S"}) == layout.Munge(rc=None, status="S")

@@ -95,43 +95,36 @@ def _slurm(found: Collected, results: Path, tested: list[str]) -> None:
         else:
             why = _last_line(outcome.get("stderr", "")) or f"exit {outcome.get('rc')}"
             found.fail(node, "slurm.srun", "", f"srun on the node failed: {why}")
-        munge = Layout(results).load_node(layout.MUNGE, node)
-        if munge is None:
+        written = Layout(results).load_node(layout.MUNGE, node)
+        munge = layout.Munge.from_json(written)
+        if written is None:
             found.fail(node, "slurm.munge", "", "no munge result (the node was unreachable?)")
-        elif munge.get("rc") == 0:
+        elif munge.rc == 0:
             found.checks.append(Check(node, "slurm.munge", "", Verdict.PASS, "decodes"))
         else:
-            status = munge.get("status") or f"unmunge exited {munge.get('rc')}"
+            status = munge.status or f"unmunge exited {munge.rc}"
             found.fail(
                 node, "slurm.munge", "", f"cannot decode the controller's credential: {status}"
             )
 
 
-def _step_problem(steps: dict, name: str) -> str:
-    step = steps.get(name) or {}
-    if step.get("skipped"):
-        return "the step did not run"
-    why = _last_line(step.get("stderr", ""))
-    return f"srun exited {step.get('rc')}" + (f": {why}" if why else "")
-
-
 def _storage(found: Collected, results: Path, tested: list[str]) -> None:
-    steps = Layout(results).load(layout.STORAGE_STEPS) or {}
-    if steps.get("cold_import_skipped"):
-        found.notes.append(f"cold-import test skipped: {steps['cold_import_skipped']}")
+    steps = layout.StorageSteps.from_json(Layout(results).load(layout.STORAGE_STEPS))
+    if steps.cold_import_skipped:
+        found.notes.append(f"cold-import test skipped: {steps.cold_import_skipped}")
     for node in tested:
         data = Layout(results).load_node("storage", node)
         if data is None:
             found.fail(
-                node, "storage.run", "", f"no storage result: {_step_problem(steps, 'storage')}"
+                node, "storage.run", "", f"no storage result: {steps.step('storage').problem()}"
             )
         else:
             _node_storage(found, node, data)
-        if steps.get("cold_import_skipped"):
+        if steps.cold_import_skipped:
             continue
         cold = Layout(results).load_node("cold_import", node)
         if cold is None:
-            why = _step_problem(steps, "cold_import")
+            why = steps.step("cold_import").problem()
             found.fail(node, "storage.cold_import", "", f"no cold-import result: {why}")
         elif "error" in cold:
             found.fail(node, "storage.cold_import", "", cold["error"])
@@ -194,22 +187,22 @@ def plateau_busbw(results: list[dict], collective: str) -> tuple[float, list[tup
 
 
 def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
-    steps = Layout(results).load(layout.COLLECTIVES_STEPS) or {}
+    steps = layout.CollectivesSteps.from_json(Layout(results).load(layout.COLLECTIVES_STEPS))
     # With one rank per node the within-node runs were not scheduled (no link to cross).
-    within = [] if steps.get("single_node_skipped") else tested
-    if not within:
-        found.notes.append(steps["single_node_skipped"])
-    if steps.get("nccl_tests_skipped"):
-        found.notes.append(f"nccl-tests skipped: {steps['nccl_tests_skipped']}")
+    within = [] if steps.single_node_skipped else tested
+    if steps.single_node_skipped:
+        found.notes.append(steps.single_node_skipped)
+    if steps.nccl_tests_skipped:
+        found.notes.append(f"nccl-tests skipped: {steps.nccl_tests_skipped}")
     else:
         _nccl_tests(found, Layout(results).load(layout.NCCL_TESTS) or {}, tested, within)
-    if steps.get("torch_skipped"):
-        found.notes.append(f"Kiln's collectives benchmark skipped: {steps['torch_skipped']}")
+    if steps.torch_skipped:
+        found.notes.append(f"Kiln's collectives benchmark skipped: {steps.torch_skipped}")
         return
     for node in within:
         doc = Layout(results).load_node("collectives_node", node)
         if doc is None:
-            why = _step_problem(steps, "single_node")
+            why = steps.step("single_node").problem()
             found.fail(node, "collectives.run", "single node", f"no benchmark result: {why}")
             continue
         _bench(found, node, doc, "single_node")
@@ -218,7 +211,7 @@ def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
         doc = next((d for d in docs if d), None)
         group = hostlist.compress(tested)
         if doc is None:
-            why = _step_problem(steps, "multi_node")
+            why = steps.step("multi_node").problem()
             found.fail(group, "collectives.run", "all nodes", f"no benchmark result: {why}")
         else:
             _bench(found, group, doc, "multi_node")
@@ -243,7 +236,7 @@ def plan(results: Path) -> dict[str, Any]:
 
 def missing_prerequisites(results: Path) -> list[str]:
     """What a suite asked for by name lacks, when the run stopped for it."""
-    return (Layout(results).load(layout.PREREQUISITES) or {}).get("missing", [])
+    return layout.Prerequisites.from_json(Layout(results).load(layout.PREREQUISITES)).missing
 
 
 def skipped(results: Path) -> dict[str, str]:
@@ -310,5 +303,5 @@ def _nccl_tests(found: Collected, data: dict, tested: list[str], within: list[st
 
 def benchmark_ran(results: Path) -> bool:
     """Whether Kiln's torch benchmark ran (pairwise runs use it)."""
-    steps = Layout(results).load(layout.COLLECTIVES_STEPS) or {}
-    return bool(steps) and not steps.get("torch_skipped")
+    written = Layout(results).load(layout.COLLECTIVES_STEPS)
+    return bool(written) and not layout.CollectivesSteps.from_json(written).torch_skipped

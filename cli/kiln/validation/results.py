@@ -20,9 +20,9 @@ the role brings back as KIND/NODE.json.
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 NODE_ROOT = "/var/lib/kiln/validate"
 SLURM_STATE = "slurm_state.json"
@@ -60,6 +60,89 @@ class Layout:
 
     def write_node(self, kind: str, node: str, data: Any) -> None:
         _write(self.node_path(kind, node), data)
+
+
+# --- records: what the role writes about the run itself --------------------------------
+
+
+class Record:
+    """A result file's content with its fields typed. from_json takes what a file held
+    (None when missing) and keeps a field only when it has the declared kind of value:
+    a record the run did not finish writing reads as its defaults."""
+
+    @classmethod
+    def from_json(cls, data: Any) -> Self:
+        data = data if isinstance(data, dict) else {}
+        kept = {}
+        for item in fields(cls):  # type: ignore[arg-type]
+            value = data.get(item.name)
+            sample = item.default_factory() if callable(item.default_factory) else item.default
+            if value is not None and _fits(value, sample):
+                kept[item.name] = value
+        return cls(**kept)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+
+def _fits(value: Any, sample: Any) -> bool:
+    """Whether `value` is of the kind the field's default is."""
+    if sample is None:  # rc: an int, or null when the step timed out
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(sample, bool):
+        return isinstance(value, bool)
+    if isinstance(sample, (int, float)):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, type(sample))
+
+
+@dataclass
+class Step(Record):
+    """How one srun step ended (the kiln_validate_step filter)."""
+
+    rc: int | None = None
+    stderr: str = ""
+    skipped: bool = False
+
+    def problem(self) -> str:
+        """Why a step left no result, for the node's reason."""
+        if self.skipped:
+            return "the step did not run"
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        return f"srun exited {self.rc}" + (f": {lines[-1]}" if lines else "")
+
+
+@dataclass
+class StorageSteps(Record):
+    storage: dict = field(default_factory=dict)
+    cold_import: dict = field(default_factory=dict)
+    cold_import_skipped: str = ""  # why there was no cold-import test
+
+    def step(self, name: str) -> Step:
+        return Step.from_json(getattr(self, name))
+
+
+@dataclass
+class CollectivesSteps(Record):
+    single_node: dict = field(default_factory=dict)
+    multi_node: dict = field(default_factory=dict)
+    single_node_skipped: str = ""  # a note: one rank per node crosses no link
+    torch_skipped: str = ""  # why Kiln's benchmark did not run
+    nccl_tests_skipped: str = ""  # why nccl-tests did not run
+
+    def step(self, name: str) -> Step:
+        return Step.from_json(getattr(self, name))
+
+
+@dataclass
+class Prerequisites(Record):
+    missing: list = field(default_factory=list)  # what a suite asked for by name lacks
+
+
+@dataclass
+class Munge(Record):
+    rc: int | None = None
+    status: str = ""  # unmunge's STATUS: line, or its error
 
 
 def for_role(results_dir: str, run: str) -> dict[str, Any]:
