@@ -268,18 +268,6 @@ def test_validate_never_resumes_a_node_drained_by_someone_else(lab, provisioned)
         assert "Reason=e2e: RMA 42" in on("controller", f"scontrol show node {node} --oneliner")
 
 
-def test_a_missing_accounting_database_is_made_again(lab, provisioned):
-    # As after a run that stopped between writing slurmdbd.conf and making the database.
-    on("controller", "mariadb -e 'DROP DATABASE slurm_acct_db'")
-    code, report = provision(lab, "--tags", "slurm", "--limit", "slurm_controller")
-    assert code == ExitCode.OK, report["failures"]
-    assert report["hosts"][f"{LAB}-controller"]["changed"] >= 1
-    tables = on("controller", "mariadb -N -e 'SHOW TABLES FROM slurm_acct_db' | wc -l")
-    assert int(tables) > 0
-    clusters = on("controller", "sacctmgr -n -P list cluster format=Cluster")
-    assert clusters.split() == ["kiln-lab"], clusters
-
-
 def test_secrets_never_reach_run_artifacts(lab, provisioned):
     import os
     from pathlib import Path
