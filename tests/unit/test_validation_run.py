@@ -316,13 +316,13 @@ def test_collectives_skipped_without_torch_is_a_note_not_a_failure(raw):
 
 def test_plateau_is_judged_at_1gib_and_short_sweeps_at_their_largest_sizes():
     results = [
-        {"collective": "all_reduce", "size_bytes": s, "busbw_gbps": b}
+        layout.Point(collective="all_reduce", size_bytes=s, busbw_gbps=b)
         for s, b in ((1 << 20, 5.0), (1 << 30, 300.0), (2 << 30, 320.0), (4 << 30, 310.0))
     ]
     best, points = collect.plateau_busbw(results, "all_reduce")
     assert best == 320.0 and points[0] == (1 << 20, 5.0)
     short = [
-        {"collective": "all_reduce", "size_bytes": s, "busbw_gbps": b}
+        layout.Point(collective="all_reduce", size_bytes=s, busbw_gbps=b)
         for s, b in ((1024, 0.1), (4096, 0.3))
     ]
     assert collect.plateau_busbw(short, "all_reduce")[0] == 0.3
@@ -603,3 +603,71 @@ def test_result_records_keep_only_fields_of_their_kind():
     }
     assert layout.Prerequisites.from_json({"missing": "not a list"}).missing == []
     assert layout.Munge.from_json({"rc": True, "status": "S"}) == layout.Munge(rc=None, status="S")
+
+
+def test_probe_outputs_read_whole_into_their_records():
+    """Each file the probes write reads into its record with every field, nested ones
+    included (the fixtures are in the probes' shapes)."""
+    written = storage_result("gpu001")
+    storage = layout.NodeStorage.from_json(written)
+    check = storage.check()
+    assert (check.rc, check.seconds) == (0, 0.1)
+    assert check.entries() == [
+        layout.Mount(
+            name="shared",
+            path="/shared",
+            indirect=False,
+            fstype="glusterfs",
+            source="storage:/shared",
+            server="",
+            required=True,
+            status="OK",
+            reason="fuse.glusterfs storage:/shared",
+        )
+    ]
+    (target,) = storage.target_list()
+    assert target.path == "/shared" and target.error == ""
+    assert target.fio("seq_read") == layout.Fio(rc=0, json=fio_text("seq_read.json"), stderr="")
+    assert target.small_files() == layout.SmallFiles(files=10000, ops=30000, seconds=10.0)
+    # What is written is what is read: every field of every record survives.
+    assert storage.to_json() == written
+
+    doc = bench(8, ["gpu001"])
+    benchmark = layout.Benchmark.from_json(doc)
+    assert benchmark.to_json() == doc
+    assert benchmark.points()[0] == layout.Point(
+        collective="all_reduce",
+        size_bytes=1 << 20,
+        time_us=10.0,
+        algbw_gbps=doc["results"][0]["algbw_gbps"],
+        busbw_gbps=doc["results"][0]["busbw_gbps"],
+    )
+    outputs = layout.NcclTests.from_json(
+        {"single_node": {"gpu001": {"all_reduce": {"rc": 0, "stdout": "#", "stderr": ""}}}}
+    )
+    assert outputs.within("gpu001") == {
+        "all_reduce": layout.Command(rc=0, stdout="#", stderr="", seconds=None)
+    }
+    assert outputs.within("gpu002") == {} and outputs.across() == {}
+    pair = layout.Pair.from_json({"rc": 0, "stderr": "", "result": doc})
+    assert pair.benchmark() == benchmark
+    assert layout.Pair.from_json({"rc": 1, "stderr": "down", "result": None}).benchmark() is None
+    cold = layout.ColdImport.from_json({"node": "gpu001", "module": "torch", "seconds": 3})
+    assert (cold.seconds, cold.problem()) == (3, "")
+
+
+def test_a_probe_output_written_wrong_fails_its_node_with_a_reason_not_a_traceback(raw):
+    """Fields of the wrong kind read as missing: the node fails naming what is missing."""
+    raw.node("cold_import", "gpu001", {"node": "gpu001", "seconds": "3.2"})
+    raw.node("storage", "gpu002", {"node": "gpu002", "mount_check": {"rc": "x"}, "targets": 7})
+    raw.put(layout.SRUN, {"gpu003": {"rc": 0, "seconds": "slow"}, "gpu001": [], "gpu002": 5})
+    found = collect.collect(raw, NODES, ["slurm", "storage"])
+    failures = {(c.node, c.test): c.reason for c in found.checks if c.verdict is Verdict.FAIL}
+    assert failures == {
+        ("gpu001", "storage.cold_import"): "the probe recorded no time",
+        ("gpu002", "storage.mount"): "the mount check could not run: exit None",
+        ("gpu001", "slurm.srun"): "srun on the node failed: exit None",
+        ("gpu002", "slurm.srun"): "srun on the node failed: exit None",
+        ("gpu003", "slurm.srun"): "srun on the node ran but its time was not recorded",
+    }
+    assert [m for m in found.measures if m.test == "slurm.srun_s"] == []

@@ -56,25 +56,25 @@ class Collected:
 
 
 def _last_line(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
 
 def collect(results: Path, nodes: list[str], suites: list[str]) -> Collected:
     found = Collected(nodes)
-    state = Layout(results).load(layout.SLURM_STATE) or {}
-    found.states = drain.parse_states(state.get("scontrol", ""))
-    plan = state.get("plan") or {"test": [], "skipped": {}}
+    state = layout.SlurmState.from_json(Layout(results).load(layout.SLURM_STATE))
+    found.states = drain.parse_states(state.scontrol)
+    skipped_nodes = skipped(results)
     for node in nodes:
-        if node in plan["skipped"]:
-            why = plan["skipped"][node]
+        if node in skipped_nodes:
+            why = skipped_nodes[node]
             verdict = Verdict.WARN if why.startswith("drained by someone else") else Verdict.FAIL
             found.checks.append(Check(node, "slurm.state", "", verdict, f"not tested: {why}"))
         elif node in found.states:
             seen = found.states[node]
             note = f" ({seen.reason})" if seen.reason else ""
             found.checks.append(Check(node, "slurm.state", "", Verdict.PASS, seen.state + note))
-    tested = plan["test"]
+    tested = [str(n) for n in plan(results).get("test", [])]
     if "slurm" in suites:
         _slurm(found, results, tested)
     if "storage" in suites:
@@ -85,16 +85,17 @@ def collect(results: Path, nodes: list[str], suites: list[str]) -> Collected:
 
 
 def _slurm(found: Collected, results: Path, tested: list[str]) -> None:
-    srun = Layout(results).load(layout.SRUN) or {}
+    srun = layout.Command.by_name(Layout(results).load(layout.SRUN))
     for node in tested:
         outcome = srun.get(node)
         if outcome is None:
             found.fail(node, "slurm.srun", "", "no srun result for the node")
-        elif outcome.get("rc") == 0:
-            found.measures.append(Measure(node, "slurm.srun_s", "", outcome["seconds"]))
+        elif outcome.rc == 0 and outcome.seconds is None:
+            found.fail(node, "slurm.srun", "", "srun on the node ran but its time was not recorded")
+        elif outcome.rc == 0:
+            found.measures.append(Measure(node, "slurm.srun_s", "", outcome.seconds))
         else:
-            why = _last_line(outcome.get("stderr", "")) or f"exit {outcome.get('rc')}"
-            found.fail(node, "slurm.srun", "", f"srun on the node failed: {why}")
+            found.fail(node, "slurm.srun", "", f"srun on the node failed: {outcome.why()}")
         written = Layout(results).load_node(layout.MUNGE, node)
         munge = layout.Munge.from_json(written)
         if written is None:
@@ -119,66 +120,68 @@ def _storage(found: Collected, results: Path, tested: list[str]) -> None:
                 node, "storage.run", "", f"no storage result: {steps.step('storage').problem()}"
             )
         else:
-            _node_storage(found, node, data)
+            _node_storage(found, node, layout.NodeStorage.from_json(data))
         if steps.cold_import_skipped:
             continue
-        cold = Layout(results).load_node("cold_import", node)
-        if cold is None:
+        written = Layout(results).load_node("cold_import", node)
+        cold = layout.ColdImport.from_json(written)
+        if written is None:
             why = steps.step("cold_import").problem()
             found.fail(node, "storage.cold_import", "", f"no cold-import result: {why}")
-        elif "error" in cold:
-            found.fail(node, "storage.cold_import", "", cold["error"])
+        elif cold.seconds is None or cold.error:
+            found.fail(node, "storage.cold_import", "", cold.problem())
         else:
-            found.measures.append(Measure(node, "storage.cold_import_s", "", cold["seconds"]))
+            found.measures.append(Measure(node, "storage.cold_import_s", "", cold.seconds))
 
 
-def _node_storage(found: Collected, node: str, data: dict) -> None:
-    check = data.get("mount_check") or {}
-    if check.get("rc") not in (0, 1):
-        why = _last_line(check.get("stderr", "")) or f"exit {check.get('rc')}"
-        found.fail(node, "storage.mount", "", f"the mount check could not run: {why}")
-    for mount in check.get("mounts", []):
-        verdict = {"OK": Verdict.PASS, "WARN": Verdict.WARN}.get(mount["status"], Verdict.FAIL)
-        reason = mount["reason"]
+_FIO_RUNS = (
+    ("seq_write", "write", "storage.seq_write"),
+    ("seq_read", "read", "storage.seq_read"),
+    ("rand_read", "read", "storage.rand_read_iops"),
+)
+
+
+def _node_storage(found: Collected, node: str, data: layout.NodeStorage) -> None:
+    check = data.check()
+    if check.rc not in (0, 1):
+        found.fail(node, "storage.mount", "", f"the mount check could not run: {check.why()}")
+    for mount in check.entries():
+        verdict = {"OK": Verdict.PASS, "WARN": Verdict.WARN}.get(mount.status, Verdict.FAIL)
+        reason = mount.reason
         if verdict is Verdict.FAIL:
             reason += "; not benchmarked"
-        found.checks.append(Check(node, "storage.mount", mount["path"], verdict, reason))
-    for target in data.get("targets", []):
-        path = target["path"]
-        if "error" in target:
-            found.fail(node, "storage.io", path, target["error"])
+        found.checks.append(Check(node, "storage.mount", mount.path, verdict, reason))
+    for target in data.target_list():
+        if target.error:
+            found.fail(node, "storage.io", target.path, target.error)
             continue
-        for key, direction, test in (
-            ("seq_write", "write", "storage.seq_write"),
-            ("seq_read", "read", "storage.seq_read"),
-            ("rand_read", "read", "storage.rand_read_iops"),
-        ):
-            run = target.get(key) or {}
+        for key, direction, test in _FIO_RUNS:
+            run = target.fio(key)
             try:
-                parsed = fio.parse(run.get("json", ""), f"{node}:{path} {key}")
+                parsed = fio.parse(run.json, f"{node}:{target.path} {key}")
             except fio.FioError as exc:
-                stderr = _last_line(run.get("stderr", ""))
-                found.fail(node, "storage.io", path, stderr or exc.message)
+                found.fail(node, "storage.io", target.path, _last_line(run.stderr) or exc.message)
                 continue
             side = getattr(parsed, direction)
             if side is None:
-                found.fail(node, "storage.io", path, f"fio reported no {direction} for {key}")
+                why = f"fio reported no {direction} for {key}"
+                found.fail(node, "storage.io", target.path, why)
                 continue
             value = side.iops if test.endswith("iops") else side.bw_mbps
-            found.measures.append(Measure(node, test, path, value))
-        meta = target.get("metadata")
-        if meta and meta.get("seconds"):
+            found.measures.append(Measure(node, test, target.path, value))
+        small = target.small_files()
+        if small.seconds > 0:
             found.measures.append(
-                Measure(node, "storage.metadata_ops", path, meta["ops"] / meta["seconds"])
+                Measure(node, "storage.metadata_ops", target.path, small.ops / small.seconds)
             )
 
 
-def plateau_busbw(results: list[dict], collective: str) -> tuple[float, list[tuple[int, float]]]:
+def plateau_busbw(
+    results: list[layout.Point], collective: str
+) -> tuple[float, list[tuple[int, float]]]:
     """Best busbw among sizes of 1 GiB and more (or the largest sizes a short sweep has:
     the top quarter), and the whole curve."""
-    points = sorted(
-        (r["size_bytes"], r["busbw_gbps"]) for r in results if r["collective"] == collective
-    )
+    points = sorted((r.size_bytes, r.busbw_gbps) for r in results if r.collective == collective)
     if not points:
         return 0.0, []
     floor = min(PLATEAU_BYTES, points[-1][0])
@@ -195,7 +198,8 @@ def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
     if steps.nccl_tests_skipped:
         found.notes.append(f"nccl-tests skipped: {steps.nccl_tests_skipped}")
     else:
-        _nccl_tests(found, Layout(results).load(layout.NCCL_TESTS) or {}, tested, within)
+        outputs = layout.NcclTests.from_json(Layout(results).load(layout.NCCL_TESTS))
+        _nccl_tests(found, outputs, tested, within)
     if steps.torch_skipped:
         found.notes.append(f"Kiln's collectives benchmark skipped: {steps.torch_skipped}")
         return
@@ -205,7 +209,7 @@ def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
             why = steps.step("single_node").problem()
             found.fail(node, "collectives.run", "single node", f"no benchmark result: {why}")
             continue
-        _bench(found, node, doc, "single_node")
+        _bench(found, node, layout.Benchmark.from_json(doc), "single_node")
     if len(tested) > 1:
         docs = [Layout(results).load_node("collectives_all", n) for n in tested]
         doc = next((d for d in docs if d), None)
@@ -214,24 +218,24 @@ def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
             why = steps.step("multi_node").problem()
             found.fail(group, "collectives.run", "all nodes", f"no benchmark result: {why}")
         else:
-            _bench(found, group, doc, "multi_node")
+            _bench(found, group, layout.Benchmark.from_json(doc), "multi_node")
 
 
-def _bench(found: Collected, node: str, doc: dict, scope: str) -> None:
-    if doc.get("ranks") == 1:
+def _bench(found: Collected, node: str, doc: layout.Benchmark, scope: str) -> None:
+    if doc.ranks == 1:
         found.notes.append(f"{node} {scope}: {nccl_judge.ONE_RANK}")
         return
-    for collective in sorted({r["collective"] for r in doc.get("results", [])}):
-        best, points = plateau_busbw(doc["results"], collective)
-        subject = f"{doc.get('ranks')} ranks, {doc.get('backend')}"
+    points = doc.points()
+    for collective in sorted({p.collective for p in points}):
+        best, curve = plateau_busbw(points, collective)
+        subject = f"{doc.ranks} ranks, {doc.backend}"
         found.measures.append(Measure(node, f"collectives.{collective}.{scope}", subject, best))
-        found.curves.append(Curve(node, collective, points))
+        found.curves.append(Curve(node, collective, curve))
 
 
 def plan(results: Path) -> dict[str, Any]:
     """The plan the run recorded before the suites (drain.Plan as a dict), or {}."""
-    state = Layout(results).load(layout.SLURM_STATE) or {}
-    return state.get("plan") or {}
+    return layout.SlurmState.from_json(Layout(results).load(layout.SLURM_STATE)).plan
 
 
 def missing_prerequisites(results: Path) -> list[str]:
@@ -246,38 +250,37 @@ def skipped(results: Path) -> dict[str, str]:
 
 def pair_results(results: Path, pairs: list[tuple[str, str]], limit: float) -> dict:
     """pair -> whether its all_reduce plateau met `limit` (a pair that did not run fails)."""
-    found = Layout(results).load(layout.PAIRS) or {}
+    found = layout.Pair.by_name(Layout(results).load(layout.PAIRS))
     outcome = {}
     for pair in pairs:
-        doc = (found.get(",".join(pair)) or {}).get("result")
-        best = plateau_busbw(doc["results"], "all_reduce")[0] if doc else 0.0
+        ran = found.get(",".join(pair))
+        doc = ran.benchmark() if ran else None
+        best = plateau_busbw(doc.points(), "all_reduce")[0] if doc else 0.0
         outcome[pair] = best >= limit
     return outcome
 
 
-def _nccl_tests(found: Collected, data: dict, tested: list[str], within: list[str]) -> None:
+def _nccl_tests(
+    found: Collected, data: layout.NcclTests, tested: list[str], within: list[str]
+) -> None:
     """nccl-tests' text output per node (`within`) and across nodes, judged on the
     plateau, with its correctness checks (wrong values, FAILED, a run cut short) as
     failures."""
-    outputs = [(node, "single_node", data.get("single_node", {}).get(node, {})) for node in within]
+    outputs = [(node, "single_node", data.within(node)) for node in within]
     if len(tested) > 1:
-        outputs.append((hostlist.compress(tested), "multi_node", data.get("multi_node", {})))
+        outputs.append((hostlist.compress(tested), "multi_node", data.across()))
     for node, scope, by_collective in outputs:
         if not by_collective:
             found.fail(node, "collectives.nccl_tests", scope, "no nccl-tests output")
         for collective, outcome in sorted(by_collective.items()):
             problem = ""
             try:
-                runs = nccl_tests.parse_text(
-                    outcome.get("stdout", ""), f"{node} {collective}", collective
-                )
+                runs = nccl_tests.parse_text(outcome.stdout, f"{node} {collective}", collective)
             except nccl_tests.NcclTestsError as exc:
                 runs, problem = [], exc.message
             if not any(run.rows for run in runs):
                 # srun's own words first: they say why nothing was printed
-                why = (
-                    _last_line(outcome.get("stderr", "")) or problem or f"exit {outcome.get('rc')}"
-                )
+                why = _last_line(outcome.stderr) or problem or f"exit {outcome.rc}"
                 found.fail(node, "collectives.nccl_tests", collective, f"no results: {why}")
                 continue
             run = next(run for run in runs if run.rows)

@@ -22,7 +22,8 @@ the role brings back as KIND/NODE.json.
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Self
+from types import NoneType, UnionType
+from typing import Any, Self, get_args
 
 NODE_ROOT = "/var/lib/kiln/validate"
 SLURM_STATE = "slurm_state.json"
@@ -76,24 +77,41 @@ class Record:
         kept = {}
         for item in fields(cls):  # type: ignore[arg-type]
             value = data.get(item.name)
-            sample = item.default_factory() if callable(item.default_factory) else item.default
-            if value is not None and _fits(value, sample):
+            if value is not None and _fits(value, _kinds(item.type)):
                 kept[item.name] = value
         return cls(**kept)
+
+    @classmethod
+    def many(cls, data: Any) -> list[Self]:
+        """A list of records (a JSON list; anything else reads as none)."""
+        return [cls.from_json(item) for item in data] if isinstance(data, list) else []
+
+    @classmethod
+    def by_name(cls, data: Any) -> dict[str, Self]:
+        """A mapping of name (a node, a collective, a pair) to record."""
+        if not isinstance(data, dict):
+            return {}
+        return {str(name): cls.from_json(item) for name, item in data.items()}
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[call-overload]
 
 
-def _fits(value: Any, sample: Any) -> bool:
-    """Whether `value` is of the kind the field's default is."""
-    if sample is None:  # rc: an int, or null when the step timed out
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(sample, bool):
-        return isinstance(value, bool)
-    if isinstance(sample, (int, float)):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, type(sample))
+def _kinds(annotation: Any) -> tuple[type, ...]:
+    """The types a field declares, without None (`int | None` -> (int,))."""
+    if isinstance(annotation, UnionType):
+        return tuple(t for t in get_args(annotation) if t is not NoneType)
+    return (annotation,)
+
+
+def _fits(value: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether `value` is of a kind the field declares (an int is a float; a bool is
+    neither: JSON's true is not a count)."""
+    if isinstance(value, bool):
+        return bool in kinds
+    if isinstance(value, int) and float in kinds:
+        return True
+    return isinstance(value, kinds)
 
 
 @dataclass
@@ -143,6 +161,170 @@ class Prerequisites(Record):
 class Munge(Record):
     rc: int | None = None
     status: str = ""  # unmunge's STATUS: line, or its error
+
+
+@dataclass
+class SlurmState(Record):
+    """scontrol's view of the nodes before the run, and the plan made from it."""
+
+    scontrol: str = ""
+    plan: dict = field(default_factory=dict)  # drain.Plan.to_dict()
+
+
+# --- records: what the probes and benchmarks write ---------------------------------------
+
+
+@dataclass
+class Command(Record):
+    """A command a probe ran: `srun true` on a node, a nccl-tests binary, the mount
+    check. rc is null when it ran out of time."""
+
+    rc: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    seconds: float | None = None  # wall time, where the probe timed it
+
+    def why(self) -> str:
+        """Its own last word on failing: stderr's last line, else the exit status."""
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        return lines[-1] if lines else f"exit {self.rc}"
+
+
+@dataclass
+class Mount(Record):
+    """One declared mount (kiln.storage's check entry) as kiln-mount-check judged it."""
+
+    name: str = ""
+    path: str = ""
+    indirect: bool = False
+    fstype: str = ""
+    source: str = ""
+    server: str = ""
+    required: bool = True
+    status: str = ""  # OK, WARN or FAIL
+    reason: str = ""
+
+
+@dataclass
+class MountCheck(Command):
+    mounts: list = field(default_factory=list)
+
+    def entries(self) -> list[Mount]:
+        return Mount.many(self.mounts)
+
+
+@dataclass
+class Fio(Record):
+    rc: int | None = None
+    json: str = ""  # fio's --output-format=json text
+    stderr: str = ""
+
+
+@dataclass
+class SmallFiles(Record):
+    files: int = 0
+    ops: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Target(Record):
+    """One benchmarked directory: a healthy mount or declared scratch."""
+
+    path: str = ""
+    error: str = ""
+    seq_write: dict = field(default_factory=dict)
+    seq_read: dict = field(default_factory=dict)
+    rand_read: dict = field(default_factory=dict)
+    metadata: dict = field(default_factory=dict)
+
+    def fio(self, name: str) -> Fio:
+        return Fio.from_json(getattr(self, name))
+
+    def small_files(self) -> SmallFiles:
+        return SmallFiles.from_json(self.metadata)
+
+
+@dataclass
+class NodeStorage(Record):
+    """storage/NODE.json: the node's mount check and each target's benchmarks."""
+
+    node: str = ""
+    mount_check: dict = field(default_factory=dict)
+    targets: list = field(default_factory=list)
+
+    def check(self) -> MountCheck:
+        return MountCheck.from_json(self.mount_check)
+
+    def target_list(self) -> list[Target]:
+        return Target.many(self.targets)
+
+
+@dataclass
+class ColdImport(Record):
+    """cold_import/NODE.json: the import's wall time, or why there is none."""
+
+    node: str = ""
+    module: str = ""
+    seconds: float | None = None
+    error: str = ""
+
+    def problem(self) -> str:
+        if self.error:
+            return self.error
+        return "" if self.seconds is not None else "the probe recorded no time"
+
+
+@dataclass
+class Point(Record):
+    """One message size of one collective."""
+
+    collective: str = ""
+    size_bytes: int = 0
+    time_us: float = 0.0
+    algbw_gbps: float = 0.0
+    busbw_gbps: float = 0.0
+
+
+@dataclass
+class Benchmark(Record):
+    """What Kiln's torch.distributed benchmark prints on rank 0 (collectives_*/NODE.json,
+    and each pair's result)."""
+
+    benchmark: str = ""
+    backend: str = ""
+    ranks: int = 0
+    hosts: list = field(default_factory=list)
+    results: list = field(default_factory=list)
+
+    def points(self) -> list[Point]:
+        return Point.many(self.results)
+
+
+@dataclass
+class NcclTests(Record):
+    """nccl_tests.json: each collective's run (a Command), within each node and across."""
+
+    single_node: dict = field(default_factory=dict)  # node -> collective -> Command
+    multi_node: dict = field(default_factory=dict)  # collective -> Command
+
+    def within(self, node: str) -> dict[str, Command]:
+        return Command.by_name(self.single_node.get(node))
+
+    def across(self) -> dict[str, Command]:
+        return Command.by_name(self.multi_node)
+
+
+@dataclass
+class Pair(Record):
+    """One pair's run in pairs.json (keyed "a,b"): srun's end and the benchmark's output."""
+
+    rc: int | None = None
+    stderr: str = ""
+    result: dict | None = None
+
+    def benchmark(self) -> Benchmark | None:
+        return None if self.result is None else Benchmark.from_json(self.result)
 
 
 def for_role(results_dir: str, run: str) -> dict[str, Any]:

@@ -86,6 +86,8 @@ def test_nodes_idle_in_the_declared_partitions(host, ctl):
 
 
 def test_a_job_runs_on_both_nodes_and_accounting_records_it(host, ctl):
+    """Runs after side_effect.yml dropped the accounting database and provisioned again:
+    the job lands in the database the role made again."""
     if host.backend.get_hostname() != "slurm-ctl":
         pytest.skip("run from the controller")
     out = ctl.check_output("srun -N2 --job-name=kiln-molecule hostname")
