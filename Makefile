@@ -38,10 +38,10 @@ unit: venv
 	pytest tests/unit tests/cli
 
 ## Every scenario on Debian 13; Slurm again on Debian 12 (Slurm 22.05 rather than 24.11),
-## with config files pushed to every node instead of configless.
+## with config files pushed to every node instead of configless. Two lanes at once:
+## Slurm's two runs, and the other scenarios (scripts/molecule.sh).
 molecule: prereqs venv
-	scripts/molecule.sh
-	KILN_MOLECULE_DISTRO=bookworm KILN_SLURM_CONFIG_MODE=pushed scripts/molecule.sh slurm
+	scripts/molecule.sh --ci
 
 e2e: prereqs venv
 	pytest tests/e2e

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Run Molecule scenarios on the lab's node image: `scripts/molecule.sh [SCENARIO...]`
-# (all scenarios when none is named). Builds the image once and creates the shared
-# scenario network, which Molecule's schema cannot give a subnet.
+# Run Molecule scenarios on the lab's node images.
+#   scripts/molecule.sh [SCENARIO...]  the named scenarios (all when none), one at a time,
+#                                      on KILN_MOLECULE_DISTRO (default trixie)
+#   scripts/molecule.sh --ci           what `make molecule` runs: every scenario on Debian 13
+#                                      and Slurm again on Debian 12 (Slurm 22.05, pushed
+#                                      config files), in two lanes at once
+# Builds both node images once and creates the shared scenario network, which Molecule's
+# schema cannot give a subnet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
-distro="${KILN_MOLECULE_DISTRO:-trixie}"
 network=kiln-molecule
 subnet_prefix=10.214.0
 
-kiln lab image --distro "$distro" >/dev/null
+# Scenarios that cover both releases at once (nvidia_driver) name both images.
+for distro in trixie bookworm; do
+  kiln lab image --distro "$distro" >/dev/null
+done
 podman network exists "$network" ||
   podman network create --subnet "$subnet_prefix.0/24" --gateway "$subnet_prefix.1" "$network" >/dev/null
 # Nodes install packages through the host's apt-cacher-ng when it runs.
@@ -17,10 +24,6 @@ if (exec 3<>/dev/tcp/127.0.0.1/3142) 2>/dev/null; then
   export KILN_MOLECULE_APT_PROXY="http://$subnet_prefix.1:3142"
 fi
 
-scenarios=("$@")
-if [ ${#scenarios[@]} -eq 0 ]; then
-  for dir in molecule/*/molecule.yml; do scenarios+=("$(basename "$(dirname "$dir")")"); done
-fi
 # A scenario takes under 10 minutes. One that hangs (seen once in CI: a node's package
 # install never returned) is stopped and run once more from scratch, so a stuck
 # container costs minutes rather than the whole CI budget; a real failure is not retried.
@@ -28,15 +31,51 @@ limit="${KILN_MOLECULE_TIMEOUT:-1200}"
 run_scenario() {
   timeout --kill-after=30 "$limit" molecule -c molecule/config.yml test -s "$1"
 }
-for scenario in "${scenarios[@]}"; do
-  echo "== molecule scenario $scenario ($distro)"
-  rc=0
-  run_scenario "$scenario" || rc=$?
+scenario() {
+  local distro="${KILN_MOLECULE_DISTRO:-trixie}" rc=0
+  echo "== molecule scenario $1 ($distro)"
+  run_scenario "$1" || rc=$?
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-    echo "== molecule scenario $scenario ($distro) took over ${limit}s: destroying and running it again"
-    molecule -c molecule/config.yml destroy -s "$scenario" || true
-    run_scenario "$scenario"
+    echo "== molecule scenario $1 ($distro) took over ${limit}s: destroying and running it again"
+    molecule -c molecule/config.yml destroy -s "$1" || true
+    run_scenario "$1"
   elif [ "$rc" -ne 0 ]; then
-    exit "$rc"
+    return "$rc"
   fi
+}
+
+if [ "${1:-}" = "--ci" ]; then
+  # Slurm's two runs share container names, so they follow each other in one lane; the
+  # other scenarios share nothing with them but the network (each has its own names
+  # and addresses) and run in the second lane meanwhile. That lane's output is printed
+  # whole after both end.
+  others=()
+  for dir in molecule/*/molecule.yml; do
+    name="$(basename "$(dirname "$dir")")"
+    [ "$name" = slurm ] || others+=("$name")
+  done
+  lane_log="$(mktemp)"
+  (for name in "${others[@]}"; do scenario "$name" || exit; done) >"$lane_log" 2>&1 &
+  lane=$!
+  slurm_rc=0
+  (
+    scenario slurm || exit
+    export KILN_MOLECULE_DISTRO=bookworm KILN_SLURM_CONFIG_MODE=pushed
+    scenario slurm
+  ) || slurm_rc=$?
+  others_rc=0
+  wait "$lane" || others_rc=$?
+  cat "$lane_log"
+  rm -f "$lane_log"
+  echo "== molecule: slurm lane exit $slurm_rc, ${others[*]} lane exit $others_rc"
+  [ "$slurm_rc" -eq 0 ] && [ "$others_rc" -eq 0 ]
+  exit
+fi
+
+scenarios=("$@")
+if [ ${#scenarios[@]} -eq 0 ]; then
+  for dir in molecule/*/molecule.yml; do scenarios+=("$(basename "$(dirname "$dir")")"); done
+fi
+for name in "${scenarios[@]}"; do
+  scenario "$name"
 done

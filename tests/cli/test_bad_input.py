@@ -334,6 +334,12 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "a munge key has 32 to 1024",
     ),
+    (
+        "inv-driver-unknown-source",
+        all_vars({"nvidia_driver_source": "nvidia.com"}),
+        BAD,
+        "nvidia_driver_source must be one of debian, preinstalled, got 'nvidia.com'",
+    ),
     # provision / run options
     (
         "run-limit-no-host",

@@ -111,6 +111,37 @@ def test_a_failed_host_is_summarized_and_the_others_continue(local_inventory, pl
     assert "non-zero return code" in loop["message"]
 
 
+NOTES_PLAYBOOK = """
+- name: Notes
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Say why a node is left alone
+      ansible.builtin.set_stats:
+        data:
+          kiln_notes: "{{ {inventory_hostname: [note ~ inventory_hostname]} }}"
+      vars:
+        note: "nvidia_driver: no NVIDIA GPU on "
+      when: inventory_hostname != 'local-ctl'
+"""
+
+
+def test_roles_notes_reach_the_summary_per_host(local_inventory, tmp_path):
+    """Notes travel as set_stats' kiln_notes, merged across hosts by Ansible."""
+    playbook = tmp_path / "notes.yml"
+    playbook.write_text(NOTES_PLAYBOOK)
+    inv = local_inventory({"local-a": LOCAL, "local-b": LOCAL})
+    result = run_kiln("run", str(playbook), "-i", inv, "--json")
+    assert result.returncode == ExitCode.OK, result.stderr
+    assert json.loads(result.stdout)["notes"] == {
+        "local-a": ["nvidia_driver: no NVIDIA GPU on local-a"],
+        "local-b": ["nvidia_driver: no NVIDIA GPU on local-b"],
+    }
+    shown = run_kiln("runs", "show", "latest").stdout
+    assert "note local-a: nvidia_driver: no NVIDIA GPU on local-a" in shown
+    assert "note local-b: nvidia_driver: no NVIDIA GPU on local-b" in shown
+
+
 def test_unreachable_host_is_named_and_exit_4(local_inventory, playbook):
     ghost = {
         "ansible_host": "127.0.0.1",

@@ -115,3 +115,27 @@ def test_validate_paths_come_from_the_results_layout(tmp_path):
     assert f"{fetched['results']}/storage/gpu001.json" == str(layout.node_path("storage", "gpu001"))
     assert layout.load_node("storage", "gpu001") == {"node": "gpu001"}
     assert layout.load(results.SRUN) is None  # not written: the collect step says so
+
+
+def test_gpu_filters_plan_pin_and_name_packages_off_the_pin():
+    """The role's whole path through kiln.gpu: detect output to plan, apt's policy to a
+    pin, dpkg's versions to what is off it, and the fact."""
+    offered = filters("kiln_gpu")
+    detected = {"pci": [], "proc_version": "", "modinfo_version": "", "packages": {}}
+    settings = {"source": "debian", "required": False, "install_without_gpu": True,
+                "kernel_modules": "open"}  # fmt: skip
+    plan = offered["kiln_gpu_plan"](detected, settings)
+    assert (plan["work"], plan["gpus"], plan["skip"], plan["fail"]) == (True, 0, "", "")
+    policy = "nvidia-smi:\n  Installed: (none)\n  Candidate: 535.261.03-1\n  Version table:\n"
+    policy += "     535.261.03-1 500\n        500 http://deb.debian.org/debian bookworm/non-free\n"
+    assert offered["kiln_gpu_pin"](policy, "") == "535.261.03"
+    with pytest.raises(AnsibleFilterError, match=r"^nvidia_driver_version: driver 580\.1\.1 is"):
+        offered["kiln_gpu_pin"](policy, "580.1.1")
+    assert offered["kiln_gpu_apt_pin"]("535.261.03") == "535.261.03-*"
+    assert offered["kiln_gpu_upstream"]("1:535.261.03-1") == "535.261.03"
+    off = offered["kiln_gpu_off_pin"](
+        "nvidia-smi 535.261.03-1\n", ["nvidia-smi", "libcuda1"], "535.261.03"
+    )
+    assert off == ["libcuda1 missing"]
+    fact = offered["kiln_gpu_fact"](plan, "", "535.261.03", "debian")
+    assert fact["driver"]["pinned"] == "535.261.03" and fact["gpu_count"] == 0

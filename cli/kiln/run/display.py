@@ -159,6 +159,9 @@ def run_summary(summary: RunSummary, console: Console | None = None) -> None:
         kind = "unreachable" if failure.unreachable else "failed"
         what = escape(f"{failure.host}: {failure.task}: {failure.message}")
         console.print(f"[red]{kind}[/red] {what}")
+    for host, notes in sorted(summary.notes.items()):
+        for note in notes:
+            console.print(f"[cyan]note[/cyan] {escape(f'{host}: {note}')}")
     if summary.error:
         console.print(f"[red]error[/red]: {escape(summary.error)}")
     total_changed = sum(c.changed for c in summary.hosts.values())

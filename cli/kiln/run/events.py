@@ -41,6 +41,9 @@ class RunSummary:
     status: str
     hosts: dict[str, HostCounts] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
+    # What a role wants the operator to know about a host that is not a failure (a
+    # compute node without a GPU, a reboot pending): set_stats' kiln_notes.
+    notes: dict[str, list[str]] = field(default_factory=dict)
     error: str | None = None  # a failure outside any host (e.g. a playbook that does not parse)
 
     @property
@@ -63,6 +66,7 @@ class RunSummary:
             "failures": [
                 {"host": f.host, "task": f.task, "message": f.message} for f in self.failures
             ],
+            "notes": {h: list(n) for h, n in sorted(self.notes.items())},
             **({"error": self.error} if self.error else {}),
         }
 
@@ -188,8 +192,23 @@ class EventAccumulator:
             "unreachable": "dark",
             "skipped": "skipped",
         }
+        self.summary.notes = _notes((data.get("artifact_data") or {}).get("kiln_notes"))
         hosts = set().union(*(set((data.get(src) or {}).keys()) for src in fields.values()))
         for host in hosts:
             self.summary.hosts[host] = HostCounts(
                 **{mine: int((data.get(src) or {}).get(host, 0)) for mine, src in fields.items()}
             )
+
+
+def _notes(data: Any) -> dict[str, list[str]]:
+    """Roles' notes, gathered by set_stats (kiln_notes: {host: [text, ...]}); anything
+    else in that place is ignored rather than trusted."""
+    if not isinstance(data, dict):
+        return {}
+    notes = {}
+    for host, texts in data.items():
+        texts = texts if isinstance(texts, list) else [texts]
+        kept = [str(t) for t in texts if isinstance(t, (str, int, float)) and str(t)]
+        if kept:
+            notes[str(host)] = kept
+    return notes

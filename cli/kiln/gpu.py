@@ -1,0 +1,415 @@
+"""The NVIDIA driver stack on a node: what hardware is there (from sysfs), which driver
+is loaded and which installed, the version rules that keep userspace, kernel module and
+fabric manager together, and the reboot plan when a new module waits to load.
+
+The nvidia_driver role gathers raw inputs on each node and hands them here through its
+filter plugin; nothing in this module runs a command.
+"""
+
+import csv
+import io
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+NVIDIA = "0x10de"
+MELLANOX = "0x15b3"
+# PCI classes (the first four hex digits of sysfs' class: class and subclass).
+GPU_CLASSES = ("0x0300", "0x0302")  # VGA-compatible, 3D controller
+NVSWITCH_CLASS = "0x0680"  # bridge, "other"
+HCA_CLASSES = ("0x0200", "0x0207")  # Ethernet (RoCE), InfiniBand
+
+# An exact driver version: branch.minor or branch.minor.patch (580.159.04, 550.54.15).
+EXACT_VERSION = re.compile(r"^(\d{3,})\.(\d{1,3})(\.\d{1,3})?$")
+
+
+# --- hardware ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    """One entry of /sys/bus/pci/devices, as the role's detect script reads it."""
+
+    address: str  # 0000:00:06.0
+    vendor: str  # 0x10de
+    device: str  # 0x2330
+    pci_class: str  # 0x030200
+    driver: str = ""  # the bound kernel driver's name, or ""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "PciDevice":
+        return cls(
+            address=str(data.get("address", "")),
+            vendor=str(data.get("vendor", "")).lower(),
+            device=str(data.get("device", "")).lower(),
+            pci_class=str(data.get("class", "")).lower(),
+            driver=str(data.get("driver") or ""),
+        )
+
+    def is_class(self, *classes: str) -> bool:
+        return self.pci_class[:6] in classes
+
+
+@dataclass
+class Hardware:
+    """What the node has that the driver stack cares about."""
+
+    gpus: list[PciDevice] = field(default_factory=list)
+    nvswitches: list[PciDevice] = field(default_factory=list)
+    hcas: list[PciDevice] = field(default_factory=list)
+
+    @property
+    def has_gpu(self) -> bool:
+        return bool(self.gpus)
+
+    @property
+    def needs_fabric_manager(self) -> bool:
+        """NVSwitch systems (HGX 8-GPU boards) show no GPU to CUDA without it."""
+        return bool(self.nvswitches)
+
+
+def detect(devices: list[dict[str, Any]]) -> Hardware:
+    """Sort sysfs' PCI devices into GPUs, NVSwitches and Mellanox/NVIDIA HCAs."""
+    found = Hardware()
+    for device in map(PciDevice.from_json, devices):
+        if device.vendor == NVIDIA and device.is_class(*GPU_CLASSES):
+            found.gpus.append(device)
+        elif device.vendor == NVIDIA and device.is_class(NVSWITCH_CLASS):
+            found.nvswitches.append(device)
+        elif device.vendor == MELLANOX and device.is_class(*HCA_CLASSES):
+            found.hcas.append(device)
+    for kind in (found.gpus, found.nvswitches, found.hcas):
+        kind.sort(key=lambda d: d.address)
+    return found
+
+
+def rdma_stack(packages: dict[str, str]) -> str:
+    """Which RDMA stack is installed, from installed package names and versions:
+    `doca-ofed`, `mlnx-ofed` (both carry the peer-memory symbols nvidia-peermem needs),
+    `inbox` (the distribution's rdma-core) or `none`."""
+    if any(name.startswith("doca-ofed") or name == "doca-roce" for name in packages):
+        return "doca-ofed"
+    if "mlnx-ofed-kernel-dkms" in packages or "mlnx-ofed-kernel-utils" in packages:
+        return "mlnx-ofed"
+    if "rdma-core" in packages:
+        return "inbox"
+    return "none"
+
+
+def rdma_path(stack: str, kernel_modules: str) -> str:
+    """How GPUDirect RDMA can work on the node: `peermem` (nvidia-peermem over OFED's
+    peer-memory API), `dmabuf` (open kernel modules with inbox rdma-core), or `none`."""
+    if stack in ("doca-ofed", "mlnx-ofed"):
+        return "peermem"
+    if stack == "inbox" and kernel_modules == "open":
+        return "dmabuf"
+    return "none"
+
+
+# --- the driver, loaded and installed ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadedModule:
+    """/proc/driver/nvidia/version: the kernel module running now."""
+
+    version: str
+    open: bool  # the open kernel module (required from Blackwell on)
+
+
+def loaded_module(proc_version: str) -> LoadedModule | None:
+    """Parse /proc/driver/nvidia/version; None when no module is loaded (empty text)."""
+    first = proc_version.splitlines()[0] if proc_version.strip() else ""
+    match = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", first)
+    if not match:
+        return None
+    return LoadedModule(version=match.group(1), open="Open Kernel Module" in first)
+
+
+def needs_reboot(loaded: str, installed: str) -> bool:
+    """A module is installed whose version differs from the one loaded: only a reboot
+    (or unloading every user of the GPU) brings them together. Nothing loaded yet on a
+    node with a module installed needs a reboot too (the first install)."""
+    return bool(installed) and loaded != installed
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as `nvidia-smi -q -x` describes it."""
+
+    bus_id: str
+    name: str
+    architecture: str
+    uuid: str
+    vbios: str
+    persistence: bool
+    fabric_state: str  # N/A outside an NVLink domain (NVL72 and the like)
+    clique_id: str
+    cluster_uuid: str
+
+
+@dataclass(frozen=True)
+class SmiReport:
+    driver_version: str
+    cuda_version: str
+    gpus: list[Gpu]
+
+
+def parse_smi_xml(text: str) -> SmiReport:
+    """`nvidia-smi -q -x`. Raises ValueError on text that is not its XML."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise ValueError(f"nvidia-smi -q -x printed no XML ({exc})") from exc
+    if root.tag != "nvidia_smi_log":
+        raise ValueError(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
+
+    def text_of(node: ET.Element, path: str) -> str:
+        return (node.findtext(path) or "").strip()
+
+    gpus = [
+        Gpu(
+            bus_id=gpu.get("id", ""),
+            name=text_of(gpu, "product_name"),
+            architecture=text_of(gpu, "product_architecture"),
+            uuid=text_of(gpu, "uuid"),
+            vbios=text_of(gpu, "vbios_version"),
+            persistence=text_of(gpu, "persistence_mode") == "Enabled",
+            fabric_state=text_of(gpu, "fabric/state"),
+            clique_id=text_of(gpu, "fabric/cliqueId"),
+            cluster_uuid=text_of(gpu, "fabric/clusterUuid"),
+        )
+        for gpu in root.findall("gpu")
+    ]
+    return SmiReport(text_of(root, "driver_version"), text_of(root, "cuda_version"), gpus)
+
+
+def parse_query_csv(text: str) -> list[dict[str, str]]:
+    """`nvidia-smi --query-gpu=... --format=csv`: one dict per GPU, keyed by the field
+    names as queried (units stripped from the header: `memory.total [MiB]` is
+    `memory.total`). Values stay as printed (`81559 MiB`, `[N/A]`, `Enabled`)."""
+    rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
+    if not rows:
+        return []
+    header = [name.split(" [", 1)[0].strip() for name in rows[0]]
+    return [dict(zip(header, (v.strip() for v in row), strict=False)) for row in rows[1:] if row]
+
+
+# --- version rules ----------------------------------------------------------------------
+
+
+def is_exact(version: str) -> bool:
+    return bool(EXACT_VERSION.match(version))
+
+
+def branch(version: str) -> str:
+    """The driver branch packages are named for (580 for 580.159.04)."""
+    return version.split(".", 1)[0]
+
+
+def upstream(package_version: str) -> str:
+    """The driver version inside a Debian package version: 580.159.04-1, 1:580.159.04-0ubuntu1
+    and 580.159.04-1~deb13u1 are all 580.159.04."""
+    return package_version.split(":", 1)[-1].split("-", 1)[0]
+
+
+def apt_pin(version: str) -> str:
+    """An apt preferences `Pin: version` pattern for every package of this driver."""
+    return f"{version}-*" if is_exact(version) else f"{version}.*"
+
+
+@dataclass(frozen=True)
+class AptPolicy:
+    """One package in `apt-cache policy`."""
+
+    installed: str  # "" when not installed
+    candidate: str  # "" when no source offers it
+    offered: tuple[str, ...]  # every version in the version table
+
+
+def parse_apt_policy(text: str) -> dict[str, AptPolicy]:
+    """`apt-cache policy PACKAGE...` (apt 2.x): each package's block."""
+    found: dict[str, AptPolicy] = {}
+    name, installed, candidate, offered = "", "", "", []
+    for line in [*text.splitlines(), "end:"]:
+        if line and not line[0].isspace() and line.endswith(":"):
+            if name:
+                found[name] = AptPolicy(installed, candidate, tuple(offered))
+            name, installed, candidate, offered = line[:-1], "", "", []
+            continue
+        key, _, value = line.strip().partition(": ")
+        if key == "Installed":
+            installed = "" if value == "(none)" else value
+        elif key == "Candidate":
+            candidate = "" if value == "(none)" else value
+        elif match := re.match(r"^\s+(?:\*\*\* )?(\S+) -?\d+$", line):
+            offered.append(match.group(1))
+    return found
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """Driver versions compare as numbers: 535.309.01 is newer than 535.261.03."""
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+# --- one node ---------------------------------------------------------------------------
+
+
+@dataclass
+class NodePlan:
+    """What the role does on one node, from what the node reported (the role's detect
+    script) and the host's settings."""
+
+    gpus: int
+    nvswitches: int
+    hcas: int
+    work: bool  # install or verify the driver stack here
+    skip: str = ""  # why the role does nothing on this node (a note, never a failure)
+    fail: str = ""  # why the node cannot have the stack the settings ask for
+    loaded: str = ""  # the kernel module running now
+    loaded_open: bool = False
+    installed: str = ""  # the module version on disk (modinfo)
+    reboot_needed: bool = False
+    rdma_stack: str = "none"
+    rdma_path: str = "none"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def node_plan(detected: dict[str, Any], settings: dict[str, Any]) -> NodePlan:
+    """settings: the role's variables without the prefix (source, required,
+    install_without_gpu, kernel_modules)."""
+    hardware = detect(detected.get("pci") or [])
+    module = loaded_module(str(detected.get("proc_version") or ""))
+    installed = str(detected.get("modinfo_version") or "")
+    stack = rdma_stack(detected.get("packages") or {})
+    plan = NodePlan(
+        gpus=len(hardware.gpus),
+        nvswitches=len(hardware.nvswitches),
+        hcas=len(hardware.hcas),
+        work=hardware.has_gpu or bool(settings.get("install_without_gpu")),
+        loaded=module.version if module else "",
+        loaded_open=bool(module and module.open),
+        installed=installed,
+        reboot_needed=hardware.has_gpu
+        and needs_reboot(module.version if module else "", installed),
+        rdma_stack=stack,
+        rdma_path=rdma_path(stack, str(settings.get("kernel_modules", "open"))),
+    )
+    if not hardware.has_gpu and settings.get("required"):
+        plan.fail = "no NVIDIA GPU found on the PCI bus, and nvidia_driver_required is true"
+    elif not plan.work:
+        plan.skip = "no NVIDIA GPU found on the PCI bus: the driver stack is not installed here"
+    elif hardware.needs_fabric_manager and settings.get("source") == "debian":
+        plan.fail = (
+            f"{plan.nvswitches} NVSwitches need the fabric manager, which Debian does not "
+            "package: install NVIDIA's packages and use nvidia_driver_source preinstalled"
+        )
+    return plan
+
+
+def pin_version(requested: str, policies: dict[str, AptPolicy]) -> str:
+    """The driver version a node is pinned to, among those every one of its packages is
+    offered at (Debian 12's security archive updates nvidia-graphics-drivers but not the
+    open kernel modules): the one asked for; else the one installed, so a re-run never
+    upgrades; else the newest. Raises ValueError when there is none."""
+    offered = {name: {upstream(v) for v in p.offered} for name, p in policies.items()}
+    common = set.intersection(*offered.values()) if offered else set()
+    installed = {upstream(p.installed) for p in policies.values() if p.installed}
+    if requested and requested in common:
+        return requested
+    if not requested and len(installed) == 1 and installed <= common:
+        return installed.pop()
+    if not requested and common:
+        return max(common, key=version_key)
+    each = "; ".join(
+        f"{name}: {', '.join(sorted(versions, key=version_key)) or 'none'}"
+        for name, versions in sorted(offered.items())
+    )
+    wanted = f"driver {requested} is not" if requested else "no driver version is"
+    raise ValueError(f"{wanted} offered for every package ({each or 'no package'})")
+
+
+def off_pin(dpkg_query: str, packages: list[str], pinned: str) -> list[str]:
+    """The driver packages not installed at the pinned version, from `dpkg-query -W -f
+    '${Package} ${Version}\\n' PACKAGE...`, each as "name version" (or "name missing")."""
+    installed = dict(line.split(" ", 1) for line in dpkg_query.splitlines() if " " in line)
+    return [
+        f"{name} {installed.get(name) or 'missing'}"
+        for name in packages
+        if upstream(installed.get(name, "")) != pinned
+    ]
+
+
+def local_fact(plan: dict[str, Any], smi_xml: str, pinned: str, source: str) -> dict[str, Any]:
+    """The node's `kiln_gpu` local fact: what drift checks and the slurm role read.
+    Stable between runs (no times), so writing it again changes nothing."""
+    try:
+        report = parse_smi_xml(smi_xml) if smi_xml.strip() else None
+    except ValueError:
+        report = None
+    gpus = report.gpus if report else []
+    return {
+        "gpu_count": plan["gpus"],
+        "gpu_model": gpus[0].name if gpus else "",
+        "gpus": [
+            {"bus_id": g.bus_id, "name": g.name, "uuid": g.uuid, "vbios": g.vbios} for g in gpus
+        ],
+        "nvswitch_count": plan["nvswitches"],
+        "hca_count": plan["hcas"],
+        "driver": {
+            "source": source,
+            "pinned": pinned,
+            "installed": plan["installed"],
+            "loaded": plan["loaded"],
+            "open": plan["loaded_open"],
+            "reboot_pending": plan["reboot_needed"],
+        },
+        "persistence": bool(gpus) and all(g.persistence for g in gpus),
+        "rdma": {"stack": plan["rdma_stack"], "path": plan["rdma_path"]},
+    }
+
+
+# --- reboots ----------------------------------------------------------------------------
+
+
+@dataclass
+class RebootPlan:
+    """Nodes whose new kernel module waits for a reboot."""
+
+    through_slurm: list[str] = field(default_factory=list)  # scontrol reboot ASAP
+    batches: list[list[str]] = field(default_factory=list)  # not in Slurm yet: reboot now
+    reported: list[str] = field(default_factory=list)  # --no-reboot: only said
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def batch_size(batch: str | int, total: int) -> int:
+    """`nvidia_driver_reboot_batch` as a node count: 10% or 4; at least one node."""
+    text = str(batch).strip()
+    count = int(total * float(text[:-1]) / 100) if text.endswith("%") else int(text)
+    return max(1, min(count, total)) if total else 0
+
+
+def reboot_plan(
+    pending: list[str], in_slurm: list[str], batch: str | int, reboot: bool = True
+) -> RebootPlan:
+    """Slurm's nodes reboot when their jobs end (Slurm drains and resumes them); nodes
+    Slurm does not run yet reboot in batches, so a bad driver stops at the first batch."""
+    plan = RebootPlan()
+    if not reboot:
+        plan.reported = sorted(pending)
+        return plan
+    plan.through_slurm = sorted(n for n in pending if n in in_slurm)
+    rest = sorted(n for n in pending if n not in in_slurm)
+    size = batch_size(batch, len(rest))
+    plan.batches = [rest[i : i + size] for i in range(0, len(rest), size)]
+    return plan
+
+
+def reboot_reason(version: str) -> str:
+    """The reason Slurm shows while a node waits for its reboot."""
+    return f"kiln: driver {version}"

@@ -1,0 +1,53 @@
+"""Filters that hand what a node reported to kiln.gpu: the role and Kiln's tests judge
+GPUs, driver versions and pins the same way."""
+
+import sys
+from pathlib import Path
+
+try:
+    import kiln  # noqa: F401
+except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cli"))
+
+from ansible.errors import AnsibleFilterError
+
+from kiln import gpu
+
+
+def kiln_gpu_plan(detected, settings):
+    return gpu.node_plan(dict(detected), dict(settings)).to_json()
+
+
+def kiln_gpu_pin(apt_policy, requested):
+    try:
+        return gpu.pin_version(str(requested or ""), gpu.parse_apt_policy(str(apt_policy)))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"nvidia_driver_version: {exc}") from None
+
+
+def kiln_gpu_upstream(package_version):
+    return gpu.upstream(str(package_version))
+
+
+def kiln_gpu_off_pin(dpkg_query, packages, pinned):
+    return gpu.off_pin(str(dpkg_query), list(packages), str(pinned))
+
+
+def kiln_gpu_apt_pin(version):
+    return gpu.apt_pin(str(version))
+
+
+def kiln_gpu_fact(plan, smi_xml, pinned, source):
+    return gpu.local_fact(dict(plan), str(smi_xml or ""), str(pinned or ""), str(source))
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "kiln_gpu_plan": kiln_gpu_plan,
+            "kiln_gpu_pin": kiln_gpu_pin,
+            "kiln_gpu_upstream": kiln_gpu_upstream,
+            "kiln_gpu_off_pin": kiln_gpu_off_pin,
+            "kiln_gpu_apt_pin": kiln_gpu_apt_pin,
+            "kiln_gpu_fact": kiln_gpu_fact,
+        }

@@ -1,0 +1,432 @@
+"""kiln.gpu on recorded outputs: an H100 SXM VM with driver 580.159.04 (open kernel
+module), in tests/fixtures/gpu/h100-80gb-hbm3-vm (see its README). The PCI inputs are
+in the shape the role's detect script prints from sysfs; an HGX board's are derived from
+the recorded GPU by adding the devices such a board has (NVSwitch 10de:22a3, ConnectX-7
+15b3:1021), since no HGX sysfs was recorded."""
+
+from pathlib import Path
+
+import pytest
+
+from kiln import gpu
+
+H100_VM = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
+
+
+def recorded(name: str) -> str:
+    return (H100_VM / name).read_text()
+
+
+# The recorded VM's GPU (nvidia-smi's bus id 00000000:00:06.0) as sysfs lists it.
+H100 = {
+    "address": "0000:00:06.0",
+    "vendor": "0x10de",
+    "device": "0x2330",
+    "class": "0x030200",
+    "driver": "nvidia",
+}
+VM_DEVICES = [
+    {"address": "0000:00:00.0", "vendor": "0x8086", "device": "0x1237", "class": "0x060000"},
+    {"address": "0000:00:01.0", "vendor": "0x8086", "device": "0x7000", "class": "0x060100"},
+    {"address": "0000:00:02.0", "vendor": "0x1af4", "device": "0x1000", "class": "0x020000"},
+    H100,
+]
+
+
+def hgx_devices():
+    gpus = [
+        {**H100, "address": f"0000:{bus:02x}:00.0"}
+        for bus in (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+    ]
+    switches = [
+        {"address": f"0000:{bus:02x}:00.0", "vendor": "0x10de", "device": "0x22a3",
+         "class": "0x068000", "driver": ""}
+        for bus in (0x05, 0x06, 0x07, 0x08)
+    ]  # fmt: skip
+    hcas = [
+        {"address": f"0000:{bus:02x}:00.0", "vendor": "0x15b3", "device": "0x1021",
+         "class": "0x020700", "driver": "mlx5_core"}
+        for bus in (0x1A, 0x3C)
+    ]  # fmt: skip
+    # A Mellanox device that is not an HCA (a BlueField's management function).
+    other = {"address": "0000:c1:00.0", "vendor": "0x15b3", "device": "0xc2d5",
+             "class": "0x080100", "driver": ""}  # fmt: skip
+    return list(reversed(gpus)) + switches + hcas + [other]
+
+
+def test_the_recorded_vm_has_one_gpu_no_nvswitch_and_no_hca():
+    found = gpu.detect(VM_DEVICES)
+    assert found == gpu.Hardware(
+        gpus=[gpu.PciDevice("0000:00:06.0", "0x10de", "0x2330", "0x030200", "nvidia")],
+        nvswitches=[],
+        hcas=[],
+    )
+    assert found.has_gpu and not found.needs_fabric_manager
+
+
+def test_an_hgx_board_has_eight_gpus_four_nvswitches_and_its_hcas_in_bus_order():
+    found = gpu.detect(hgx_devices())
+    assert [d.address for d in found.gpus] == [
+        "0000:18:00.0",
+        "0000:2a:00.0",
+        "0000:3a:00.0",
+        "0000:5d:00.0",
+        "0000:9a:00.0",
+        "0000:ab:00.0",
+        "0000:ba:00.0",
+        "0000:db:00.0",
+    ]
+    assert [(d.address, d.device, d.driver) for d in found.nvswitches] == [
+        ("0000:05:00.0", "0x22a3", ""),
+        ("0000:06:00.0", "0x22a3", ""),
+        ("0000:07:00.0", "0x22a3", ""),
+        ("0000:08:00.0", "0x22a3", ""),
+    ]
+    assert [(d.address, d.pci_class) for d in found.hcas] == [
+        ("0000:1a:00.0", "0x020700"),
+        ("0000:3c:00.0", "0x020700"),
+    ]
+    assert found.needs_fabric_manager
+
+
+def test_a_node_without_nvidia_devices_has_no_gpu():
+    assert gpu.detect(VM_DEVICES[:3]) == gpu.Hardware()
+    assert not gpu.detect([]).has_gpu
+
+
+def test_the_loaded_module_is_read_from_proc():
+    assert gpu.loaded_module(recorded("proc-driver-nvidia-version.txt")) == gpu.LoadedModule(
+        version="580.159.04", open=True
+    )
+    proprietary = (
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n"
+    )
+    assert gpu.loaded_module(proprietary) == gpu.LoadedModule(version="535.183.01", open=False)
+    assert gpu.loaded_module("") is None
+
+
+def test_nvidia_smi_xml_is_read_for_every_gpu_field():
+    report = gpu.parse_smi_xml(recorded("nvidia-smi-q.xml"))
+    assert report == gpu.SmiReport(
+        driver_version="580.159.04",
+        cuda_version="13.0",
+        gpus=[
+            gpu.Gpu(
+                bus_id="00000000:00:06.0",
+                name="NVIDIA H100 80GB HBM3",
+                architecture="Hopper",
+                uuid="GPU-320a3b5b-5f8b-e47d-48a5-f808c0da1f70",
+                vbios="96.00.DA.00.0C",
+                persistence=True,
+                # outside an NVLink domain the fabric fields read N/A
+                fabric_state="N/A",
+                clique_id="N/A",
+                cluster_uuid="N/A",
+            )
+        ],
+    )
+    with pytest.raises(ValueError, match="printed no XML"):
+        gpu.parse_smi_xml("NVIDIA-SMI has failed because it couldn't communicate with the driver")
+
+
+def test_query_csv_keeps_every_field_as_printed():
+    (row,) = gpu.parse_query_csv(recorded("query-gpu.csv"))
+    assert row == {
+        "index": "0",
+        "name": "NVIDIA H100 80GB HBM3",
+        "pci.bus_id": "00000000:00:06.0",
+        "driver_version": "580.159.04",
+        "vbios_version": "96.00.DA.00.0C",
+        "memory.total": "81559 MiB",
+        "persistence_mode": "Enabled",
+        "ecc.mode.current": "Enabled",
+        "ecc.errors.uncorrected.volatile.total": "0",
+        "ecc.errors.corrected.volatile.total": "0",
+        "retired_pages.pending": "[N/A]",
+        "clocks_event_reasons.active": "0x0000000000000001",
+        "clocks.current.sm": "375 MHz",
+        "clocks.max.sm": "1980 MHz",
+        "pcie.link.gen.current": "5",
+        "pcie.link.gen.max": "5",
+        "pcie.link.width.current": "16",
+        "pcie.link.width.max": "16",
+        "temperature.gpu": "36",
+        "power.draw": "110.16 W",
+        "power.limit": "700.00 W",
+        "mig.mode.current": "Disabled",
+        "compute_mode": "Default",
+    }
+    assert gpu.parse_query_csv("") == []
+
+
+def test_versions_exact_branches_and_apt_pins():
+    assert [gpu.is_exact(v) for v in ("580.159.04", "550.54", "580", "580.*", "r580")] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert gpu.branch("580.159.04") == "580"
+    assert [
+        gpu.upstream(v)
+        for v in ("580.159.04-1", "1:580.159.04-0ubuntu0.24.04.1", "535.216.03-1~deb12u1")
+    ] == ["580.159.04", "580.159.04", "535.216.03"]
+    assert gpu.apt_pin("580.159.04") == "580.159.04-*"
+    assert gpu.apt_pin("580") == "580.*"
+
+
+def test_a_reboot_is_needed_when_the_installed_module_is_not_the_loaded_one():
+    loaded = gpu.loaded_module(recorded("proc-driver-nvidia-version.txt"))
+    assert loaded is not None
+    assert not gpu.needs_reboot(loaded.version, "580.159.04")
+    assert gpu.needs_reboot(loaded.version, "580.172.08")
+    assert gpu.needs_reboot("", "580.159.04")  # installed, never loaded
+    assert not gpu.needs_reboot("", "")  # nothing installed (preinstalled check mode)
+
+
+def test_slurm_nodes_reboot_through_slurm_and_new_nodes_in_batches():
+    pending = [f"gpu{i:03d}" for i in range(1, 24)]
+    in_slurm = ["gpu001", "gpu002", "gpu003"]
+    plan = gpu.reboot_plan(pending, in_slurm, "10%")
+    assert plan.to_json() == {
+        "through_slurm": ["gpu001", "gpu002", "gpu003"],
+        # 20 new nodes at 10%: batches of 2
+        "batches": [[f"gpu{i:03d}", f"gpu{i + 1:03d}"] for i in range(4, 24, 2)],
+        "reported": [],
+    }
+    assert gpu.reboot_plan(["b", "a", "c"], [], 2).batches == [["a", "b"], ["c"]]
+    assert gpu.reboot_plan(["a"], [], "10%").batches == [["a"]]  # at least one
+    assert gpu.reboot_plan(["b", "a"], ["a"], "10%", reboot=False).to_json() == {
+        "through_slurm": [],
+        "batches": [],
+        "reported": ["a", "b"],
+    }
+    assert gpu.reboot_reason("580.159.04") == "kiln: driver 580.159.04"
+
+
+def test_rdma_stack_and_the_gpudirect_path():
+    assert gpu.rdma_stack({"doca-ofed": "2.9.1", "rdma-core": "2410mlnx54"}) == "doca-ofed"
+    assert gpu.rdma_stack({"mlnx-ofed-kernel-dkms": "24.10", "rdma-core": "x"}) == "mlnx-ofed"
+    assert gpu.rdma_stack({"rdma-core": "44.0-2"}) == "inbox"
+    assert gpu.rdma_stack({}) == "none"
+    assert gpu.rdma_path("mlnx-ofed", "proprietary") == "peermem"
+    assert gpu.rdma_path("inbox", "open") == "dmabuf"
+    assert gpu.rdma_path("inbox", "proprietary") == "none"
+    assert gpu.rdma_path("none", "open") == "none"
+
+
+# `apt-cache policy` as apt 2.6 prints it on Debian 12 with the non-free components:
+# the security archive has a newer nvidia-graphics-drivers (nvidia-smi, firmware) but no
+# newer open kernel modules, as on 2026-11-23.
+POLICY_BOOKWORM = """nvidia-open-kernel-dkms:
+  Installed: (none)
+  Candidate: 535.261.03-1
+  Version table:
+     535.261.03-1 500
+        500 http://deb.debian.org/debian bookworm/contrib amd64 Packages
+nvidia-smi:
+  Installed: (none)
+  Candidate: 535.309.01-0+deb12u1
+  Version table:
+     535.309.01-0+deb12u1 500
+        500 http://deb.debian.org/debian-security bookworm-security/non-free amd64 Packages
+     535.261.03-1 500
+        500 http://deb.debian.org/debian bookworm/non-free amd64 Packages
+firmware-nvidia-gsp:
+  Installed: (none)
+  Candidate: 535.309.01-0+deb12u1
+  Version table:
+     535.309.01-0+deb12u1 500
+        500 http://deb.debian.org/debian-security bookworm-security/non-free-firmware amd64 Packages
+     535.261.03-1 500
+        500 http://deb.debian.org/debian bookworm/non-free-firmware amd64 Packages
+"""
+POLICY_INSTALLED = """nvidia-smi:
+  Installed: 535.261.03-1
+  Candidate: 535.261.03-1
+  Version table:
+     535.309.01-0+deb12u1 500
+        500 http://deb.debian.org/debian-security bookworm-security/non-free amd64 Packages
+ *** 535.261.03-1 1001
+        500 http://deb.debian.org/debian bookworm/non-free amd64 Packages
+        100 /var/lib/dpkg/status
+"""
+
+
+def test_apt_policy_gives_each_package_installed_candidate_and_offered_versions():
+    policies = gpu.parse_apt_policy(POLICY_BOOKWORM)
+    assert policies == {
+        "nvidia-open-kernel-dkms": gpu.AptPolicy("", "535.261.03-1", ("535.261.03-1",)),
+        "nvidia-smi": gpu.AptPolicy(
+            "", "535.309.01-0+deb12u1", ("535.309.01-0+deb12u1", "535.261.03-1")
+        ),
+        "firmware-nvidia-gsp": gpu.AptPolicy(
+            "", "535.309.01-0+deb12u1", ("535.309.01-0+deb12u1", "535.261.03-1")
+        ),
+    }
+    assert gpu.parse_apt_policy(POLICY_INSTALLED) == {
+        "nvidia-smi": gpu.AptPolicy(
+            "535.261.03-1", "535.261.03-1", ("535.309.01-0+deb12u1", "535.261.03-1")
+        )
+    }
+    assert gpu.parse_apt_policy("") == {}
+
+
+def test_the_pin_is_a_version_every_package_has():
+    bookworm = gpu.parse_apt_policy(POLICY_BOOKWORM)
+    # apt's candidate for nvidia-smi is 535.309.01, which the open modules do not have.
+    assert gpu.pin_version("", bookworm) == "535.261.03"
+    assert gpu.pin_version("535.261.03", bookworm) == "535.261.03"
+    with pytest.raises(ValueError) as missing:
+        gpu.pin_version("535.309.01", bookworm)
+    assert str(missing.value) == (
+        "driver 535.309.01 is not offered for every package (firmware-nvidia-gsp: "
+        "535.261.03, 535.309.01; nvidia-open-kernel-dkms: 535.261.03; nvidia-smi: "
+        "535.261.03, 535.309.01)"
+    )
+    # Without the open modules, the newest; once installed, a re-run keeps it.
+    proprietary = {k: v for k, v in bookworm.items() if k != "nvidia-open-kernel-dkms"}
+    assert gpu.pin_version("", proprietary) == "535.309.01"
+    assert gpu.pin_version("", gpu.parse_apt_policy(POLICY_INSTALLED)) == "535.261.03"
+    with pytest.raises(ValueError) as none:
+        gpu.pin_version("", gpu.parse_apt_policy("nvidia-smi:\n  Installed: (none)\n"))
+    assert str(none.value) == "no driver version is offered for every package (nvidia-smi: none)"
+    assert gpu.version_key("535.309.01") > gpu.version_key("535.261.03")
+
+
+def detected(pci, proc_version="", modinfo="", packages=None):
+    return {
+        "pci": pci,
+        "proc_version": proc_version,
+        "modinfo_version": modinfo,
+        "packages": packages or {},
+    }
+
+
+SETTINGS = {"source": "debian", "required": False, "install_without_gpu": False,
+            "kernel_modules": "open"}  # fmt: skip
+
+
+def test_the_recorded_vm_is_planned_whole():
+    plan = gpu.node_plan(
+        detected(VM_DEVICES, recorded("proc-driver-nvidia-version.txt"), "580.159.04"),
+        {**SETTINGS, "source": "preinstalled"},
+    )
+    assert plan.to_json() == {
+        "gpus": 1,
+        "nvswitches": 0,
+        "hcas": 0,
+        "work": True,
+        "skip": "",
+        "fail": "",
+        "loaded": "580.159.04",
+        "loaded_open": True,
+        "installed": "580.159.04",
+        "reboot_needed": False,
+        "rdma_stack": "none",
+        "rdma_path": "none",
+    }
+
+
+def test_a_node_without_a_gpu_is_skipped_with_a_note_unless_one_is_required():
+    plan = gpu.node_plan(detected(VM_DEVICES[:3]), SETTINGS)
+    assert (plan.work, plan.fail) == (False, "")
+    assert plan.skip == "no NVIDIA GPU found on the PCI bus: the driver stack is not installed here"
+    required = gpu.node_plan(detected(VM_DEVICES[:3]), {**SETTINGS, "required": True})
+    assert required.fail == (
+        "no NVIDIA GPU found on the PCI bus, and nvidia_driver_required is true"
+    )
+    # An image built on a machine without a GPU installs the stack anyway.
+    image = gpu.node_plan(detected([]), {**SETTINGS, "install_without_gpu": True})
+    assert (image.work, image.skip, image.fail, image.reboot_needed) == (True, "", "", False)
+
+
+def test_an_upgrade_waiting_for_a_reboot_and_the_rdma_path_on_an_hgx_node():
+    plan = gpu.node_plan(
+        detected(
+            hgx_devices(),
+            recorded("proc-driver-nvidia-version.txt"),
+            "580.172.08",
+            {"doca-ofed": "2.9.1", "rdma-core": "2410mlnx54"},
+        ),
+        {**SETTINGS, "source": "preinstalled"},
+    )
+    assert (plan.gpus, plan.nvswitches, plan.hcas) == (8, 4, 2)
+    assert (plan.loaded, plan.installed, plan.reboot_needed) == ("580.159.04", "580.172.08", True)
+    assert (plan.rdma_stack, plan.rdma_path, plan.fail) == ("doca-ofed", "peermem", "")
+    debian = gpu.node_plan(detected(hgx_devices()), SETTINGS)
+    assert debian.fail == (
+        "4 NVSwitches need the fabric manager, which Debian does not package: install "
+        "NVIDIA's packages and use nvidia_driver_source preinstalled"
+    )
+
+
+def test_the_local_fact_from_the_recorded_vm():
+    plan = gpu.node_plan(
+        detected(VM_DEVICES, recorded("proc-driver-nvidia-version.txt"), "580.159.04"),
+        {**SETTINGS, "source": "preinstalled"},
+    ).to_json()
+    assert gpu.local_fact(plan, recorded("nvidia-smi-q.xml"), "580.159.04", "preinstalled") == {
+        "gpu_count": 1,
+        "gpu_model": "NVIDIA H100 80GB HBM3",
+        "gpus": [
+            {
+                "bus_id": "00000000:00:06.0",
+                "name": "NVIDIA H100 80GB HBM3",
+                "uuid": "GPU-320a3b5b-5f8b-e47d-48a5-f808c0da1f70",
+                "vbios": "96.00.DA.00.0C",
+            }
+        ],
+        "nvswitch_count": 0,
+        "hca_count": 0,
+        "driver": {
+            "source": "preinstalled",
+            "pinned": "580.159.04",
+            "installed": "580.159.04",
+            "loaded": "580.159.04",
+            "open": True,
+            "reboot_pending": False,
+        },
+        "persistence": True,
+        "rdma": {"stack": "none", "path": "none"},
+    }
+    # nvidia-smi failing (exit 9 without a GPU) leaves the GPU list empty, not an error.
+    empty = gpu.local_fact(plan, "NVIDIA-SMI has failed", "", "debian")
+    assert (empty["gpus"], empty["gpu_model"], empty["persistence"]) == ([], "", False)
+
+
+def test_packages_off_the_pin_are_named_with_their_version():
+    dpkg = "nvidia-smi 535.261.03-1\nlibcuda1 535.309.01-0+deb12u1\nlibnvidia-ml1 \n"
+    packages = ["nvidia-smi", "libcuda1", "libnvidia-ml1", "firmware-nvidia-gsp"]
+    assert gpu.off_pin(dpkg, packages, "535.261.03") == [
+        "libcuda1 535.309.01-0+deb12u1",
+        "libnvidia-ml1 missing",
+        "firmware-nvidia-gsp missing",
+    ]
+    assert gpu.off_pin(dpkg, ["nvidia-smi"], "535.261.03") == []
+
+
+def test_the_detect_script_reads_a_sysfs_tree_into_what_detect_sorts(tmp_path, monkeypatch):
+    """kiln-gpu-detect on a sysfs tree laid out as the kernel does: a directory per
+    device with vendor, device and class files, and a driver symlink when bound."""
+    from tests.node_scripts import gpu_detect
+
+    drivers = tmp_path / "bus" / "pci" / "drivers"
+    devices = tmp_path / "bus" / "pci" / "devices"
+    for entry in VM_DEVICES:
+        directory = devices / entry["address"]
+        directory.mkdir(parents=True)
+        for name in ("vendor", "device", "class"):
+            (directory / name).write_text(entry[name] + "\n")
+        if entry.get("driver"):
+            (drivers / entry["driver"]).mkdir(parents=True, exist_ok=True)
+            (directory / "driver").symlink_to(drivers / entry["driver"])
+    monkeypatch.setattr(gpu_detect, "PCI", devices)
+    found = gpu_detect.pci_devices()
+    assert found == [{**entry, "driver": entry.get("driver", "")} for entry in VM_DEVICES]
+    assert gpu.detect(found).gpus == [
+        gpu.PciDevice("0000:00:06.0", "0x10de", "0x2330", "0x030200", "nvidia")
+    ]
+    monkeypatch.setattr(gpu_detect, "PCI", tmp_path / "missing")
+    assert gpu_detect.pci_devices() == []
