@@ -38,8 +38,7 @@ unit: venv
 	pytest tests/unit tests/cli
 
 ## Every scenario on Debian 13; Slurm again on Debian 12 (Slurm 22.05 rather than 24.11),
-## with config files pushed to every node instead of configless. Two lanes at once:
-## Slurm's two runs, and the other scenarios (scripts/molecule.sh).
+## with config files pushed to every node instead of configless (scripts/molecule.sh).
 molecule: prereqs venv
 	scripts/molecule.sh --ci
 
