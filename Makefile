@@ -37,13 +37,13 @@ lint: venv
 unit: venv
 	pytest tests/unit tests/cli
 
-## Every scenario on Debian 13; Slurm again on Debian 12 (Slurm 22.05 rather than 24.11),
-## with config files pushed to every node instead of configless (scripts/molecule.sh).
+## Every scenario on Debian 13 but Slurm's, on Debian 12 (Slurm 22.05) with config files
+## pushed to every node: the e2e lab covers Debian 13's Slurm 24.11, configless.
 molecule: prereqs venv
 	scripts/molecule.sh --ci
 
 e2e: prereqs venv
-	pytest tests/e2e
+	pytest tests/e2e --durations=0
 
 lab-down: venv
 	$(KILN) lab down
