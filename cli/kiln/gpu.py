@@ -225,7 +225,11 @@ class AptPolicy:
 
     installed: str  # "" when not installed
     candidate: str  # "" when no source offers it
-    offered: tuple[str, ...]  # every version in the version table
+    offered: tuple[str, ...]  # every version in the version table apt would install
+
+
+# A version table line: "     580.95.05-1 1001" (" *** " marks the installed one).
+VERSION_LINE = re.compile(r"^\s+(?:\*\*\* )?(\S+) (-?\d+)$")
 
 
 def parse_apt_policy(text: str) -> dict[str, AptPolicy]:
@@ -243,7 +247,8 @@ def parse_apt_policy(text: str) -> dict[str, AptPolicy]:
             installed = "" if value == "(none)" else value
         elif key == "Candidate":
             candidate = "" if value == "(none)" else value
-        elif match := re.match(r"^\s+(?:\*\*\* )?(\S+) -?\d+$", line):
+        # A version pinned below 0 is one apt never installs: not offered.
+        elif (match := VERSION_LINE.match(line)) and int(match.group(2)) >= 0:
             offered.append(match.group(1))
     return found
 
@@ -273,6 +278,9 @@ class NodePlan:
     reboot_needed: bool = False
     rdma_stack: str = "none"
     rdma_path: str = "none"
+    fabric_manager: bool = False  # install it (NVSwitches, or asked to)
+    fabric_manager_installed: str = ""  # the fabric manager package's driver version
+    fabric_manager_active: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -280,11 +288,12 @@ class NodePlan:
 
 def node_plan(detected: dict[str, Any], settings: dict[str, Any]) -> NodePlan:
     """settings: the role's variables without the prefix (source, required,
-    install_without_gpu, kernel_modules)."""
+    install_without_gpu, kernel_modules, fabric_manager)."""
     hardware = detect(detected.get("pci") or [])
     module = loaded_module(str(detected.get("proc_version") or ""))
     installed = str(detected.get("modinfo_version") or "")
     stack = rdma_stack(detected.get("packages") or {})
+    manager = detected.get("fabric_manager") or {}
     plan = NodePlan(
         gpus=len(hardware.gpus),
         nvswitches=len(hardware.nvswitches),
@@ -297,15 +306,20 @@ def node_plan(detected: dict[str, Any], settings: dict[str, Any]) -> NodePlan:
         and needs_reboot(module.version if module else "", installed),
         rdma_stack=stack,
         rdma_path=rdma_path(stack, str(settings.get("kernel_modules", "open"))),
+        fabric_manager=wants_fabric_manager(
+            str(settings.get("fabric_manager", "auto")), len(hardware.nvswitches)
+        ),
+        fabric_manager_installed=upstream(str(manager.get("version") or "")),
+        fabric_manager_active=manager.get("state") == "active",
     )
     if not hardware.has_gpu and settings.get("required"):
         plan.fail = "no NVIDIA GPU found on the PCI bus, and nvidia_driver_required is true"
     elif not plan.work:
         plan.skip = "no NVIDIA GPU found on the PCI bus: the driver stack is not installed here"
-    elif hardware.needs_fabric_manager and settings.get("source") == "debian":
+    elif plan.fabric_manager and settings.get("source") == "debian":
         plan.fail = (
             f"{plan.nvswitches} NVSwitches need the fabric manager, which Debian does not "
-            "package: install NVIDIA's packages and use nvidia_driver_source preinstalled"
+            "package: use nvidia_driver_source cuda-repo (NVIDIA's repository or a mirror)"
         )
     return plan
 
@@ -313,23 +327,103 @@ def node_plan(detected: dict[str, Any], settings: dict[str, Any]) -> NodePlan:
 def pin_version(requested: str, policies: dict[str, AptPolicy]) -> str:
     """The driver version a node is pinned to, among those every one of its packages is
     offered at (Debian 12's security archive updates nvidia-graphics-drivers but not the
-    open kernel modules): the one asked for; else the one installed, so a re-run never
-    upgrades; else the newest. Raises ValueError when there is none."""
+    open kernel modules): the exact one asked for; else, within the branch asked for (580)
+    or any, the one installed, so a re-run never upgrades; else the newest. Raises
+    ValueError when there is none."""
     offered = {name: {upstream(v) for v in p.offered} for name, p in policies.items()}
     common = set.intersection(*offered.values()) if offered else set()
-    installed = {upstream(p.installed) for p in policies.values() if p.installed}
-    if requested and requested in common:
-        return requested
-    if not requested and len(installed) == 1 and installed <= common:
-        return installed.pop()
-    if not requested and common:
-        return max(common, key=version_key)
+    if is_exact(requested):
+        if requested in common:
+            return requested
+    else:
+        common = {v for v in common if not requested or branch(v) == requested}
+        installed = {upstream(p.installed) for p in policies.values() if p.installed}
+        if len(installed) == 1 and installed <= common:
+            return installed.pop()
+        if common:
+            return max(common, key=version_key)
     each = "; ".join(
         f"{name}: {', '.join(sorted(versions, key=version_key)) or 'none'}"
         for name, versions in sorted(offered.items())
     )
-    wanted = f"driver {requested} is not" if requested else "no driver version is"
+    wanted = (
+        f"driver {requested} is not"
+        if is_exact(requested)
+        else f"no driver of branch {requested} is"
+        if requested
+        else "no driver version is"
+    )
     raise ValueError(f"{wanted} offered for every package ({each or 'no package'})")
+
+
+# --- the fabric manager -----------------------------------------------------------------
+
+FABRIC_MANAGER_SETTINGS = ("auto", "install", "off")
+
+
+def wants_fabric_manager(setting: str, nvswitches: int) -> bool:
+    """auto: where NVSwitches are (HGX boards); install: also without them (an image
+    built for such boards); off: never."""
+    return setting == "install" or (setting == "auto" and nvswitches > 0)
+
+
+def fabric_manager_packages(version: str) -> list[str]:
+    """NVIDIA names the fabric manager and NSCQ for the driver branch."""
+    return [f"nvidia-fabricmanager-{branch(version)}", f"libnvidia-nscq-{branch(version)}"]
+
+
+def fabric_manager_mismatch(pinned: str, policies: dict[str, AptPolicy]) -> str:
+    """Why the fabric manager cannot run with driver `pinned`, or "": it must equal the
+    driver to the patch version (one patch off, CUDA sees no GPU on an NVSwitch board)."""
+    for name in fabric_manager_packages(pinned):
+        policy = policies.get(name, AptPolicy("", "", ()))
+        offered = sorted({upstream(v) for v in policy.offered}, key=version_key)
+        if pinned not in offered:
+            return (
+                f"the fabric manager must equal the driver exactly: driver {pinned}, {name} "
+                f"offered at {', '.join(offered) or 'no version'}"
+            )
+    return ""
+
+
+# --- inventory pre-flight ---------------------------------------------------------------
+
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def settings_problems(settings: dict[str, Any]) -> list[str]:
+    """What `kiln inventory check` finds wrong in one host's nvidia_driver_* settings
+    (given without the prefix), before any node is touched."""
+    source = settings.get("source", "debian")
+    version = str(settings.get("version") or "")
+    fabric_manager = settings.get("fabric_manager", "auto")
+    problems = []
+    if version and not (is_exact(version) or re.fullmatch(r"\d{3,}", version)):
+        problems.append(
+            f"nvidia_driver_version {version!r} is neither an exact version (580.95.05) "
+            "nor a branch (580)"
+        )
+    if fabric_manager == "install" and not is_exact(version):
+        problems.append(
+            "nvidia_driver_fabric_manager install needs an exact nvidia_driver_version "
+            f"(the fabric manager must equal the driver to the patch), got {version!r}"
+        )
+    if fabric_manager == "install" and source == "debian":
+        problems.append(
+            "nvidia_driver_fabric_manager install: Debian does not package the fabric "
+            "manager (use nvidia_driver_source cuda-repo)"
+        )
+    if source == "cuda-repo" and not SHA256.match(str(settings.get("cuda_repo_key_sha256") or "")):
+        problems.append(
+            "nvidia_driver_source cuda-repo needs nvidia_driver_cuda_repo_key_sha256: the "
+            "sha256 (64 hex digits) of the repository's signing key"
+        )
+    if source == "ubuntu" and not version:
+        problems.append(
+            "nvidia_driver_source ubuntu needs nvidia_driver_version: Canonical's packages "
+            "are named for a branch (580) or an exact version (580.95.05)"
+        )
+    return problems
 
 
 def off_pin(dpkg_query: str, packages: list[str], pinned: str) -> list[str]:
@@ -366,6 +460,11 @@ def local_fact(plan: dict[str, Any], smi_xml: str, pinned: str, source: str) -> 
             "loaded": plan["loaded"],
             "open": plan["loaded_open"],
             "reboot_pending": plan["reboot_needed"],
+        },
+        "fabric_manager": {
+            "wanted": plan["fabric_manager"],
+            "installed": plan["fabric_manager_installed"],
+            "active": plan["fabric_manager_active"],
         },
         "persistence": bool(gpus) and all(g.persistence for g in gpus),
         "rdma": {"stack": plan["rdma_stack"], "path": plan["rdma_path"]},

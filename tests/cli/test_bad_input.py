@@ -338,7 +338,40 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "inv-driver-unknown-source",
         all_vars({"nvidia_driver_source": "nvidia.com"}),
         BAD,
-        "nvidia_driver_source must be one of debian, preinstalled, got 'nvidia.com'",
+        "nvidia_driver_source must be one of debian, cuda-repo, ubuntu, preinstalled, "
+        "got 'nvidia.com'",
+    ),
+    (
+        "inv-fabric-manager-inexact-version",
+        all_vars(
+            {
+                "nvidia_driver_source": "cuda-repo",
+                "nvidia_driver_cuda_repo_key_sha256": "0" * 64,
+                "nvidia_driver_fabric_manager": "install",
+                "nvidia_driver_version": "580",
+            }
+        ),
+        BAD,
+        "nvidia_driver_fabric_manager install needs an exact nvidia_driver_version (the "
+        "fabric manager must equal the driver to the patch), got '580'",
+    ),
+    (
+        "inv-cuda-repo-without-key-checksum",
+        all_vars({"nvidia_driver_source": "cuda-repo"}),
+        BAD,
+        "nvidia_driver_source cuda-repo needs nvidia_driver_cuda_repo_key_sha256",
+    ),
+    (
+        "inv-driver-version-unreadable",
+        all_vars({"nvidia_driver_version": "latest"}),
+        BAD,
+        "nvidia_driver_version 'latest' is neither an exact version (580.95.05) nor a branch",
+    ),
+    (
+        "inv-ubuntu-source-without-branch",
+        all_vars({"nvidia_driver_source": "ubuntu"}),
+        BAD,
+        "nvidia_driver_source ubuntu needs nvidia_driver_version",
     ),
     # provision / run options
     (

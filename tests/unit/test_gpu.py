@@ -295,17 +295,115 @@ def test_the_pin_is_a_version_every_package_has():
     assert gpu.version_key("535.309.01") > gpu.version_key("535.261.03")
 
 
-def detected(pci, proc_version="", modinfo="", packages=None):
+def test_a_branch_pins_the_installed_or_newest_version_of_that_branch():
+    policies = gpu.parse_apt_policy(POLICY_CUDA_REPO)
+    # Debian's 550 at priority -1 is never a choice.
+    assert policies["nvidia-driver-cuda"] == gpu.AptPolicy(
+        "", "580.105.08-1", ("580.105.08-1", "580.95.05-1")
+    )
+    driver = {"nvidia-driver-cuda": policies["nvidia-driver-cuda"]}
+    assert gpu.pin_version("580", driver) == "580.105.08"
+    assert gpu.pin_version("", driver) == "580.105.08"
+    # Every package: the fabric manager has no 580.105.08.
+    assert gpu.pin_version("580", policies) == "580.95.05"
+    with pytest.raises(ValueError) as none:
+        gpu.pin_version("575", policies)
+    assert str(none.value) == (
+        "no driver of branch 575 is offered for every package (nvidia-driver-cuda: "
+        "580.95.05, 580.105.08; nvidia-fabricmanager-580: 580.95.05, 580.105.07)"
+    )
+    installed = POLICY_CUDA_REPO.replace("Installed: (none)", "Installed: 580.95.05-1", 1)
+    driver = {"nvidia-driver-cuda": gpu.parse_apt_policy(installed)["nvidia-driver-cuda"]}
+    assert gpu.pin_version("580", driver) == "580.95.05"
+
+
+# `apt-cache policy` with NVIDIA's CUDA repository (a flat repository: no suite in the
+# Packages line), whose fabric manager is one patch behind its newest driver, and Debian's
+# package of the same name refused by Kiln's preferences (priority -1: never offered).
+POLICY_CUDA_REPO = """nvidia-driver-cuda:
+  Installed: (none)
+  Candidate: 580.105.08-1
+  Version table:
+     580.105.08-1 500
+        500 https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64  Packages
+     580.95.05-1 500
+        500 https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64  Packages
+     550.163.01-2 -1
+        500 http://deb.debian.org/debian trixie/non-free amd64 Packages
+nvidia-fabricmanager-580:
+  Installed: (none)
+  Candidate: 580.105.07-1
+  Version table:
+     580.105.07-1 500
+        500 https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64  Packages
+     580.95.05-1 500
+        500 https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64  Packages
+"""
+
+
+def test_the_fabric_manager_must_be_offered_at_the_drivers_exact_version():
+    policies = gpu.parse_apt_policy(POLICY_CUDA_REPO)
+    assert gpu.fabric_manager_packages("580.95.05") == [
+        "nvidia-fabricmanager-580",
+        "libnvidia-nscq-580",
+    ]
+    with_nscq = gpu.parse_apt_policy(
+        POLICY_CUDA_REPO
+        + POLICY_CUDA_REPO.split("nvidia-fabricmanager-580:\n")[1].join(
+            ["libnvidia-nscq-580:\n", ""]
+        )
+    )
+    assert gpu.fabric_manager_mismatch("580.95.05", with_nscq) == ""
+    assert gpu.fabric_manager_mismatch("580.105.08", with_nscq) == (
+        "the fabric manager must equal the driver exactly: driver 580.105.08, "
+        "nvidia-fabricmanager-580 offered at 580.95.05, 580.105.07"
+    )
+    # NSCQ missing from the sources altogether.
+    assert gpu.fabric_manager_mismatch("580.95.05", policies) == (
+        "the fabric manager must equal the driver exactly: driver 580.95.05, "
+        "libnvidia-nscq-580 offered at no version"
+    )
+    assert [gpu.wants_fabric_manager(s, n) for s in ("auto", "install", "off") for n in (0, 4)] == [
+        False, True, True, True, False, False,
+    ]  # fmt: skip
+
+
+def test_settings_that_cannot_go_together_are_named_before_any_node_is_touched():
+    key = {"source": "cuda-repo", "cuda_repo_key_sha256": "ab" * 32}
+    assert gpu.settings_problems({}) == []
+    assert gpu.settings_problems({**key, "fabric_manager": "install", "version": "580.95.05"}) == []
+    assert gpu.settings_problems({"source": "ubuntu", "version": "580"}) == []
+    assert gpu.settings_problems(
+        {"source": "debian", "fabric_manager": "install", "version": "5.8"}
+    ) == [
+        "nvidia_driver_version '5.8' is neither an exact version (580.95.05) nor a branch (580)",
+        "nvidia_driver_fabric_manager install needs an exact nvidia_driver_version (the "
+        "fabric manager must equal the driver to the patch), got '5.8'",
+        "nvidia_driver_fabric_manager install: Debian does not package the fabric manager "
+        "(use nvidia_driver_source cuda-repo)",
+    ]
+    assert gpu.settings_problems({"source": "cuda-repo", "cuda_repo_key_sha256": "AB"}) == [
+        "nvidia_driver_source cuda-repo needs nvidia_driver_cuda_repo_key_sha256: the sha256 "
+        "(64 hex digits) of the repository's signing key"
+    ]
+    assert gpu.settings_problems({"source": "ubuntu"}) == [
+        "nvidia_driver_source ubuntu needs nvidia_driver_version: Canonical's packages are "
+        "named for a branch (580) or an exact version (580.95.05)"
+    ]
+
+
+def detected(pci, proc_version="", modinfo="", packages=None, fabric_manager=None):
     return {
         "pci": pci,
         "proc_version": proc_version,
         "modinfo_version": modinfo,
         "packages": packages or {},
+        "fabric_manager": fabric_manager or {},
     }
 
 
 SETTINGS = {"source": "debian", "required": False, "install_without_gpu": False,
-            "kernel_modules": "open"}  # fmt: skip
+            "kernel_modules": "open", "fabric_manager": "auto"}  # fmt: skip
 
 
 def test_the_recorded_vm_is_planned_whole():
@@ -326,6 +424,9 @@ def test_the_recorded_vm_is_planned_whole():
         "reboot_needed": False,
         "rdma_stack": "none",
         "rdma_path": "none",
+        "fabric_manager": False,
+        "fabric_manager_installed": "",
+        "fabric_manager_active": False,
     }
 
 
@@ -349,16 +450,23 @@ def test_an_upgrade_waiting_for_a_reboot_and_the_rdma_path_on_an_hgx_node():
             recorded("proc-driver-nvidia-version.txt"),
             "580.172.08",
             {"doca-ofed": "2.9.1", "rdma-core": "2410mlnx54"},
+            {"package": "nvidia-fabricmanager-580", "version": "580.172.08-1", "state": "failed"},
         ),
         {**SETTINGS, "source": "preinstalled"},
     )
     assert (plan.gpus, plan.nvswitches, plan.hcas) == (8, 4, 2)
     assert (plan.loaded, plan.installed, plan.reboot_needed) == ("580.159.04", "580.172.08", True)
     assert (plan.rdma_stack, plan.rdma_path, plan.fail) == ("doca-ofed", "peermem", "")
+    assert (plan.fabric_manager, plan.fabric_manager_installed, plan.fabric_manager_active) == (
+        True,
+        "580.172.08",
+        False,
+    )
+    assert not gpu.node_plan(detected(hgx_devices()), {**SETTINGS, "fabric_manager": "off"}).fail
     debian = gpu.node_plan(detected(hgx_devices()), SETTINGS)
     assert debian.fail == (
-        "4 NVSwitches need the fabric manager, which Debian does not package: install "
-        "NVIDIA's packages and use nvidia_driver_source preinstalled"
+        "4 NVSwitches need the fabric manager, which Debian does not package: use "
+        "nvidia_driver_source cuda-repo (NVIDIA's repository or a mirror)"
     )
 
 
@@ -388,6 +496,7 @@ def test_the_local_fact_from_the_recorded_vm():
             "open": True,
             "reboot_pending": False,
         },
+        "fabric_manager": {"wanted": False, "installed": "", "active": False},
         "persistence": True,
         "rdma": {"stack": "none", "path": "none"},
     }
@@ -430,3 +539,25 @@ def test_the_detect_script_reads_a_sysfs_tree_into_what_detect_sorts(tmp_path, m
     ]
     monkeypatch.setattr(gpu_detect, "PCI", tmp_path / "missing")
     assert gpu_detect.pci_devices() == []
+
+
+def test_the_detect_script_counts_held_packages_as_installed(monkeypatch):
+    """The role holds the fabric manager: dpkg then says "hi", not "ii"."""
+    import subprocess
+
+    from tests.node_scripts import gpu_detect
+
+    dpkg = (
+        "nvidia-fabricmanager-580 580.95.05-1 hi \n"
+        "rdma-core 52.0-2 ii \n"
+        "doca-ofed 2.9.1 rc \n"  # removed, its configuration left
+    )
+    monkeypatch.setattr(gpu_detect, "output", lambda *argv: dpkg)
+    ran = subprocess.CompletedProcess([], 3, stdout="inactive\n")
+    monkeypatch.setattr(gpu_detect.subprocess, "run", lambda *a, **k: ran)
+    assert gpu_detect.packages() == {"rdma-core": "52.0-2"}
+    assert gpu_detect.fabric_manager() == {
+        "package": "nvidia-fabricmanager-580",
+        "version": "580.95.05-1",
+        "state": "inactive",
+    }

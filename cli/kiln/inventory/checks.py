@@ -1,13 +1,14 @@
 """Checks of a read inventory, each returning one line per problem: names that reach
 shells, the Slurm groups, every variable a role declares (its argument spec), and the
 pre-flights of the modules that own a variable (`INVENTORY_CHECKS` in kiln.munge,
-kiln.slurm and kiln.storage; the topology the slurm role would write)."""
+kiln.slurm and kiln.storage; the GPU nodes' driver settings taken together, from
+kiln.gpu; the topology the slurm role would write)."""
 
 import re
 from collections.abc import Callable
 from typing import Any
 
-from kiln import argspec, munge, paths, slurm, storage
+from kiln import argspec, gpu, hostlist, munge, paths, slurm, storage
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec, Definition
 from kiln.topology import for_slurm
@@ -100,6 +101,28 @@ def _check_variables(spec: ClusterSpec, definitions: list[Definition]) -> list[s
                 " which is not a host in the inventory"
             )
     return problems
+
+
+DRIVER_PREFIX = "nvidia_driver_"
+
+
+@check
+def _check_driver_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    """The nvidia_driver settings that only make sense together (a version and the
+    fabric manager, a source and its key), as each compute node resolves them: one line
+    per problem, naming the nodes it applies to."""
+    hosts_by_problem: dict[str, list[str]] = {}
+    for host in spec.group("slurm_compute"):
+        settings = {
+            name.removeprefix(DRIVER_PREFIX): value
+            for name, value in spec.hosts[host].vars.items()
+            if name.startswith(DRIVER_PREFIX)
+        }
+        if any(argspec.is_template(v) or argspec.is_opaque(v) for v in settings.values()):
+            continue  # Ansible resolves it; the role checks again
+        for problem in gpu.settings_problems(settings):
+            hosts_by_problem.setdefault(problem, []).append(host)
+    return [f"{hostlist.compress(hosts)}: {problem}" for problem, hosts in hosts_by_problem.items()]
 
 
 TOPOLOGY_PREFIX = "slurm_topology_"

@@ -140,6 +140,19 @@ def test_detected_shape_matches_slurmd(host, ctl):
     } == detected
 
 
+def test_the_gpu_the_driver_role_recorded_is_declared_and_given_to_jobs(host, ctl):
+    """slurm-c2 carries the nvidia_driver role's fact (one GPU) and /dev/nvidia0."""
+    if host.backend.get_hostname() != "slurm-ctl":
+        pytest.skip("checked from the controller")
+    assert sorted(ctl.check_output("sinfo -h -N -p batch -o '%N %G'").splitlines()) == [
+        "slurm-c1 (null)",
+        "slurm-c2 gpu:1",
+    ]
+    visible = ctl.check_output("srun -p batch --gres=gpu:1 printenv CUDA_VISIBLE_DEVICES")
+    assert visible.strip() == "0"
+    assert ctl.run("srun -p batch -w slurm-c1 --gres=gpu:1 true").rc != 0
+
+
 def test_slurm_uses_the_topology_from_the_labels(host, ctl):
     if host.backend.get_hostname() != "slurm-ctl":
         pytest.skip("checked from the controller")

@@ -37,6 +37,22 @@ def kiln_gpu_apt_pin(version):
     return gpu.apt_pin(str(version))
 
 
+def kiln_gpu_settings_problems(settings):
+    return gpu.settings_problems(dict(settings))
+
+
+def kiln_gpu_branch(version):
+    return gpu.branch(str(version or ""))
+
+
+def kiln_gpu_fabric_manager_packages(version):
+    return gpu.fabric_manager_packages(str(version))
+
+
+def kiln_gpu_fabric_manager_mismatch(apt_policy, pinned):
+    return gpu.fabric_manager_mismatch(str(pinned), gpu.parse_apt_policy(str(apt_policy)))
+
+
 def kiln_gpu_fact(plan, smi_xml, pinned, source):
     return gpu.local_fact(dict(plan), str(smi_xml or ""), str(pinned or ""), str(source))
 
@@ -50,4 +66,8 @@ class FilterModule:
             "kiln_gpu_off_pin": kiln_gpu_off_pin,
             "kiln_gpu_apt_pin": kiln_gpu_apt_pin,
             "kiln_gpu_fact": kiln_gpu_fact,
+            "kiln_gpu_branch": kiln_gpu_branch,
+            "kiln_gpu_settings_problems": kiln_gpu_settings_problems,
+            "kiln_gpu_fabric_manager_packages": kiln_gpu_fabric_manager_packages,
+            "kiln_gpu_fabric_manager_mismatch": kiln_gpu_fabric_manager_mismatch,
         }
