@@ -359,6 +359,7 @@ def pin_version(requested: str, policies: dict[str, AptPolicy]) -> str:
 # --- the fabric manager -----------------------------------------------------------------
 
 FABRIC_MANAGER_SETTINGS = ("auto", "install", "off")
+REBOOT_BATCH = re.compile(r"[1-9]\d*|(?:100|[1-9]\d?(?:\.\d+)?)%")
 
 
 def wants_fabric_manager(setting: str, nvswitches: int) -> bool:
@@ -423,6 +424,12 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             "nvidia_driver_source ubuntu needs nvidia_driver_version: Canonical's packages "
             "are named for a branch (580) or an exact version (580.95.05)"
         )
+    batch = str(settings.get("reboot_batch", "10%")).strip()
+    if not REBOOT_BATCH.fullmatch(batch):
+        problems.append(
+            f"nvidia_driver_reboot_batch {batch!r}: expected a node count (4) or a share "
+            "of the nodes (10%)"
+        )
     return problems
 
 
@@ -476,11 +483,11 @@ def local_fact(plan: dict[str, Any], smi_xml: str, pinned: str, source: str) -> 
 
 @dataclass
 class RebootPlan:
-    """Nodes whose new kernel module waits for a reboot."""
+    """Nodes whose new kernel module waits for a reboot, and how each gets it."""
 
     through_slurm: list[str] = field(default_factory=list)  # scontrol reboot ASAP
     batches: list[list[str]] = field(default_factory=list)  # not in Slurm yet: reboot now
-    reported: list[str] = field(default_factory=list)  # --no-reboot: only said
+    reported: dict[str, str] = field(default_factory=dict)  # not rebooted: node -> why
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -489,24 +496,46 @@ class RebootPlan:
 def batch_size(batch: str | int, total: int) -> int:
     """`nvidia_driver_reboot_batch` as a node count: 10% or 4; at least one node."""
     text = str(batch).strip()
+    if not REBOOT_BATCH.fullmatch(text):
+        raise ValueError(f"not a node count or a share: {text!r}")
     count = int(total * float(text[:-1]) / 100) if text.endswith("%") else int(text)
     return max(1, min(count, total)) if total else 0
 
 
 def reboot_plan(
-    pending: list[str], in_slurm: list[str], batch: str | int, reboot: bool = True
+    pending: list[str],
+    in_slurm: list[str],
+    batch: str | int,
+    reboot: bool = True,
+    slurm_controller: bool = True,
 ) -> RebootPlan:
     """Slurm's nodes reboot when their jobs end (Slurm drains and resumes them); nodes
-    Slurm does not run yet reboot in batches, so a bad driver stops at the first batch."""
+    Slurm does not run yet reboot in batches, so a bad driver stops at the first batch.
+    A node whose slurmd runs is never rebooted by Kiln: without a controller in the
+    inventory to ask, it is only reported."""
     plan = RebootPlan()
-    if not reboot:
-        plan.reported = sorted(pending)
-        return plan
-    plan.through_slurm = sorted(n for n in pending if n in in_slurm)
-    rest = sorted(n for n in pending if n not in in_slurm)
-    size = batch_size(batch, len(rest))
-    plan.batches = [rest[i : i + size] for i in range(0, len(rest), size)]
+    rest = []
+    for node in sorted(pending):
+        if not reboot:
+            plan.reported[node] = "not rebooted (--no-reboot)"
+        elif node in in_slurm and not slurm_controller:
+            plan.reported[node] = (
+                "not rebooted: slurmd runs here and no slurm_controller is in the inventory to ask"
+            )
+        elif node in in_slurm:
+            plan.through_slurm.append(node)
+        else:
+            rest.append(node)
+    size = batch_size(batch, len(rest))  # checks the batch even when no node waits
+    plan.batches = [rest[i : i + size] for i in range(0, len(rest), size)] if rest else []
     return plan
+
+
+def reboot_requested(scontrol_node: str) -> bool:
+    """Slurm already has a reboot on its list for the node (`scontrol show node`: a
+    REBOOT_REQUESTED or REBOOT_ISSUED flag on State=; plain REBOOT before Slurm 20.02)."""
+    match = re.search(r"\bState=(\S+)", scontrol_node)
+    return bool(match) and any(f.startswith("REBOOT") for f in match.group(1).split("+"))
 
 
 def reboot_reason(version: str) -> str:

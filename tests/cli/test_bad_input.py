@@ -368,6 +368,13 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "nvidia_driver_version 'latest' is neither an exact version (580.95.05) nor a branch",
     ),
     (
+        "inv-reboot-batch-unreadable",
+        all_vars({"nvidia_driver_reboot_batch": "half"}),
+        BAD,
+        "nvidia_driver_reboot_batch 'half': expected a node count (4) or a share of the "
+        "nodes (10%)",
+    ),
+    (
         "inv-ubuntu-source-without-branch",
         all_vars({"nvidia_driver_source": "ubuntu"}),
         BAD,

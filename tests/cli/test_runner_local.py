@@ -272,3 +272,40 @@ def test_a_second_run_on_a_locked_inventory_says_who_holds_it(
     # Released at the end of the command (or when its process dies): runs again.
     assert run_kiln("run", playbook, "-i", inv).returncode == ExitCode.OK
     assert oct(lock.lock_file(Path(inv)).stat().st_mode & 0o777) == "0o600"
+
+
+NO_REBOOT_PLAYBOOK = """
+- name: A new driver waits to load on one node
+  hosts: slurm_compute
+  gather_facts: false
+  tasks:
+    - name: Plant what the nvidia_driver role found
+      ansible.builtin.set_fact:
+        _nvidia_driver_now:
+          gpus: 8
+          installed: 580.95.05
+          loaded: "{{ '580.65.06' if inventory_hostname == 'local-a' else '580.95.05' }}"
+          reboot_needed: "{{ inventory_hostname == 'local-a' }}"
+    - name: Run the role's reboot step
+      ansible.builtin.include_role:
+        name: nvidia_driver
+        tasks_from: reboot.yml
+"""
+
+
+def test_no_reboot_reports_the_nodes_that_wait_for_one(local_inventory, tmp_path):
+    """`--no-reboot` reaches the nvidia_driver role, which reports instead of rebooting
+    (this machine: without the flag the role would reboot it)."""
+    playbook = tmp_path / "no-reboot.yml"
+    playbook.write_text(NO_REBOOT_PLAYBOOK)
+    inv = local_inventory({"local-a": LOCAL, "local-b": LOCAL})
+    result = run_kiln("run", str(playbook), "-i", inv, "--no-reboot", "--json")
+    assert result.returncode == ExitCode.OK, result.stderr
+    report = json.loads(result.stdout)
+    assert report["notes"] == {
+        "local-a": [
+            "nvidia_driver: driver 580.95.05 is installed, 580.65.06 is loaded: "
+            "not rebooted (--no-reboot)"
+        ]
+    }
+    assert all(h["changed"] == 0 for h in report["hosts"].values()), report["hosts"]

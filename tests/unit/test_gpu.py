@@ -193,16 +193,51 @@ def test_slurm_nodes_reboot_through_slurm_and_new_nodes_in_batches():
         "through_slurm": ["gpu001", "gpu002", "gpu003"],
         # 20 new nodes at 10%: batches of 2
         "batches": [[f"gpu{i:03d}", f"gpu{i + 1:03d}"] for i in range(4, 24, 2)],
-        "reported": [],
+        "reported": {},
     }
     assert gpu.reboot_plan(["b", "a", "c"], [], 2).batches == [["a", "b"], ["c"]]
     assert gpu.reboot_plan(["a"], [], "10%").batches == [["a"]]  # at least one
+    assert gpu.reboot_plan([], [], "10%").batches == []
     assert gpu.reboot_plan(["b", "a"], ["a"], "10%", reboot=False).to_json() == {
         "through_slurm": [],
         "batches": [],
-        "reported": ["a", "b"],
+        "reported": {"a": "not rebooted (--no-reboot)", "b": "not rebooted (--no-reboot)"},
     }
     assert gpu.reboot_reason("580.159.04") == "kiln: driver 580.159.04"
+
+
+def test_a_node_whose_slurmd_runs_is_never_rebooted_without_a_controller_to_ask():
+    plan = gpu.reboot_plan(["a", "b"], ["a"], 5, slurm_controller=False)
+    assert plan.to_json() == {
+        "through_slurm": [],
+        "batches": [["b"]],
+        "reported": {
+            "a": "not rebooted: slurmd runs here and no slurm_controller is in the inventory to ask"
+        },
+    }
+
+
+@pytest.mark.parametrize("batch", ["0", "-1", "0%", "101%", "ten", "10 %", "", "1.5"])
+def test_a_reboot_batch_that_is_no_count_or_share_is_refused(batch):
+    with pytest.raises(ValueError):
+        gpu.reboot_plan(["a"], [], batch)
+    assert gpu.settings_problems({"reboot_batch": batch}) == [
+        f"nvidia_driver_reboot_batch {batch!r}: expected a node count (4) or a share of the "
+        "nodes (10%)"
+    ]
+
+
+@pytest.mark.parametrize("batch", ["1", "25", "10%", "100%", "2.5%", 3])
+def test_reboot_batches_as_counts_and_shares(batch):
+    assert gpu.settings_problems({"reboot_batch": batch}) == []
+
+
+def test_slurm_already_has_the_reboot_on_its_list():
+    assert gpu.reboot_requested(SCONTROL_NODE_REBOOT_REQUESTED)
+    busy = SCONTROL_NODE_REBOOT_REQUESTED.replace("+DRAIN+REBOOT_REQUESTED", "")
+    assert not gpu.reboot_requested(busy)
+    assert gpu.reboot_requested(busy.replace("State=MIXED", "State=DOWN+REBOOT_ISSUED"))
+    assert not gpu.reboot_requested("")
 
 
 def test_rdma_stack_and_the_gpudirect_path():
@@ -390,6 +425,32 @@ def test_settings_that_cannot_go_together_are_named_before_any_node_is_touched()
         "nvidia_driver_source ubuntu needs nvidia_driver_version: Canonical's packages are "
         "named for a branch (580) or an exact version (580.95.05)"
     ]
+
+
+# `scontrol show node` on Slurm 22.05 (Molecule's slurm scenario, Debian 12): a node
+# running a job after Kiln asked for a reboot.
+SCONTROL_NODE_REBOOT_REQUESTED = """\
+NodeName=slurm-c2 Arch=x86_64 CoresPerSocket=2
+   CPUAlloc=1 CPUEfctv=2 CPUTot=2 CPULoad=4.70
+   AvailableFeatures=(null)
+   ActiveFeatures=(null)
+   Gres=gpu:1
+   NodeAddr=slurm-c2 NodeHostName=slurm-c2 Version=22.05.8
+   OS=Linux 6.18.44-fc-v782 #1 SMP PREEMPT_DYNAMIC @0
+   RealMemory=24105 AllocMem=24105 FreeMem=20187 Sockets=1 Boards=1
+   State=MIXED+DRAIN+REBOOT_REQUESTED ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   NextState=RESUME
+   Partitions=batch
+   BootTime=2026-11-23T09:28:26 SlurmdStartTime=2026-11-24T02:11:38
+   LastBusyTime=2026-11-24T02:11:36
+   CfgTRES=cpu=2,mem=24105M,billing=2,gres/gpu=1
+   AllocTRES=cpu=1,mem=24105M
+   CapWatts=n/a
+   CurrentWatts=0 AveWatts=0
+   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s
+   Reason=kiln: driver 580.95.05 [root@2026-11-24T02:13:36]
+
+"""
 
 
 def detected(pci, proc_version="", modinfo="", packages=None, fabric_manager=None):

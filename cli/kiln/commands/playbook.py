@@ -43,6 +43,11 @@ playbook_options = stack(
         multiple=True,
         help="KEY=VALUE or @FILE; may repeat.",
     ),
+    click.option(
+        "--no-reboot",
+        is_flag=True,
+        help="Reboot no node (a new GPU driver waits to load): report them instead.",
+    ),
     click.option("--json", "json_mode", is_flag=True, help="Print one JSON object."),
 )
 
@@ -51,6 +56,8 @@ def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options:
     from kiln.run.execute import RunRequest, resolve_playbook, run_playbook
 
     extravars = parse_extravars(options.pop("extra_vars"))
+    if options.pop("no_reboot"):
+        extravars["nvidia_driver_reboot"] = False  # the nvidia_driver role reports instead
     spec = inventory.load(inventory_path)
     if not json_mode:
         for warning in spec.warnings:

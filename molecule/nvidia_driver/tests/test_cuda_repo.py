@@ -85,7 +85,31 @@ def test_module_options_and_persistenced_use_nvidias_names(host):
     assert host.service("nvidia-persistenced").is_enabled
 
 
-def test_the_local_fact_records_the_fabric_manager(host, local_fact, image_build_fact):
-    assert local_fact(host) == image_build_fact(
+def test_the_local_fact_records_the_fabric_manager_and_the_rdma_path(
+    host, local_fact, image_build_fact
+):
+    expected = image_build_fact(
         "cuda-repo", VERSION, {"wanted": True, "installed": VERSION, "active": False}
     )
+    expected["rdma"] = {"stack": "mlnx-ofed", "path": "peermem"}  # prepare's stand-in OFED
+    assert local_fact(host) == expected
+
+
+def test_nvidia_peermem_loads_at_boot_after_ofed(host):
+    assert host.file("/etc/systemd/system/kiln-nvidia-peermem.service").content_string == (
+        "# Managed by Kiln (nvidia_driver_peermem)\n"
+        "[Unit]\n"
+        "Description=NVIDIA peer memory for GPUDirect RDMA over OFED\n"
+        "After=openibd.service\n"
+        "\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "RemainAfterExit=yes\n"
+        "ExecStart=/sbin/modprobe nvidia-peermem\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+    unit = host.service("kiln-nvidia-peermem")
+    assert unit.is_enabled
+    assert not unit.is_running  # no GPU: nothing to load it for

@@ -131,6 +131,10 @@ def test_the_local_fact_records_the_stack(host, driver, local_fact, image_build_
     )
 
 
+def test_no_nvidia_peermem_without_ofed(host, driver):
+    assert not host.file("/etc/systemd/system/kiln-nvidia-peermem.service").exists
+
+
 def test_a_node_without_a_gpu_is_left_alone(host, name):
     if name != "drv-nogpu":
         pytest.skip("the node without a GPU")

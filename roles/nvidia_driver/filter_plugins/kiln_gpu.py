@@ -57,6 +57,34 @@ def kiln_gpu_fact(plan, smi_xml, pinned, source):
     return gpu.local_fact(dict(plan), str(smi_xml or ""), str(pinned or ""), str(source))
 
 
+def kiln_gpu_reboot_plan(hosts, hostvars, batch, reboot, slurm_controller):
+    """The play's nodes that wait for a reboot (the role's _nvidia_driver_now), and those
+    of them whose slurmd is active."""
+    pending, in_slurm = [], []
+    for host in hosts:
+        facts = hostvars[host]
+        if not (facts.get("_nvidia_driver_now") or {}).get("reboot_needed"):
+            continue
+        pending.append(host)
+        if (facts.get("_nvidia_driver_slurmd") or {}).get("stdout") == "active":
+            in_slurm.append(host)
+    try:
+        plan = gpu.reboot_plan(pending, in_slurm, batch, bool(reboot), bool(slurm_controller))
+    except ValueError:
+        raise AnsibleFilterError(
+            f"nvidia_driver_reboot_batch: expected a count (4) or a share (10%), got {batch!r}"
+        ) from None
+    return plan.to_json()
+
+
+def kiln_gpu_reboot_requested(scontrol_node):
+    return gpu.reboot_requested(str(scontrol_node))
+
+
+def kiln_gpu_reboot_reason(version):
+    return gpu.reboot_reason(str(version))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -70,4 +98,7 @@ class FilterModule:
             "kiln_gpu_settings_problems": kiln_gpu_settings_problems,
             "kiln_gpu_fabric_manager_packages": kiln_gpu_fabric_manager_packages,
             "kiln_gpu_fabric_manager_mismatch": kiln_gpu_fabric_manager_mismatch,
+            "kiln_gpu_reboot_plan": kiln_gpu_reboot_plan,
+            "kiln_gpu_reboot_requested": kiln_gpu_reboot_requested,
+            "kiln_gpu_reboot_reason": kiln_gpu_reboot_reason,
         }
