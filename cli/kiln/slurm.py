@@ -308,17 +308,34 @@ class Cluster:
     accounting: bool = False
     dbd_host: str = ""
     dbd_port: int = 6819
+    mpi: str = "pmix"  # slurm_mpi_default: pmix, pmi2 or none
 
     @property
     def nvml(self) -> bool:
         return any(name in self.plugins for name in NVML_PLUGINS)
 
     @property
+    def pmix_problem(self) -> str:
+        """Why `srun --mpi=pmix` cannot work with what the controller has ("" when it can).
+        Slurm's plugin dlopen()s the unversioned libpmix.so (upstream builds and Debian 12;
+        Debian's libpmix-dev), so the runtime's libpmix.so.2 alone is not enough there."""
+        if "mpi_pmix.so" not in self.plugins:
+            return "this Slurm build has no PMIx plugin (mpi_pmix.so)"
+        if "libpmix.so" not in self.plugins:
+            return (
+                "the PMIx library Slurm's plugin loads (libpmix.so, Debian's libpmix-dev) "
+                "is not installed"
+            )
+        return ""
+
+    @property
     def pmix(self) -> bool:
-        # MpiDefault=pmix needs the plugin and the PMIx library it loads at run time
-        # (Debian 12 ships the plugin without pulling in the library).
-        has_library = any(name.startswith("libpmix.so") for name in self.plugins)
-        return "mpi_pmix.so" in self.plugins and has_library
+        return not self.pmix_problem
+
+    @property
+    def mpi_default(self) -> str:
+        """MpiDefault: what slurm_mpi_default asks for, none where PMIx cannot work."""
+        return "none" if self.mpi == "pmix" and not self.pmix else self.mpi
 
 
 def settings(defaults: dict[str, Any], cluster: Cluster, overrides: dict[str, Any]) -> dict:
@@ -326,7 +343,7 @@ def settings(defaults: dict[str, Any], cluster: Cluster, overrides: dict[str, An
     cluster, then the operator's overrides (a null value removes a key)."""
     computed: dict[str, Any] = {
         "SlurmctldHost": cluster.controllers,
-        "MpiDefault": "pmix" if cluster.pmix else "none",
+        "MpiDefault": cluster.mpi_default,
     }
     if cluster.topology_plugin:
         computed["TopologyPlugin"] = cluster.topology_plugin

@@ -3,6 +3,7 @@ node, down. Real containers, real SSH, real Ansible; several minutes."""
 
 import contextlib
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -126,6 +127,13 @@ def test_jobs_run_across_compute_nodes_and_are_accounted(lab, provisioned):
         " sacct -X -n -P -o JobName,State --name e2e",
     )
     assert "e2e|COMPLETED" in jobs
+
+
+def test_job_steps_start_through_pmix(lab, provisioned):
+    # MpiDefault=pmix (PMIx 5 on Debian 13): ranks 0 and 1, one per node, no --mpi flag.
+    assert re.search(r"^MpiDefault\s+= pmix$", on("controller", "scontrol show config"), re.M)
+    out = on("controller", "srun -N2 -n2 sh -c 'echo $PMIX_RANK $(hostname)'")
+    assert sorted(out.splitlines()) == [f"0 {LAB}-compute01", f"1 {LAB}-compute02"]
 
 
 def test_every_node_automounts_the_shared_volume(lab, provisioned):

@@ -77,9 +77,22 @@ def test_validate_plan_from_scontrol():
 
 def test_slurm_settings_and_files_from_the_found_plugins():
     offered = filters("kiln_slurm")
-    paths = ["/usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix.so", "/usr/lib/libpmix.so.2.9"]
+    # What the role's find returns on Debian 12 with libpmix-dev (libpmix2 alone has only
+    # the versioned library, which Slurm's plugin does not load).
+    runtime = "/usr/lib/x86_64-linux-gnu/libpmix.so.2"
+    paths = [
+        "/usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix.so",
+        runtime,
+        "/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so",
+    ]
     conf = offered["kiln_slurm_settings"]({}, {}, paths, ["ctl"], cgroup=False)
     assert conf["MpiDefault"] == "pmix" and conf["SlurmctldHost"] == ["ctl"]
+    assert offered["kiln_slurm_pmix_problem"](paths) == ""
+    assert offered["kiln_slurm_pmix_problem"](paths[:2]) == (
+        "the PMIx library Slurm's plugin loads (libpmix.so, Debian's libpmix-dev) is not installed"
+    )
+    without = offered["kiln_slurm_settings"]({}, {}, paths[:2], ["ctl"], cgroup=False)
+    assert without["MpiDefault"] == "none"
     hostvars = {"gpu1": {"slurm_node_shape": {"CPUs": 4, "RealMemory": 8000}}}
     files = offered["kiln_slurm_files"](
         conf, {}, "slurm-wlm 24.11.5", hostvars, ["gpu1"], {"slurm_compute": ["gpu1"]}, [], paths

@@ -181,7 +181,7 @@ def test_conf_value():
 def test_settings_computed_for_a_cluster_then_overridden():
     cluster = slurm.Cluster(
         controllers=["ctl1", "ctl2"],
-        plugins=["mpi_pmix.so", "libpmix.so.2", "gpu_nvml.so"],
+        plugins=["mpi_pmix.so", "libpmix.so.2", "libpmix.so", "gpu_nvml.so"],
         topology_plugin="topology/tree",
         configless=True,
         cgroup=True,
@@ -212,9 +212,15 @@ def test_settings_computed_for_a_cluster_then_overridden():
 
 
 def test_settings_without_cgroups_accounting_or_the_pmix_library():
-    # Debian 12 ships mpi_pmix.so without libpmix: MpiDefault stays none.
-    cluster = slurm.Cluster(controllers=["ctl"], plugins=["mpi_pmix.so"], cgroup=False)
+    # Debian's slurm-wlm-basic-plugins ships mpi_pmix.so without libpmix-dev, whose
+    # unversioned libpmix.so the plugin loads: libpmix.so.2 (Open MPI's) is not enough.
+    cluster = slurm.Cluster(
+        controllers=["ctl"], plugins=["mpi_pmix.so", "libpmix.so.2"], cgroup=False
+    )
     assert not cluster.pmix and not cluster.nvml
+    assert cluster.pmix_problem == (
+        "the PMIx library Slurm's plugin loads (libpmix.so, Debian's libpmix-dev) is not installed"
+    )
     assert slurm.settings({}, cluster, {}) == {
         "SlurmctldHost": ["ctl"],
         "MpiDefault": "none",
@@ -222,6 +228,19 @@ def test_settings_without_cgroups_accounting_or_the_pmix_library():
         "TaskPlugin": "task/none",
         "JobAcctGatherType": "jobacct_gather/linux",
     }
+
+
+def test_mpi_default_is_what_was_asked_where_it_can_work():
+    found = ["mpi_pmix.so", "libpmix.so"]
+    assert slurm.Cluster(["c"], found).mpi_default == "pmix"
+    assert slurm.Cluster(["c"], found, mpi="pmi2").mpi_default == "pmi2"
+    assert slurm.Cluster(["c"], found, mpi="none").mpi_default == "none"
+    assert slurm.Cluster(["c"], ["libpmix.so"]).mpi_default == "none"
+    assert slurm.Cluster(["c"], ["libpmix.so"]).pmix_problem == (
+        "this Slurm build has no PMIx plugin (mpi_pmix.so)"
+    )
+    assert slurm.Cluster(["c"], []).mpi_default == "none"
+    assert slurm.Cluster(["c"], [], mpi="pmi2").mpi_default == "pmi2"
 
 
 def test_config_files_are_every_file_the_role_writes():

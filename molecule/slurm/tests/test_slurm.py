@@ -2,6 +2,7 @@
 munge key everywhere, a login node that submits without running slurmd."""
 
 import os
+import re
 
 import pytest
 
@@ -168,3 +169,14 @@ def test_slurm_uses_the_topology_from_the_labels(host, ctl):
     assert "Nodes=slurm-c1" in shown["SwitchName=leaf1"]
     assert "Nodes=slurm-c2" in shown["SwitchName=leaf2"]
     assert "Switches=leaf[1-2]" in shown["SwitchName=spine1"]
+
+
+def test_job_steps_start_through_pmix(host, ctl):
+    """MpiDefault=pmix: a two-task step gets PMIx ranks 0 and 1, one per node, with no
+    --mpi flag (Slurm's plugin found the PMIx library the role installed)."""
+    if host.backend.get_hostname() != "slurm-ctl":
+        pytest.skip("run from the controller")
+    assert re.search(r"^MpiDefault\s+= pmix$", ctl.check_output("scontrol show config"), re.M)
+    assert "pmix" in ctl.check_output("srun --mpi=list 2>&1").split()
+    out = ctl.check_output("srun -N2 -n2 sh -c 'echo $PMIX_RANK $(hostname)'")
+    assert sorted(out.splitlines()) == ["0 slurm-c1", "1 slurm-c2"]

@@ -22,6 +22,11 @@ def kiln_slurm_settings(defaults, overrides, plugin_paths, controllers, **cluste
     return slurm.settings(defaults, slurm.Cluster(list(controllers), names, **cluster), overrides)
 
 
+def kiln_slurm_pmix_problem(plugin_paths):
+    """Why srun --mpi=pmix cannot work with what the controller has ("" when it can)."""
+    return slurm.Cluster([], [Path(p).name for p in plugin_paths]).pmix_problem
+
+
 def kiln_slurm_files(conf, cgroup, version, hostvars, compute, groups, partitions, plugin_paths):
     """Every file in /etc/slurm the role writes (the topology file aside)."""
     try:
@@ -82,6 +87,7 @@ class FilterModule:
         return {
             "kiln_slurm_settings": kiln_slurm_settings,
             "kiln_slurm_files": kiln_slurm_files,
+            "kiln_slurm_pmix_problem": kiln_slurm_pmix_problem,
             "kiln_slurm_nodes": kiln_slurm_nodes,
             "kiln_slurmd_shape": slurm.parse_slurmd_c,
             "kiln_hostlist": hostlist.compress,
