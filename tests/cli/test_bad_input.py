@@ -375,6 +375,50 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "nodes (10%)",
     ),
     (
+        "inv-mpi-module-path-relative",
+        all_vars({"mpi_module_path": "modulefiles"}),
+        BAD,
+        "mpi_module_path 'modulefiles': expected an absolute path of letters, digits and",
+    ),
+    (
+        "inv-mpi-unknown-module-system",
+        all_vars({"mpi_modules_system": "spack"}),
+        BAD,
+        "mpi_modules_system must be one of lmod, environment-modules, got 'spack' (role mpi)",
+    ),
+    (
+        "inv-hpcx-version-without-sha256",
+        all_vars({"hpcx_version": "2.22.1"}),
+        BAD,
+        "hpcx_version 2.22.1 needs hpcx_sha256: the tarball's sha256 (64 hex digits), pinned "
+        "with the version",
+    ),
+    (
+        "inv-hpcx-url-of-another-version",
+        all_vars(
+            {
+                "hpcx_version": "2.22.1",
+                "hpcx_sha256": "ab" * 32,
+                "hpcx_url": "https://mirror/hpcx-v2.21-gcc-inbox-ubuntu24.04-cuda12-x86_64.tbz",
+            }
+        ),
+        BAD,
+        "hpcx_url 'hpcx-v2.21-gcc-inbox-ubuntu24.04-cuda12-x86_64.tbz' is not HPC-X 2.22.1",
+    ),
+    (
+        "inv-hpcx-url-of-another-cuda",
+        all_vars(
+            {
+                "hpcx_version": "2.22.1",
+                "hpcx_sha256": "ab" * 32,
+                "hpcx_url": "https://mirror/hpcx-v2.22.1-gcc-inbox-ubuntu24.04-cuda13-x86_64.tbz",
+            }
+        ),
+        BAD,
+        "hpcx_url 'hpcx-v2.22.1-gcc-inbox-ubuntu24.04-cuda13-x86_64.tbz' is built for cuda13; "
+        "hpcx_cuda is 12",
+    ),
+    (
         "inv-ubuntu-source-without-branch",
         all_vars({"nvidia_driver_source": "ubuntu"}),
         BAD,

@@ -136,6 +136,43 @@ def test_job_steps_start_through_pmix(lab, provisioned):
     assert sorted(out.splitlines()) == [f"0 {LAB}-compute01", f"1 {LAB}-compute02"]
 
 
+def test_open_mpi_runs_across_the_compute_nodes(lab, provisioned):
+    # Kiln's MPI check (built by the mpi role with Debian's mpicc; Open MPI 5) under
+    # srun alone: every rank reports, two nodes, a ping-pong between them.
+    out = on("controller", "srun -N2 -n4 /usr/local/libexec/kiln/kiln-mpi-check")
+    report = json.loads(out)
+    nodes = [f"{LAB}-compute01", f"{LAB}-compute02"]
+    assert report["ranks"] == 4 and sorted(report["hosts"]) == sorted(nodes * 2)
+    assert [(p["node"], p["peer"]) for p in report["pairs"]] == [tuple(nodes)]
+    module = on("compute01", "bash -lc 'module load mpi && echo $MPI_HOME'")
+    assert module.strip() == "/usr/lib/x86_64-linux-gnu/openmpi"
+
+
+def test_an_hpcx_build_for_another_os_is_refused_before_any_node_is_touched(lab, provisioned):
+    # The lab's Debian 13 nodes take HPC-X's ubuntu24.04 build: the pre-flight play reads
+    # both compute nodes, refuses the 22.04 build for both in one line, and no node (the
+    # controller and storage node, which have no HPC-X, included) runs anything more.
+    tarball = "hpcx-v2.22.1-gcc-inbox-ubuntu22.04-cuda12-x86_64.tbz"
+    code, report = provision(
+        lab,
+        *("-e", "hpcx_version=2.22.1", "-e", f"hpcx_sha256={'ab' * 32}"),
+        *("-e", f"hpcx_url=http://mirror.invalid/hpcx/v2.22.1/{tarball}"),
+    )
+    assert code == ExitCode.BAD_INPUT, report["failures"]
+    assert [(f["task"], f["message"]) for f in report["failures"]] == [
+        (
+            "Pre-flight: refuse an HPC-X build the nodes cannot run",
+            f"{LAB}-compute[01-02]: hpcx_url '{tarball}' is the build for ubuntu22.04 "
+            "(this node takes ubuntu24.04)",
+        )
+    ]
+    assert sorted(report["hosts"]) == sorted(
+        f"{LAB}-{n}" for n in ("controller", "storage", "compute01", "compute02")
+    )
+    assert all(counts["changed"] == 0 for counts in report["hosts"].values())
+    assert on("compute01", "test -e /opt/hpcx || echo absent").strip() == "absent"
+
+
 def test_every_node_automounts_the_shared_volume(lab, provisioned):
     # A job on both compute nodes writes there; the controller reads what they wrote.
     on("controller", "srun -N2 sh -c 'hostname > /shared/e2e-$(hostname)'")
@@ -196,6 +233,9 @@ def test_validate_passes_a_healthy_lab_and_writes_every_report(lab, provisioned,
             ("slurm.state", ""),
             ("slurm.srun_s", ""),
             ("slurm.munge", ""),
+            ("slurm.mpi", ""),
+            ("slurm.mpi_latency_us", ""),
+            ("slurm.mpi_bandwidth", ""),
             ("storage.mount", "/shared"),
             ("storage.seq_write", "/shared"),
             ("storage.seq_read", "/shared"),
@@ -274,6 +314,32 @@ def test_a_broken_mount_fails_and_drains_only_that_node_until_it_passes(lab, pro
     assert report["actions"]["resume"] == [node]
     state = on("controller", f"scontrol show node {node} --oneliner")
     assert "DRAIN" not in state, state
+
+
+# The PMIx library srun's plugin and Open MPI load (Debian 13: libpmix.so.2), moved
+# aside on one node.
+PMIX_LIBRARY = "$(readlink -f /usr/lib/x86_64-linux-gnu/libpmix.so.2)"
+
+
+def test_the_mpi_check_fails_a_node_without_its_pmix_library(lab, provisioned):
+    node = f"{LAB}-compute02"
+    on("compute02", f"f={PMIX_LIBRARY}; mv $f $f.e2e")
+    try:
+        code, report = validate(lab, "--suite", "slurm")
+        assert code == ExitCode.VALIDATION_FAILED
+        assert report["node_verdicts"][f"{LAB}-compute01"]["verdict"] == "pass"
+        assert report["node_verdicts"][node]["verdict"] == "fail"
+        [mpi] = [j for j in report["judgements"] if j["node"] == node and j["test"] == "slurm.mpi"]
+        assert mpi["verdict"] == "fail"
+        assert mpi["reason"].startswith("slurm.mpi: an MPI rank does not start on the node: ")
+    finally:
+        on(
+            "compute02",
+            "f=$(ls /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.*.e2e); mv $f ${f%.e2e}",
+        )
+    code, report = validate(lab, "--suite", "slurm")
+    assert code == ExitCode.OK, report["node_verdicts"]
+    assert report["actions"]["resume"] == [node]
 
 
 def test_validate_never_resumes_a_node_drained_by_someone_else(lab, provisioned):

@@ -113,6 +113,7 @@ def test_validate_paths_come_from_the_results_layout(tmp_path):
         "slurm_state": "/state/raw/slurm_state.json",
         "prerequisites": "/state/raw/prerequisites.json",
         "srun": "/state/raw/srun.json",
+        "mpi": "/state/raw/mpi.json",
         "munge": "/state/raw/munge",
         "storage_steps": "/state/raw/storage_steps.json",
         "collectives_steps": "/state/raw/collectives_steps.json",
@@ -120,6 +121,7 @@ def test_validate_paths_come_from_the_results_layout(tmp_path):
         "pairs": "/state/raw/pairs.json",
         "node_dir": "/var/lib/kiln/validate/20261123-1200-ab",
         "node_kinds": ["storage", "cold_import", "collectives_node", "collectives_all"],
+        "mpi_check": "/usr/local/libexec/kiln/kiln-mpi-check",
     }
     layout = results.make(tmp_path / "raw")
     layout.write_node("storage", "gpu001", {"node": "gpu001"})
@@ -152,3 +154,58 @@ def test_gpu_filters_plan_pin_and_name_packages_off_the_pin():
     assert off == ["libcuda1 missing"]
     fact = offered["kiln_gpu_fact"](plan, "", "535.261.03", "debian")
     assert fact["driver"]["pinned"] == "535.261.03" and fact["gpu_count"] == 0
+
+
+def test_mpi_module_system_and_files():
+    offered = filters("kiln_mpi")
+    assert offered["kiln_mpi_layout"]("lmod", "/opt/kiln/modulefiles") == {
+        "modulespath": "/etc/lmod/modulespath",
+        "others": ["environment-modules"],
+        "check_program": "/usr/local/libexec/kiln/kiln-mpi-check",
+    }
+    with pytest.raises(AnsibleFilterError, match=r"^mpi_module_path 'rel': expected an absolute"):
+        offered["kiln_mpi_layout"]("lmod", "rel")
+    # Debian 12's openmpi-bin; none where Open MPI is not installed
+    assert sorted(offered["kiln_mpi_module_files"]("4.1.4-3")) == ["mpi/.modulerc", "mpi/openmpi"]
+    assert offered["kiln_mpi_module_files"]("") == {}
+
+
+def test_hpcx_plan_refusals_and_module_files():
+    offered = filters("kiln_hpcx")
+    settings = {
+        "version": "2.22.1",
+        "sha256": "ab" * 32,
+        "url": "",
+        "base_url": "http://mirror",
+        "cuda": "12",
+        "fetch": "node",
+        "root": "/opt/hpcx",
+    }
+    bookworm = {
+        "distribution": "Debian",
+        "distribution_major_version": "12",
+        "architecture": "x86_64",
+    }
+    plan = offered["kiln_hpcx_plan"](settings, bookworm, "ii \trdma-core\n")
+    assert (
+        plan["url"] == "http://mirror/v2.22.1/hpcx-v2.22.1-gcc-inbox-ubuntu22.04-cuda12-x86_64.tbz"
+    )
+    assert plan["refusal"] == ""
+    # A release HPC-X has no build for: refused, with why.
+    bullseye = {**bookworm, "distribution_major_version": "11"}
+    refused = offered["kiln_hpcx_plan"](settings, bullseye, "")
+    assert refused["refusal"].startswith("HPC-X has no build for Debian 11")
+    with pytest.raises(AnsibleFilterError, match=r"^hpcx_version 2.22.1 needs hpcx_sha256"):
+        offered["kiln_hpcx_plan"]({**settings, "sha256": ""}, bookworm, "")
+    # Every node refused, grouped by reason, in one line.
+    hostvars = {
+        "gpu001": {"_hpcx_plan": refused},
+        "gpu002": {"_hpcx_plan": refused},
+        "gpu003": {"_hpcx_plan": plan},
+        "login1": {},
+    }
+    line = offered["kiln_hpcx_refusals"](hostvars, ["gpu001", "gpu002", "gpu003", "login1"])
+    assert line == f"gpu[001-002]: {refused['refusal']}"
+    assert offered["kiln_hpcx_refusals"](hostvars, ["gpu003", "login1"]) == ""
+    files = offered["kiln_hpcx_module_files"]("/opt/hpcx/2.22.1", "2.22.1", False)
+    assert list(files) == ["mpi/hpcx"]

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from kiln.errors import ExitCode
-from kiln.run.events import EventAccumulator, HostCounts, RunSummary, failure_message
+from kiln.run.events import EventAccumulator, Failure, HostCounts, RunSummary, failure_message
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -114,3 +114,31 @@ def test_the_plain_display_and_the_counts_read_events_alike():
     assert labels["FAILED"] == sum(h.failed for h in hosts)
     assert labels["UNREACHABLE"] == sum(h.unreachable for h in hosts)
     assert labels["FAILED"] + labels["UNREACHABLE"] == len(acc.summary.failures)
+
+
+def test_a_run_stopped_by_its_pre_flight_before_any_change_is_bad_input():
+    refusal = Failure("gpu001", "Pre-flight: refuse an HPC-X build the nodes cannot run", "no")
+    refused = RunSummary(
+        "r",
+        "p",
+        "failed",
+        {"gpu001": HostCounts(ok=2, failed=1), "gpu002": HostCounts(ok=2)},
+        [refusal],
+    )
+    assert refused.exit_code == ExitCode.BAD_INPUT
+    # A role's own pre-flight, named with its role.
+    in_role = Failure("gpu001", "hpcx : Pre-flight: work out the node's HPC-X build", "no")
+    assert RunSummary("r", "p", "failed", {}, [in_role]).exit_code == ExitCode.BAD_INPUT
+    # Once a node changed, or failed elsewhere, or could not be reached: hosts failed.
+    changed = RunSummary("r", "p", "failed", {"gpu001": HostCounts(changed=1, failed=1)}, [refusal])
+    assert changed.exit_code == ExitCode.HOSTS_FAILED
+    other = Failure("gpu002", "Install HPC-X", "boom")
+    counts = {"gpu002": HostCounts(failed=1)}
+    assert RunSummary("r", "p", "failed", counts, [refusal, other]).exit_code == (
+        ExitCode.HOSTS_FAILED
+    )
+    unreachable = Failure("gpu003", "Pre-flight: read the node's OS", "ssh", unreachable=True)
+    counts = {"gpu003": HostCounts(unreachable=1)}
+    assert RunSummary("r", "p", "failed", counts, [unreachable]).exit_code == (
+        ExitCode.HOSTS_FAILED
+    )

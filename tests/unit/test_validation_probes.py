@@ -350,3 +350,31 @@ def test_nccl_tests_never_schedules_a_one_rank_run(monkeypatch, ranks_per_node):
         assert nodes == ["--nodes=2"]  # only across the nodes: 2 ranks
     else:
         assert nodes == ["--nodes=1", "--nodes=1", "--nodes=2"]
+
+
+@pytest.mark.parametrize("across_rc", [0, 1])
+def test_the_mpi_check_runs_each_node_alone_only_when_the_run_across_fails(monkeypatch, across_rc):
+    launched = []
+
+    def fake_srun(argv, timeout, stdin=None):
+        launched.append(argv)
+        across = "--nodes=3" in argv
+        return {"rc": across_rc if across else 0, "stdout": "{}", "stderr": "", "seconds": 1.0}
+
+    monkeypatch.setattr(node_probe, "run", fake_srun)
+    args = argparse.Namespace(nodes="a,b,c", reservation="r", program="/p/check", time=5)
+    found = node_probe.mpi_check(args)
+    assert launched[0] == [
+        "srun", "--mpi=pmix", "--reservation=r", "--nodes=3", "--nodelist=a,b,c",
+        "--ntasks-per-node=1", "--time=5", "--immediate=60", "--job-name=kiln-validate-mpi",
+        "/p/check",
+    ]  # fmt: skip
+    assert found["all"]["rc"] == across_rc
+    if across_rc == 0:
+        assert len(launched) == 1 and found["alone"] == {}
+    else:
+        alone = sorted(
+            next(a for a in argv if a.startswith("--nodelist=")) for argv in launched[1:]
+        )
+        assert alone == ["--nodelist=a", "--nodelist=b", "--nodelist=c"]
+        assert sorted(found["alone"]) == ["a", "b", "c"]

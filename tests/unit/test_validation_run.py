@@ -115,6 +115,21 @@ class Raw(type(Path())):
         layout.Layout(self).write_node(kind, node, data)
 
 
+def mpi_output(latency=(2.1, 2.0, 2.2), bandwidth=(24.0, 23.5, 24.4)) -> str:
+    """What Kiln's MPI check prints on rank 0 for NODES, one rank each: the ring's
+    pairs (gpu001-gpu002, gpu002-gpu003, gpu003-gpu001)."""
+    ring = zip(NODES, NODES[1:] + NODES[:1], latency, bandwidth, strict=True)
+    pairs = [
+        {"node": a, "peer": b, "latency_us": lat, "bandwidth_gbps": bw} for a, b, lat, bw in ring
+    ]
+    return json.dumps({"ranks": 3, "hosts": NODES, "pairs": pairs}) + "\n"
+
+
+def mpi_run(stdout=None, rc=0, stderr="", alone=None, unbuilt=()):
+    across = {"rc": rc, "stdout": mpi_output() if stdout is None else stdout, "stderr": stderr}
+    return {"all": {**across, "seconds": 1.9}, "alone": alone or {}, "unbuilt": list(unbuilt)}
+
+
 @pytest.fixture
 def raw(tmp_path):
     """A healthy three-node run; tests break it where they need."""
@@ -124,6 +139,7 @@ def raw(tmp_path):
 
     put(layout.SLURM_STATE, {"scontrol": scontrol, "plan": drain.plan(scontrol, NODES).to_dict()})
     put(layout.SRUN, {n: {"rc": 0, "stdout": "", "stderr": "", "seconds": 0.4} for n in NODES})
+    put(layout.MPI, mpi_run())
     ok = layout.Step(rc=0).to_json()
     put(layout.STORAGE_STEPS, layout.StorageSteps(storage=ok, cold_import=ok).to_json())
     put(
@@ -159,6 +175,9 @@ def test_a_healthy_run_passes_every_node_with_every_test_judged(raw):
             "slurm.state",
             "slurm.srun_s",
             "slurm.munge",
+            "slurm.mpi",
+            "slurm.mpi_latency_us",
+            "slurm.mpi_bandwidth",
             "storage.mount",
             "storage.seq_write",
             "storage.seq_read",
@@ -671,3 +690,102 @@ def test_a_probe_output_written_wrong_fails_its_node_with_a_reason_not_a_traceba
         ("gpu003", "slurm.srun"): "srun on the node ran but its time was not recorded",
     }
     assert [m for m in found.measures if m.test == "slurm.srun_s"] == []
+
+
+def mpi_judgements(raw, profile="h100-sxm-8x-ib400"):
+    _, judgements, nodes = run(raw, profile)
+    mine = {(j.node, j.test): j for j in judgements if j.test.startswith("slurm.mpi")}
+    return mine, nodes
+
+
+def test_the_mpi_check_judges_each_node_by_its_best_pair(raw):
+    mine, nodes = mpi_judgements(raw)
+    assert {key: (j.verdict, j.value) for key, j in mine.items()} == {
+        ("gpu001", "slurm.mpi"): (Verdict.PASS, None),
+        ("gpu002", "slurm.mpi"): (Verdict.PASS, None),
+        ("gpu003", "slurm.mpi"): (Verdict.PASS, None),
+        # gpu001 is in gpu001-gpu002 (2.1 us, 24.0 GB/s) and gpu003-gpu001 (2.2, 24.4)
+        ("gpu001", "slurm.mpi_latency_us"): (Verdict.PASS, 2.1),
+        ("gpu001", "slurm.mpi_bandwidth"): (Verdict.PASS, 24.4),
+        ("gpu002", "slurm.mpi_latency_us"): (Verdict.PASS, 2.0),
+        ("gpu002", "slurm.mpi_bandwidth"): (Verdict.PASS, 24.0),
+        ("gpu003", "slurm.mpi_latency_us"): (Verdict.PASS, 2.0),
+        ("gpu003", "slurm.mpi_bandwidth"): (Verdict.PASS, 24.4),
+    }
+    assert mine[("gpu001", "slurm.mpi")].reason == "slurm.mpi: a rank started through PMIx"
+    assert set(nodes) == set(NODES)
+
+
+def test_a_node_slow_with_both_neighbours_is_the_outlier(raw):
+    # gpu003's two pairs (gpu002-gpu003, gpu003-gpu001) are slow; its neighbours each
+    # have one good pair.
+    raw.put(layout.MPI, mpi_run(mpi_output(latency=(2.0, 9.0, 9.5), bandwidth=(24, 3, 3))))
+    mine, nodes = mpi_judgements(raw)
+    slow = {key for key, j in mine.items() if j.verdict is not Verdict.PASS}
+    assert slow == {("gpu003", "slurm.mpi_latency_us"), ("gpu003", "slurm.mpi_bandwidth")}
+    assert nodes["gpu003"].verdict is Verdict.FAIL
+    assert nodes["gpu001"].verdict is Verdict.PASS and nodes["gpu002"].verdict is Verdict.PASS
+
+
+def test_a_node_that_cannot_start_a_rank_fails_by_name(raw):
+    failed = "srun: error: gpu002: task 1: Exited with exit code 1"
+    alone = {
+        "gpu001": {"rc": 0, "stdout": "{}", "stderr": ""},
+        "gpu002": {"rc": 1, "stdout": "", "stderr": failed},
+        "gpu003": {"rc": 0, "stdout": "{}", "stderr": ""},
+    }
+    raw.put(layout.MPI, mpi_run(stdout="", rc=1, stderr=failed, alone=alone))
+    mine, nodes = mpi_judgements(raw)
+    assert nodes["gpu002"].verdict is Verdict.FAIL
+    assert mine[("gpu002", "slurm.mpi")].reason == (
+        f"slurm.mpi: an MPI rank does not start on the node: {failed}"
+    )
+    assert mine[("gpu001", "slurm.mpi")].verdict is Verdict.PASS
+    assert nodes["gpu001"].verdict is Verdict.PASS and nodes["gpu003"].verdict is Verdict.PASS
+    assert not [key for key in mine if key[1] != "slurm.mpi"]  # nothing was measured
+
+
+def test_a_run_that_fails_only_across_the_nodes_warns_every_node(raw):
+    alone = {n: {"rc": 0, "stdout": "{}", "stderr": ""} for n in NODES}
+    raw.put(layout.MPI, mpi_run(stdout="", rc=1, stderr="x\nsrun: error: Timed out", alone=alone))
+    mine, nodes = mpi_judgements(raw)
+    for node in NODES:
+        assert mine[(node, "slurm.mpi")].verdict is Verdict.WARN
+        assert nodes[node].verdict is Verdict.WARN
+    assert mine[("gpu001", "slurm.mpi")].reason == (
+        "slurm.mpi: the MPI run across the nodes failed (srun: error: Timed out); "
+        "each node runs it alone"
+    )
+
+
+def test_the_mpi_check_where_it_is_not_built_or_did_not_run(raw):
+    two = mpi_output().replace('"ranks": 3', '"ranks": 2').replace(', "gpu003"]', "]")
+    raw.put(layout.MPI, mpi_run(stdout=two, unbuilt=["gpu003"]))
+    mine, _ = mpi_judgements(raw)
+    assert mine[("gpu003", "slurm.mpi")].reason == (
+        "slurm.mpi: Kiln's MPI check is not built here (the mpi role)"
+    )
+    assert mine[("gpu001", "slurm.mpi")].verdict is Verdict.PASS
+    raw.put(layout.MPI, {"skipped": "no node under test has it"})
+    found = collect.collect(raw, NODES, SUITES)
+    assert "MPI check skipped: no node under test has it" in found.notes
+    assert not [c for c in found.checks if c.test == "slurm.mpi"]
+    layout.Layout(raw).path(layout.MPI).unlink()
+    found = collect.collect(raw, NODES, SUITES)
+    assert {c.reason for c in found.checks if c.test == "slurm.mpi"} == {
+        "no MPI check result (the run stopped before it?)"
+    }
+    raw.put(layout.MPI, mpi_run(stdout="MPI_Init failed\n"))
+    found = collect.collect(raw, NODES, SUITES)
+    assert {c.reason for c in found.checks if c.test == "slurm.mpi"} == {
+        "the MPI check printed no report: MPI_Init failed"
+    }
+
+
+def test_the_mpi_records_read_whole():
+    run_record = layout.MpiRun.from_json(mpi_run(alone={"gpu001": {"rc": 1, "stderr": "e"}}))
+    assert run_record.across() == layout.Command(rc=0, stdout=mpi_output(), stderr="", seconds=1.9)
+    assert run_record.each() == {"gpu001": layout.Command(rc=1, stdout="", stderr="e")}
+    report = layout.MpiReport.from_json(json.loads(mpi_output()))
+    assert report.to_json() == json.loads(mpi_output())
+    assert report.pair_list()[0] == layout.MpiPair("gpu001", "gpu002", 2.1, 24.0)

@@ -1,14 +1,15 @@
 """Checks of a read inventory, each returning one line per problem: names that reach
 shells, the Slurm groups, every variable a role declares (its argument spec), and the
-pre-flights of the modules that own a variable (`INVENTORY_CHECKS` in kiln.munge,
-kiln.slurm and kiln.storage; the GPU nodes' driver settings taken together, from
-kiln.gpu; the topology the slurm role would write)."""
+pre-flights of the modules that own a variable (`INVENTORY_CHECKS` in kiln.mpi,
+kiln.munge, kiln.slurm and kiln.storage; the GPU nodes' driver settings and the MPI
+nodes' HPC-X settings taken together, from kiln.gpu and kiln.hpcx; the topology the
+slurm role would write)."""
 
 import re
 from collections.abc import Callable
 from typing import Any
 
-from kiln import argspec, gpu, hostlist, munge, paths, slurm, storage
+from kiln import argspec, gpu, hostlist, hpcx, mpi, munge, paths, slurm, storage
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec, Definition
 from kiln.topology import for_slurm
@@ -111,18 +112,43 @@ def _check_driver_settings(spec: ClusterSpec, definitions: list[Definition]) -> 
     """The nvidia_driver settings that only make sense together (a version and the
     fabric manager, a source and its key), as each compute node resolves them: one line
     per problem, naming the nodes it applies to."""
+    return _settings_problems(spec, ("slurm_compute",), DRIVER_PREFIX, gpu.settings_problems)
+
+
+def _settings_problems(
+    spec: ClusterSpec,
+    groups: tuple[str, ...],
+    prefix: str,
+    problems_of: Callable[[dict[str, Any]], list[str]],
+) -> list[str]:
+    """A role's settings taken together, host by host (its variables without `prefix`):
+    one line per problem, naming the hosts it applies to."""
     hosts_by_problem: dict[str, list[str]] = {}
-    for host in spec.group("slurm_compute"):
+    hosts = dict.fromkeys(host for group in groups for host in spec.group(group))
+    for host in hosts:
         settings = {
-            name.removeprefix(DRIVER_PREFIX): value
+            name.removeprefix(prefix): value
             for name, value in spec.hosts[host].vars.items()
-            if name.startswith(DRIVER_PREFIX)
+            if name.startswith(prefix)
         }
         if any(argspec.is_template(v) or argspec.is_opaque(v) for v in settings.values()):
             continue  # Ansible resolves it; the role checks again
-        for problem in gpu.settings_problems(settings):
+        for problem in problems_of(settings):
             hosts_by_problem.setdefault(problem, []).append(host)
     return [f"{hostlist.compress(hosts)}: {problem}" for problem, hosts in hosts_by_problem.items()]
+
+
+HPCX_PREFIX = "hpcx_"
+
+
+@check
+def _check_hpcx_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    """The HPC-X settings pinned together (a version and its sha256, a URL naming both),
+    as each MPI node resolves them; the URL against each node's OS is the pre-flight
+    play's, which reads the nodes."""
+    return _settings_problems(
+        spec, ("slurm_compute", "slurm_login"), HPCX_PREFIX, hpcx.settings_problems
+    )
 
 
 TOPOLOGY_PREFIX = "slurm_topology_"
@@ -157,6 +183,7 @@ def _names_unknown_host(definition: Definition, spec: ClusterSpec) -> bool:
 
 # Each module that owns a variable says how to check it.
 VALUE_CHECKS: dict[str, tuple[type, Callable[[Any, dict[str, list[str]]], None]]] = {
+    **mpi.INVENTORY_CHECKS,
     **munge.INVENTORY_CHECKS,
     **slurm.INVENTORY_CHECKS,
     **storage.INVENTORY_CHECKS,

@@ -15,6 +15,9 @@ _MESSAGE_LIMIT = 400
 # ansible-core 2.19 wraps messages in "Task failed: Module failed: ..."; the summary
 # already says it failed.
 _ANSIBLE_PREFIX = re.compile(r"^(?:(?:Task|Module|Action) failed: )+")
+# Tasks named so only read the nodes and refuse settings that cannot work on them
+# (playbooks/preflight.yml): failing before anything changed, the input was bad.
+PREFLIGHT = "Pre-flight"
 
 
 @dataclass
@@ -50,11 +53,25 @@ class RunSummary:
     def exit_code(self) -> ExitCode:
         if self.status == "canceled":
             return ExitCode.INTERRUPTED
+        if self.refused:
+            return ExitCode.BAD_INPUT
         if any(c.failed or c.unreachable for c in self.hosts.values()):
             return ExitCode.HOSTS_FAILED
         if self.status != "successful":
             return ExitCode.FAILED
         return ExitCode.OK
+
+    @property
+    def refused(self) -> bool:
+        """Stopped by pre-flight tasks before any host changed anything."""
+        return (
+            bool(self.failures)
+            and all(
+                not f.unreachable and f.task.split(" : ")[-1].startswith(PREFLIGHT)
+                for f in self.failures
+            )
+            and not any(c.changed for c in self.hosts.values())
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The documented --json shape (docs/cli.md)."""

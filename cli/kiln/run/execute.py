@@ -171,7 +171,11 @@ def run_playbook(request: RunRequest) -> RunSummary:
     # Extra variables may hold secrets (-e munge_key_b64=...): ansible-runner would put a
     # dict of them on ansible-playbook's command line (visible in ps) and in the run's
     # artifacts/command. A 0600 file, removed after the run, keeps them off both.
-    extravars = _secret_file({"kiln_version": __version__, **request.extravars})
+    # kiln_cache_dir: what roles download once to the control node (HPC-X's tarball).
+    cache = str(paths.state_dir() / "cache")
+    extravars = _secret_file(
+        {"kiln_version": __version__, "kiln_cache_dir": cache, **request.extravars}
+    )
     with _Interrupt() as interrupt, display, _removed(extravars):
         result = ansible_runner.run(
             private_data_dir=str(run_dir),

@@ -4,6 +4,7 @@ later against the profile and the fleet) or a check that already has its verdict
 mount that is missing fails whatever the profile).
 """
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,74 @@ def _slurm(found: Collected, results: Path, tested: list[str]) -> None:
             found.fail(
                 node, "slurm.munge", "", f"cannot decode the controller's credential: {status}"
             )
+    written = Layout(results).load(layout.MPI)
+    if written is None:
+        for node in tested:
+            found.fail(node, "slurm.mpi", "", "no MPI check result (the run stopped before it?)")
+    else:
+        _mpi(found, layout.MpiRun.from_json(written), tested)
+
+
+def _mpi(found: Collected, run: layout.MpiRun, tested: list[str]) -> None:
+    """Kiln's MPI check: a rank on every node and the ping-pong around them, or, where
+    the run across the nodes failed, which nodes cannot start a rank alone."""
+    if run.skipped:
+        found.notes.append(f"MPI check skipped: {run.skipped}")
+        return
+    for node in run.unbuilt:
+        found.fail(node, "slurm.mpi", "", "Kiln's MPI check is not built here (the mpi role)")
+    ran = [n for n in tested if n not in run.unbuilt]
+    across = run.across()
+    if across.rc == 0:
+        _mpi_report(found, across, ran)
+        return
+    each = run.each()
+    failing = [n for n in ran if n not in each or each[n].rc != 0]
+    for node in ran:
+        if node in failing:
+            why = each[node].why() if node in each else "no result"
+            found.fail(node, "slurm.mpi", "", f"an MPI rank does not start on the node: {why}")
+        elif failing:
+            reason = "a rank starts on the node; the run across the nodes failed with the others"
+            found.checks.append(Check(node, "slurm.mpi", "", Verdict.PASS, reason))
+        else:
+            reason = (
+                f"the MPI run across the nodes failed ({across.why()}); each node runs it alone"
+            )
+            found.checks.append(Check(node, "slurm.mpi", "", Verdict.WARN, reason))
+
+
+def _mpi_report(found: Collected, across: layout.Command, ran: list[str]) -> None:
+    lines = [line for line in across.stdout.splitlines() if line.startswith("{")]
+    try:
+        report = layout.MpiReport.from_json(json.loads(lines[-1]) if lines else None)
+    except ValueError:
+        report = layout.MpiReport()
+    if report.ranks is None:
+        for node in ran:
+            found.fail(
+                node,
+                "slurm.mpi",
+                "",
+                f"the MPI check printed no report: {_last_line(across.stdout) or across.why()}",
+            )
+        return
+    pairs = report.pair_list()
+    for node in ran:
+        if node not in report.hosts:
+            found.fail(node, "slurm.mpi", "", "no MPI rank reported from the node")
+            continue
+        found.checks.append(
+            Check(node, "slurm.mpi", "", Verdict.PASS, "a rank started through PMIx")
+        )
+        # A node is as good as its best pair: a slow neighbour does not make it slow.
+        mine = [p for p in pairs if node in (p.node, p.peer)]
+        latencies = [p.latency_us for p in mine if p.latency_us is not None]
+        bandwidths = [p.bandwidth_gbps for p in mine if p.bandwidth_gbps is not None]
+        if latencies:
+            found.measures.append(Measure(node, "slurm.mpi_latency_us", "", min(latencies)))
+        if bandwidths:
+            found.measures.append(Measure(node, "slurm.mpi_bandwidth", "", max(bandwidths)))
 
 
 def _storage(found: Collected, results: Path, tested: list[str]) -> None:

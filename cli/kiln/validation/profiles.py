@@ -28,6 +28,12 @@ class Test:
 _BUSBW = "bus bandwidth (GB/s) on the large-message plateau (messages of 1 GiB and more)"
 TESTS: dict[str, Test] = {
     "slurm.srun_s": Test("s", False, "seconds for `srun` to run a command on the node"),
+    "slurm.mpi_latency_us": Test(
+        "us", False, "MPI ping-pong latency (8 bytes) to a neighbour node, the best of its pairs"
+    ),
+    "slurm.mpi_bandwidth": Test(
+        "GB/s", True, "MPI ping-pong bandwidth (4 MiB) to a neighbour node, the best of its pairs"
+    ),
     "storage.seq_write": Test("MB/s", True, "sequential write, large blocks, per node"),
     "storage.seq_read": Test("MB/s", True, "sequential read, large blocks, per node"),
     "storage.rand_read_iops": Test("IOPS", True, "random 4 KiB reads per node"),
@@ -46,6 +52,7 @@ CHECKS: dict[str, str] = {
     "slurm.state": "the node's Slurm state before the run",
     "slurm.srun": "a job step starts on the node",
     "slurm.munge": "the node decodes a credential made on the controller",
+    "slurm.mpi": "an MPI job across the nodes starts a rank on the node through PMIx",
     "storage.mount": "each declared mount is mounted with its type and answers in time",
     "storage.io": "the benchmarks could read and write on the mount",
     "storage.run": "the storage suite ran on the node",

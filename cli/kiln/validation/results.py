@@ -6,6 +6,7 @@ On the control node, in the run's results directory:
     slurm_state.json              scontrol's view before the run, and the plan
     prerequisites.json            what a suite asked for by name lacks (the run stopped)
     srun.json                     seconds of `srun true` per node
+    mpi.json                      Kiln's MPI check across the nodes (and alone, if that failed)
     munge/NODE.json               the node decoding a controller's credential
     storage/NODE.json             mount check, fio JSON, small-file timings
     cold_import/NODE.json         the import's wall time
@@ -25,10 +26,13 @@ from pathlib import Path
 from types import NoneType, UnionType
 from typing import Any, Self, get_args
 
+from kiln import mpi
+
 NODE_ROOT = "/var/lib/kiln/validate"
 SLURM_STATE = "slurm_state.json"
 PREREQUISITES = "prerequisites.json"
 SRUN = "srun.json"
+MPI = "mpi.json"
 MUNGE = "munge"
 STORAGE_STEPS = "storage_steps.json"
 COLLECTIVES_STEPS = "collectives_steps.json"
@@ -316,6 +320,45 @@ class NcclTests(Record):
 
 
 @dataclass
+class MpiPair(Record):
+    """A ping-pong between the first ranks of two nodes."""
+
+    node: str = ""
+    peer: str = ""
+    latency_us: float | None = None
+    bandwidth_gbps: float | None = None
+
+
+@dataclass
+class MpiReport(Record):
+    """What Kiln's MPI check (roles/mpi/files/kiln-mpi-check.c) prints on rank 0."""
+
+    ranks: int | None = None
+    hosts: list = field(default_factory=list)  # the host of each rank, in rank order
+    pairs: list = field(default_factory=list)
+
+    def pair_list(self) -> list[MpiPair]:
+        return MpiPair.many(self.pairs)
+
+
+@dataclass
+class MpiRun(Record):
+    """mpi.json: the check across the nodes (a Command), and where it failed, on each
+    node alone; the nodes without the program, or why the check did not run at all."""
+
+    all: dict = field(default_factory=dict)
+    alone: dict = field(default_factory=dict)  # node -> Command
+    unbuilt: list = field(default_factory=list)
+    skipped: str = ""
+
+    def across(self) -> Command:
+        return Command.from_json(self.all)
+
+    def each(self) -> dict[str, Command]:
+        return Command.by_name(self.alone)
+
+
+@dataclass
 class Pair(Record):
     """One pair's run in pairs.json (keyed "a,b"): srun's end and the benchmark's output."""
 
@@ -328,13 +371,15 @@ class Pair(Record):
 
 
 def for_role(results_dir: str, run: str) -> dict[str, Any]:
-    """Every path the validate role writes, by name (the kiln_validate_paths filter)."""
+    """Every path the validate role writes, by name (the kiln_validate_paths filter),
+    and the program it starts that another role builds."""
     root = Path(results_dir)
     return {
         "results": str(root),
         "slurm_state": str(root / SLURM_STATE),
         "prerequisites": str(root / PREREQUISITES),
         "srun": str(root / SRUN),
+        "mpi": str(root / MPI),
         "munge": str(root / MUNGE),
         "storage_steps": str(root / STORAGE_STEPS),
         "collectives_steps": str(root / COLLECTIVES_STEPS),
@@ -342,6 +387,7 @@ def for_role(results_dir: str, run: str) -> dict[str, Any]:
         "pairs": str(root / PAIRS),
         "node_dir": f"{NODE_ROOT}/{run}",
         "node_kinds": list(NODE_KINDS),
+        "mpi_check": mpi.CHECK_PROGRAM,
     }
 
 

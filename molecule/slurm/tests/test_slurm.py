@@ -1,6 +1,7 @@
 """A real Slurm cluster in four containers: jobs run, accounting records them, one
 munge key everywhere, a login node that submits without running slurmd."""
 
+import json
 import os
 import re
 
@@ -180,3 +181,61 @@ def test_job_steps_start_through_pmix(host, ctl):
     assert "pmix" in ctl.check_output("srun --mpi=list 2>&1").split()
     out = ctl.check_output("srun -N2 -n2 sh -c 'echo $PMIX_RANK $(hostname)'")
     assert sorted(out.splitlines()) == ["0 slurm-c1", "1 slurm-c2"]
+
+
+def test_open_mpi_programs_run_across_nodes_under_srun(host, ctl):
+    """Kiln's MPI check, built by the mpi role with the distribution's mpicc, started by
+    srun alone (MpiDefault=pmix): four ranks, two on each node, and a ping-pong between
+    the nodes."""
+    if host.backend.get_hostname() != "slurm-ctl":
+        pytest.skip("run from the controller")
+    report = json.loads(ctl.check_output("srun -N2 -n4 /usr/local/libexec/kiln/kiln-mpi-check"))
+    assert report["ranks"] == 4
+    assert report["hosts"] == ["slurm-c1", "slurm-c1", "slurm-c2", "slurm-c2"]
+    [pair] = report["pairs"]
+    assert (pair["node"], pair["peer"]) == ("slurm-c1", "slurm-c2")
+    assert pair["latency_us"] > 0 and pair["bandwidth_gbps"] > 0
+
+
+# A second MPI module of the family, outside Kiln's path, to load over mpi/openmpi.
+OTHER_MPI = "#%Module1.0\nfamily mpi\nconflict mpi\nsetenv MPI_HOME /opt/other-mpi\n"
+
+
+def test_mpi_modules_load_and_conflict(host):
+    """Lmod on the compute nodes swaps one MPI module for another; Tcl Modules on the
+    login node refuses the second until the first is unloaded."""
+    name = host.backend.get_hostname()
+    if name == "slurm-ctl":
+        pytest.skip("no MPI on the controller")
+    # %b: the escapes are the argument's, and its '%' no directive.
+    host.run_test(f"mkdir -p /tmp/other/mpi && printf %b '{OTHER_MPI}' > /tmp/other/mpi/other")
+    # A login shell, as a user's: /etc/profile.d sets up `module` and its search path.
+    loaded = host.run("bash -lc 'module load mpi && echo $MPI_HOME'")
+    assert loaded.rc == 0 and loaded.stdout.strip() == "/usr/lib/x86_64-linux-gnu/openmpi"
+    second = host.run(
+        "bash -lc 'module use /tmp/other; module load mpi/openmpi; module load mpi/other;"
+        " echo rc=$? $MPI_HOME'"
+    )
+    if name == "slurm-login":
+        assert "rc=1 /usr/lib/x86_64-linux-gnu/openmpi" in second.stdout
+        assert "conflict" in second.stderr
+    else:
+        assert "rc=0 /opt/other-mpi" in second.stdout
+        assert "mpi/openmpi => mpi/other" in second.stderr
+
+
+def test_kiln_module_files_and_search_path(host):
+    name = host.backend.get_hostname()
+    if name == "slurm-ctl":
+        pytest.skip("no MPI on the controller")
+    system = "environment-modules" if name == "slurm-login" else "lmod"
+    search = f"/etc/{system}/modulespath"
+    assert "/opt/kiln/modulefiles" in host.file(search).content_string.splitlines()
+    found = host.check_output("ls -A /opt/kiln/modulefiles/mpi").split()
+    # slurm-c1 got a site module and a retired Kiln module in the side effect: provisioning
+    # again removed only Kiln's.
+    expected = [".modulerc", "openmpi"] + (["site-mpi"] if name == "slurm-c1" else [])
+    assert sorted(found) == expected
+    module = host.file("/opt/kiln/modulefiles/mpi/openmpi")
+    assert module.mode == 0o644 and module.user == "root"
+    assert "family mpi" in module.content_string.splitlines()

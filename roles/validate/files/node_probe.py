@@ -6,6 +6,7 @@ and runs it; it needs only Python 3 and, for storage, fio. It measures and recor
 output as JSON; parsing and judging happen on the control node (kiln.validation).
 
     srun-time   (on the controller) how long `srun true` takes on each node
+    mpi         (on the controller) Kiln's MPI check across the nodes, through PMIx
     tree        (on the controller) write the package tree for the cold-import test
     storage     (on each node, through srun) mount check, then fio and small files
     cold-import (on each node, through srun) all nodes import a package tree at once
@@ -161,6 +162,40 @@ def run(
 # --- srun --------------------------------------------------------------------------------
 
 
+def all_at_once(function, calls: list[tuple]) -> None:
+    """function(*call) for every call, each in its own thread, until all return."""
+    threads = [threading.Thread(target=function, args=call) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def reserved_step(
+    args: argparse.Namespace,
+    nodelist: list[str],
+    per_node: int,
+    job: str,
+    command: list[str],
+    pmix: bool = True,
+) -> list[str]:
+    """srun for one benchmark step in the validation's reservation, its ranks started
+    through PMIx unless `pmix` is off (torch's own rendezvous needs none); a node that
+    cannot take it now fails within a minute instead of queueing."""
+    return [
+        "srun",
+        *(["--mpi=pmix"] if pmix else []),
+        f"--reservation={args.reservation}",
+        f"--nodes={len(nodelist)}",
+        f"--nodelist={','.join(nodelist)}",
+        f"--ntasks-per-node={per_node}",
+        f"--time={args.time}",
+        "--immediate=60",
+        f"--job-name={job}",
+        *command,
+    ]
+
+
 def srun_time(args: argparse.Namespace) -> dict:
     """Per node, the seconds `srun true` takes there (all nodes at once)."""
     found: dict[str, dict] = {}
@@ -181,11 +216,7 @@ def srun_time(args: argparse.Namespace) -> dict:
             argv.append(f"--reservation={args.reservation}")
         found[node] = run([*argv, "true"], args.timeout)
 
-    threads = [threading.Thread(target=probe, args=(n,)) for n in args.nodes.split(",")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    all_at_once(probe, [(n,) for n in args.nodes.split(",")])
     return found
 
 
@@ -211,19 +242,10 @@ def run_pairs(args: argparse.Namespace) -> dict:
     pairs = [p.split(",") for p in args.pairs]
 
     def one(pair: list[str], port: int) -> None:
-        argv = [
-            "srun",
-            f"--reservation={args.reservation}",
-            "--nodes=2",
-            f"--nodelist={','.join(pair)}",
-            f"--ntasks-per-node={args.ranks_per_node}",
-            f"--time={args.time}",
-            "--immediate=60",
-            "--job-name=kiln-validate-pair",
-            *args.bench,
-            "--master-port",
-            str(port),
-        ]
+        command = [*args.bench, "--master-port", str(port)]
+        argv = reserved_step(
+            args, pair, args.ranks_per_node, "kiln-validate-pair", command, pmix=False
+        )
         done = run(argv, args.time * 60 + 60)
         lines = [line for line in done["stdout"].splitlines() if line.startswith("{")]
         found[",".join(pair)] = {
@@ -233,14 +255,32 @@ def run_pairs(args: argparse.Namespace) -> dict:
         }
 
     for wave in waves(pairs):
-        threads = [
-            threading.Thread(target=one, args=(pair, 29600 + index))
-            for index, pair in enumerate(wave)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        all_at_once(one, [(pair, 29600 + index) for index, pair in enumerate(wave)])
+    return found
+
+
+# --- mpi ---------------------------------------------------------------------------------
+
+
+def mpi_check(args: argparse.Namespace) -> dict:
+    """Kiln's MPI check (the mpi role builds it) on every node at once, one rank per
+    node, started by srun through PMIx. Where that fails, the check again on each node
+    alone (all at once), to tell a node that cannot start MPI ranks from a job that
+    fails between nodes."""
+    nodes = args.nodes.split(",")
+
+    def step(nodelist: list[str]) -> dict:
+        argv = reserved_step(args, nodelist, 1, "kiln-validate-mpi", [args.program])
+        done = run(argv, args.time * 60 + 60)
+        return {**done, "stderr": done["stderr"][-2000:]}
+
+    found: dict = {"all": step(nodes), "alone": {}}
+    if found["all"]["rc"] != 0:
+
+        def alone(node: str) -> None:
+            found["alone"][node] = step([node])
+
+        all_at_once(alone, [(n,) for n in nodes])
     return found
 
 
@@ -254,27 +294,13 @@ def nccl_tests(args: argparse.Namespace) -> dict:
     found: dict = {"single_node": {n: {} for n in nodes}, "multi_node": {}}
 
     def one(nodelist: list[str], collective: str, into: dict) -> None:
-        argv = [
-            "srun",
-            "--mpi=pmix",
-            f"--reservation={args.reservation}",
-            f"--nodes={len(nodelist)}",
-            f"--nodelist={','.join(nodelist)}",
-            f"--ntasks-per-node={args.ranks_per_node}",
-            f"--time={args.time}",
-            "--immediate=60",
-            "--job-name=kiln-validate-nccl-tests",
+        command = [
             *args.container,
             f"{args.bin_dir}/{collective}_perf",
-            "-b",
-            str(args.min_bytes),
-            "-e",
-            str(args.max_bytes),
-            "-f",
-            "2",
-            "-g",
-            "1",
+            *("-b", str(args.min_bytes), "-e", str(args.max_bytes), "-f", "2", "-g", "1"),
         ]
+        job = "kiln-validate-nccl-tests"
+        argv = reserved_step(args, nodelist, args.ranks_per_node, job, command)
         done = run(argv, args.time * 60 + 60)
         into[collective] = {
             "rc": done["rc"],
@@ -285,14 +311,7 @@ def nccl_tests(args: argparse.Namespace) -> dict:
     # One rank within a node crosses no link: nothing to measure there.
     within = nodes if args.ranks_per_node > 1 else []
     for collective in args.collectives.split(","):
-        threads = [
-            threading.Thread(target=one, args=([n], collective, found["single_node"][n]))
-            for n in within
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        all_at_once(one, [([n], collective, found["single_node"][n]) for n in within])
         if len(nodes) > 1:
             one(nodes, collective, found["multi_node"])
     return found
@@ -515,6 +534,11 @@ def main() -> int:
     p.add_argument("--time", type=int, default=15, help="minutes per pair")
     p.add_argument("--pairs", nargs="+", required=True, help="a,b c,d ...")
     p.add_argument("bench", nargs=argparse.REMAINDER, help="-- the benchmark's argv")
+    p = sub.add_parser("mpi")
+    p.add_argument("--nodes", required=True)
+    p.add_argument("--reservation", required=True)
+    p.add_argument("--program", required=True, help="Kiln's MPI check, built on the nodes")
+    p.add_argument("--time", type=int, default=5, help="minutes per run")
     p = sub.add_parser("nccl-tests")
     p.add_argument("--nodes", required=True)
     p.add_argument("--reservation", required=True)
@@ -555,6 +579,9 @@ def main() -> int:
     if args.command == "pairs":
         args.bench = [a for a in args.bench if a != "--"]
         print(json.dumps(run_pairs(args)))
+        return 0
+    if args.command == "mpi":
+        print(json.dumps(mpi_check(args)))
         return 0
     if args.command == "nccl-tests":
         print(json.dumps(nccl_tests(args)))

@@ -1,0 +1,49 @@
+"""Filters that hand the hpcx role's settings and facts to kiln.hpcx: the role, the
+pre-flight play and `kiln inventory check` judge them the same way."""
+
+import sys
+from pathlib import Path
+
+try:
+    import kiln  # noqa: F401
+except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cli"))
+
+from ansible.errors import AnsibleFilterError
+
+from kiln import hostlist, hpcx
+
+
+def kiln_hpcx_plan(settings, facts, packages, driver=""):
+    """One node's HPC-X (kiln.hpcx.plan), after the checks `kiln inventory check`
+    makes; a setting that cannot be used fails the task with its one-line reason."""
+    problems = hpcx.settings_problems(settings)
+    if problems:
+        raise AnsibleFilterError("; ".join(problems))
+    try:
+        return hpcx.plan(settings, facts, packages or "", driver or "")
+    except hpcx.HpcxError as exc:
+        return {"refusal": str(exc)}
+
+
+def kiln_hpcx_refusals(hostvars, hosts):
+    """One line naming every node refused and why, grouped by reason ("" for none)."""
+    by_reason = {}
+    for host in hosts:
+        reason = (hostvars[host].get("_hpcx_plan") or {}).get("refusal")
+        if reason:
+            by_reason.setdefault(reason, []).append(host)
+    return "; ".join(f"{hostlist.compress(h)}: {r}" for r, h in by_reason.items())
+
+
+def kiln_hpcx_module_files(home, version, rebuilt):
+    return hpcx.module_files(home, version, rebuilt)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "kiln_hpcx_plan": kiln_hpcx_plan,
+            "kiln_hpcx_refusals": kiln_hpcx_refusals,
+            "kiln_hpcx_module_files": kiln_hpcx_module_files,
+        }

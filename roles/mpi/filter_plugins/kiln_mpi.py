@@ -1,0 +1,43 @@
+"""Filters that hand the mpi role's settings to kiln.mpi: the role and `kiln inventory
+check` judge them the same way, and one place renders the module files."""
+
+import sys
+from pathlib import Path
+
+try:
+    import kiln  # noqa: F401
+except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cli"))
+
+from ansible.errors import AnsibleFilterError
+
+from kiln import mpi
+
+
+def kiln_mpi_module_files(openmpi_version):
+    """The module files under mpi_module_path; openmpi_version is Debian's version of
+    openmpi-bin, or "" where Open MPI is not installed."""
+    modules = [mpi.openmpi(openmpi_version)] if openmpi_version else []
+    return mpi.module_files(modules)
+
+
+def kiln_mpi_layout(name, module_path):
+    """Where things go: the module system's search-path file, the systems not chosen,
+    and Kiln's MPI check; after checking the module path."""
+    try:
+        mpi.check_module_path(module_path)
+    except mpi.MpiError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+    return {
+        "modulespath": mpi.MODULESPATH[name],
+        "others": sorted(set(mpi.MODULESPATH) - {name}),
+        "check_program": mpi.CHECK_PROGRAM,
+    }
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "kiln_mpi_module_files": kiln_mpi_module_files,
+            "kiln_mpi_layout": kiln_mpi_layout,
+        }
