@@ -1,0 +1,281 @@
+"""NCCL's site settings per node: the fabric read from sysfs, the preset for that fabric
+(each setting naming its source), the operator's overrides on top, and /etc/nccl.conf
+written as NCCL reads it.
+
+How NCCL reads the file (its setEnvFile, unchanged from 2.x to 2.28): ~/.nccl.conf, then
+/etc/nccl.conf; each line is split at its first '='; a line without '=' is skipped;
+nothing is trimmed, so `  NCCL_DEBUG = INFO` sets a variable named "  NCCL_DEBUG ";
+setenv(..., 0) leaves a variable already in the environment alone. So: bare KEY=VALUE
+lines, comments on lines of their own holding no '=', and what users export wins.
+"""
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+CONF = "/etc/nccl.conf"
+_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_STATE = re.compile(r"^\d+:\s*(\S+)")  # "4: ACTIVE"
+_RATE = re.compile(r"^(\d+(?:\.\d+)?) Gb/sec")  # "400 Gb/sec (4X NDR)"
+# The GID NCCL should use on RoCE: RoCE v2 over IPv4 (an IPv4-mapped IPv6 address).
+_IPV4_MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:[0-9a-f]{4}:[0-9a-f]{4}$")
+
+
+class NcclError(ValueError):
+    """A setting or an input that cannot be used; the message says which."""
+
+
+@dataclass(frozen=True)
+class Port:
+    """One port of an RDMA device, from /sys/class/infiniband/<device>/ports/<n>/."""
+
+    device: str  # mlx5_0, rdmap16s27 (EFA)
+    port: int
+    state: str  # ACTIVE, DOWN, INIT
+    rate_gbps: float
+    link_layer: str  # InfiniBand, Ethernet, Unspecified (EFA)
+    driver: str = ""  # mlx5_core, efa
+    netdevs: tuple[str, ...] = ()
+    roce_v2_gid: int | None = None  # the first RoCE v2 GID over IPv4
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """What a node offers NCCL: its RDMA ports, the interface that reaches the other
+    nodes (bootstrap and socket traffic), and the cloud it runs in ("" on bare metal)."""
+
+    ports: tuple[Port, ...] = ()
+    socket_ifname: str = ""
+    cloud: str = ""  # aws, azure, gcp
+    # The cloud's machine type where it says (Azure's instance metadata: vmSize,
+    # Standard_ND96isr_H100_v5); DMI names only "Virtual Machine" there.
+    machine: str = ""
+
+
+@dataclass
+class Settings:
+    """NCCL variables in order, each with where it came from."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # comment lines: what was left out, why
+
+    def set(self, key: str, value: Any, source: str) -> None:
+        self.values[key] = str(value)
+        self.sources[key] = source
+
+
+# --- reading the node ---------------------------------------------------------------------
+
+
+def read_ports(sysfs: dict[str, str]) -> list[Port]:
+    """The RDMA ports from a dump of /sys/class/infiniband ({path below it: content};
+    links given as their target's basename), in device and port order."""
+    devices: dict[str, dict[str, str]] = {}
+    for path, content in sysfs.items():
+        device, _, rest = path.partition("/")
+        devices.setdefault(device, {})[rest] = content.strip()
+    ports = []
+    for device, files in sorted(devices.items(), key=lambda item: _natural(item[0])):
+        numbers = sorted({int(m.group(1)) for f in files if (m := re.match(r"ports/(\d+)/", f))})
+        netdevs = tuple(sorted(f.split("/")[2] for f in files if f.startswith("device/net/")))
+        for number in numbers:
+            base = f"ports/{number}"
+            state = _STATE.match(files.get(f"{base}/state", ""))
+            rate = _RATE.match(files.get(f"{base}/rate", ""))
+            ports.append(
+                Port(
+                    device=device,
+                    port=number,
+                    state=state.group(1) if state else "UNKNOWN",
+                    rate_gbps=float(rate.group(1)) if rate else 0.0,
+                    link_layer=files.get(f"{base}/link_layer", ""),
+                    driver=files.get("device/driver", ""),
+                    netdevs=netdevs,
+                    roce_v2_gid=_roce_v2_gid(files, base),
+                )
+            )
+    return ports
+
+
+def _roce_v2_gid(files: dict[str, str], base: str) -> int | None:
+    indexes = sorted(
+        int(m.group(1))
+        for f, content in files.items()
+        if (m := re.fullmatch(rf"{base}/gid_attrs/types/(\d+)", f)) and content == "RoCE v2"
+    )
+    for index in indexes:
+        if _IPV4_MAPPED.match(files.get(f"{base}/gids/{index}", "")):
+            return index
+    return None
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def cloud_of(dmi: dict[str, str]) -> str:
+    """aws, azure, gcp or "" from /sys/class/dmi/id (sys_vendor, product_name)."""
+    vendor = dmi.get("sys_vendor", "").strip()
+    product = dmi.get("product_name", "").strip()
+    if vendor == "Amazon EC2" or product.startswith("Amazon EC2"):
+        return "aws"
+    if vendor == "Microsoft Corporation" and product == "Virtual Machine":
+        return "azure"
+    if vendor == "Google" or product == "Google Compute Engine":
+        return "gcp"
+    return ""
+
+
+# --- choosing the preset ------------------------------------------------------------------
+
+
+def rails(ports: list[Port], excluded: list[str]) -> tuple[list[Port], list[str]]:
+    """The ports NCCL should use, and a note for each left out, in port order: only
+    ACTIVE ports of the node's fastest link layer and rate (a slower port is a storage
+    or management rail), none the operator excluded (by device, or device:port)."""
+
+    def is_excluded(port: Port) -> bool:
+        return port.device in excluded or port.name in excluded
+
+    active = [p for p in ports if p.state == "ACTIVE" and not is_excluded(p)]
+    fastest = max(active, key=lambda p: (p.link_layer == "InfiniBand", p.rate_gbps), default=None)
+    chosen, notes = [], []
+    for port in ports:
+        if is_excluded(port):
+            notes.append(f"{port.name} excluded by nccl_env_exclude_hcas")
+        elif port.state != "ACTIVE":
+            notes.append(f"{port.name} left out: {port.state}")
+        elif fastest and (port.link_layer, port.rate_gbps) != (
+            fastest.link_layer,
+            fastest.rate_gbps,
+        ):
+            notes.append(
+                f"{port.name} left out: {port.link_layer} at {port.rate_gbps:g} Gb/s, the "
+                f"compute rails are {fastest.link_layer} at {fastest.rate_gbps:g} Gb/s "
+                "(a storage rail?)"
+            )
+        else:
+            chosen.append(port)
+    return chosen, notes
+
+
+def hca_list(ports: list[Port]) -> str:
+    """NCCL_IB_HCA with the '=' prefix: exact names, so mlx5_1 does not also match
+    mlx5_10 (without it NCCL matches names by prefix)."""
+    return "=" + ",".join(port.name for port in ports)
+
+
+# Where each preset's settings come from, written above them in /etc/nccl.conf.
+SOURCES = {
+    "infiniband": "NCCL's environment variable documentation (NCCL_IB_HCA exact match)",
+    "roce": "NCCL's environment variable documentation (NCCL_IB_GID_INDEX, NCCL_IB_TC)",
+    "efa": "AWS's aws-ofi-nccl plugin: recent releases configure themselves",
+    "azure-ndv5": "Azure HPC images, customizations for ND H100 v5",
+    "socket": "no RDMA device: NCCL over TCP sockets",
+}
+# RoCE traffic class: DSCP 26 (the lossless class of common RoCE QoS setups) shifted
+# into the TOS byte, with ECN capable (26 << 2 | 2).
+ROCE_TRAFFIC_CLASS = 106
+
+
+def preset(fabric: Fabric, excluded: list[str] | None = None) -> tuple[str, Settings]:
+    """The preset for the node's fabric, and its settings with their sources."""
+    chosen, notes = rails(list(fabric.ports), list(excluded or []))
+    settings = Settings(notes=notes)
+    efa = [p for p in chosen if p.driver == "efa"]
+    if efa:
+        name = "efa"
+        settings.set("FI_PROVIDER", "efa", name)
+    elif chosen and chosen[0].link_layer == "InfiniBand":
+        ndv5 = fabric.cloud == "azure" and fabric.machine.endswith("H100_v5")
+        name = "azure-ndv5" if ndv5 else "infiniband"
+        settings.set("NCCL_IB_HCA", hca_list(chosen), name)
+        if name == "azure-ndv5":
+            settings.set("NCCL_TOPO_FILE", "/opt/microsoft/ndv5/topo.xml", name)
+            settings.set("NCCL_IB_PCI_RELAXED_ORDERING", 1, name)
+            settings.set("NCCL_IGNORE_CPU_AFFINITY", 1, name)
+    elif chosen and chosen[0].link_layer == "Ethernet":
+        name = "roce"
+        settings.set("NCCL_IB_HCA", hca_list(chosen), name)
+        gids = {p.roce_v2_gid for p in chosen}
+        if len(gids) == 1 and None not in gids:
+            settings.set("NCCL_IB_GID_INDEX", gids.pop(), name)
+        else:
+            settings.notes.append(
+                "NCCL_IB_GID_INDEX left to NCCL: the rails have no common RoCE v2 GID over IPv4"
+            )
+        settings.set("NCCL_IB_TC", ROCE_TRAFFIC_CLASS, name)
+    else:
+        name = "socket"
+        settings.set("NCCL_IB_DISABLE", 1, name)
+    if fabric.socket_ifname and name != "efa":
+        # '=': this interface exactly, not every interface whose name starts so.
+        settings.set("NCCL_SOCKET_IFNAME", f"={fabric.socket_ifname}", name)
+    return name, settings
+
+
+def with_overrides(settings: Settings, overrides: dict[str, Any]) -> Settings:
+    """The operator's nccl_env_overrides on top: a value replaces the preset's, an empty
+    one (null or "") removes it."""
+    merged = Settings(dict(settings.values), dict(settings.sources), list(settings.notes))
+    for key, value in overrides.items():
+        check_key(key)
+        if value is None or value == "":
+            merged.values.pop(key, None)
+            merged.sources.pop(key, None)
+            merged.notes.append(f"{key} removed by nccl_env_overrides")
+        else:
+            check_value(key, value)
+            merged.set(key, value, "override")
+    return merged
+
+
+def check_key(key: Any) -> None:
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise NcclError(f"nccl_env_overrides: {key!r} is not an environment variable name")
+
+
+def check_value(key: str, value: Any) -> None:
+    text = str(value)
+    if "\n" in text or text != text.strip():
+        raise NcclError(
+            f"nccl_env_overrides: {key}'s value {text!r} has a line break or leading or "
+            "trailing spaces, which NCCL would keep"
+        )
+
+
+# --- the file ---------------------------------------------------------------------------
+
+
+def render(name: str, settings: Settings) -> str:
+    """/etc/nccl.conf: comment lines (never holding '=', which NCCL would read as a
+    setting) naming each source, then bare KEY=VALUE lines."""
+    lines = [f"# Written by Kiln (role nccl_env): preset {name}"]
+    by_source: dict[str, list[str]] = {}
+    for key, value in settings.values.items():
+        by_source.setdefault(settings.sources[key], []).append(f"{key}={value}")
+    for source, entries in by_source.items():
+        words = SOURCES.get(source, "the operator's nccl_env_overrides")
+        lines.append(f"# {source}: {words}")
+        lines += entries
+    lines += [f"# {note}" for note in settings.notes]
+    for line in lines:
+        if line.startswith("#") and "=" in line:
+            raise NcclError(f"a comment NCCL would read as a setting: {line!r}")
+    return "\n".join(lines) + "\n"
+
+
+def parse(text: str) -> dict[str, str]:
+    """What NCCL takes from a file: each line split at its first '=', lines without one
+    skipped, nothing trimmed (so a key with spaces is a variable NCCL never reads)."""
+    found = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            found.setdefault(key, value)
+    return found
