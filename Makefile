@@ -11,8 +11,10 @@ lab: prereqs venv
 	$(KILN) lab up
 	$(KILN) provision
 
-## Run every test: lint, unit and CLI tests, Molecule scenarios, the lab end to end.
-test: prereqs venv lint unit molecule e2e
+## Run every test: lint, unit and CLI tests, Molecule scenarios, the lab end to end,
+## then print the time each stage took.
+test:
+	scripts/timed-stages.sh prereqs venv lint unit molecule e2e
 
 prereqs:
 	scripts/setup-host.sh

@@ -20,6 +20,7 @@ COMMANDS = {
     "inventory": ("kiln.commands.inventory", "inventory", "Check an inventory."),
     "judge": ("kiln.commands.judge", "judge", "Judge benchmark output Kiln did not run."),
     "lab": ("kiln.commands.lab", "lab", "The local podman lab cluster."),
+    "nccl": ("kiln.commands.nccl", "nccl", "Show the NCCL settings in effect on each node."),
     "report": ("kiln.commands.report", "report", "Show and compare validation reports."),
     "runs": ("kiln.commands.runs", "runs", "List and show past runs."),
     "topology": ("kiln.commands.topology", "topology", "Generate Slurm topology."),

@@ -177,17 +177,56 @@ SOURCES = {
     "efa": "AWS's aws-ofi-nccl plugin: recent releases configure themselves",
     "azure-ndv5": "Azure HPC images, customizations for ND H100 v5",
     "socket": "no RDMA device: NCCL over TCP sockets",
+    "gcp-tcpx": "Google's GPUDirect-TCPX NCCL plugin: its environment script",
+    "gcp-tcpxo": "Google's GPUDirect-TCPXO NCCL plugin: its environment script",
+    "gcp-gib": "Google's gIB NCCL plugin: its environment script",
 }
+# Google's machine types whose GPU network needs Google's own NCCL plugin, by plugin.
+GCP_PLUGIN_OF = {
+    "a3-highgpu-8g": "tcpx",
+    "a3-megagpu-8g": "tcpxo",
+    "a3-ultragpu-8g": "gib",
+    "a4-highgpu-8g": "gib",
+}
+# Variables the dynamic loader reads when a process starts: NCCL reads /etc/nccl.conf
+# later, so they cannot be set there.
+PROCESS_START = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PATH")
 # RoCE traffic class: DSCP 26 (the lossless class of common RoCE QoS setups) shifted
 # into the TOS byte, with ECN capable (26 << 2 | 2).
 ROCE_TRAFFIC_CLASS = 106
 
 
-def preset(fabric: Fabric, excluded: list[str] | None = None) -> tuple[str, Settings]:
-    """The preset for the node's fabric, and its settings with their sources."""
+def gcp_plugin(fabric: Fabric) -> str:
+    """tcpx, tcpxo, gib: the Google NCCL plugin the node's machine type needs, or ""."""
+    return GCP_PLUGIN_OF.get(fabric.machine, "") if fabric.cloud == "gcp" else ""
+
+
+def preset(
+    fabric: Fabric, excluded: list[str] | None = None, plugin_env: dict[str, str] | None = None
+) -> tuple[str, Settings]:
+    """The preset for the node's fabric, and its settings with their sources. On
+    Google's A3 and A4 machines, plugin_env is what the NCCL plugin's own environment
+    script sets (None where the script is not on the node)."""
     chosen, notes = rails(list(fabric.ports), list(excluded or []))
     settings = Settings(notes=notes)
     efa = [p for p in chosen if p.driver == "efa"]
+    plugin = gcp_plugin(fabric)
+    if plugin and plugin_env is None:
+        settings.notes.append(
+            f"{fabric.machine} needs Google's {plugin} NCCL plugin; its environment script "
+            "is not on this node (nccl_env_gcp_plugins), so the generic preset is used"
+        )
+    if plugin and plugin_env is not None:
+        name = f"gcp-{plugin}"
+        for key, value in plugin_env.items():
+            if key in PROCESS_START:
+                settings.notes.append(
+                    f"{key} from the plugin's script left out: the loader reads it when a "
+                    "process starts, before NCCL reads this file"
+                )
+            elif _KEY.match(key) and "\n" not in value and value == value.strip():
+                settings.set(key, value, name)
+        return name, settings  # the script names its own interfaces
     if efa:
         name = "efa"
         settings.set("FI_PROVIDER", "efa", name)
@@ -279,3 +318,111 @@ def parse(text: str) -> dict[str, str]:
         if sep:
             found.setdefault(key, value)
     return found
+
+
+def check_overrides(overrides: dict[str, Any], groups: Any = None) -> None:
+    """kiln inventory check: every name and value of nccl_env_overrides usable."""
+    for key, value in overrides.items():
+        check_key(key)
+        if value not in (None, ""):
+            check_value(key, value)
+
+
+INVENTORY_CHECKS = {"nccl_env_overrides": (dict, check_overrides)}
+
+
+# --- the role's plan and what is in effect on a node ----------------------------------------
+
+
+def fabric_of(probe: dict[str, Any]) -> Fabric:
+    """The Fabric from the role's node probe (roles/nccl_env/files/kiln-nccl-probe)."""
+    return Fabric(
+        ports=tuple(read_ports(probe.get("infiniband", {}))),
+        socket_ifname=probe.get("socket_ifname", ""),
+        cloud=cloud_of(probe.get("dmi", {})),
+        machine=probe.get("machine", ""),
+    )
+
+
+def plugin_script(probe: dict[str, Any], plugins: dict[str, dict[str, str]]) -> str:
+    """The environment script of the Google NCCL plugin the node needs ("" for none)."""
+    plugin = gcp_plugin(fabric_of(probe))
+    return plugins.get(plugin, {}).get("env_script", "") if plugin else ""
+
+
+def plan(
+    probe: dict[str, Any],
+    overrides: dict[str, Any],
+    excluded: list[str],
+    plugin_env: dict[str, str] | None = None,
+    library_dir: str = "",
+) -> dict[str, Any]:
+    """What the nccl_env role writes on a node: the file, and the local fact that
+    records the preset and each setting's source (read by `kiln nccl show`)."""
+    name, settings = preset(fabric_of(probe), excluded, plugin_env)
+    if name.startswith("gcp-") and library_dir:
+        settings.notes.append(
+            f"the plugin's libraries are in {library_dir}: jobs need it on LD_LIBRARY_PATH"
+        )
+    settings = with_overrides(settings, overrides)
+    return {
+        "preset": name,
+        "conf": render(name, settings),
+        "fact": {
+            "preset": name,
+            "values": settings.values,
+            "sources": settings.sources,
+            "notes": settings.notes,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Effective:
+    """One NCCL variable as a job on the node gets it, and where it comes from."""
+
+    key: str
+    value: str
+    source: str  # "preset <name>", "override", "file", "environment"
+
+
+def effective(conf: str, fact: dict[str, Any], environment: dict[str, str]) -> list[Effective]:
+    """The settings in effect on a node: /etc/nccl.conf as NCCL reads it, each naming
+    the preset or override Kiln wrote it from ("file" where the file holds what Kiln did
+    not write), then what the environment of a login shell exports, which wins."""
+    preset_name = fact.get("preset", "")
+    written, sources = fact.get("values", {}), fact.get("sources", {})
+    found: dict[str, Effective] = {}
+    for key, value in parse(conf).items():
+        source = sources.get(key, "")
+        if written.get(key) != value or not source:
+            label = "file"
+        elif source == "override":
+            label = "override"
+        else:
+            label = f"preset {preset_name}"
+        found[key] = Effective(key, value, label)
+    for key, value in environment.items():
+        if key.startswith(("NCCL_", "FI_")):
+            found[key] = Effective(key, value, "environment")
+    return list(found.values())
+
+
+def differences(settings: dict[str, list[Effective]], groups: dict[str, list[str]]) -> list[str]:
+    """One line per group whose nodes do not all have the same settings, naming each
+    variable that differs and the values seen."""
+    lines = []
+    for group, members in sorted(groups.items()):
+        shown = [m for m in members if m in settings]
+        if len(shown) < 2:
+            continue
+        values = {m: {e.key: e.value for e in settings[m]} for m in shown}
+        keys = sorted({k for v in values.values() for k in v})
+        for key in keys:
+            seen: dict[str, list[str]] = {}
+            for member in shown:
+                seen.setdefault(values[member].get(key, "(unset)"), []).append(member)
+            if len(seen) > 1:
+                parts = "; ".join(f"{v} on {', '.join(m)}" for v, m in seen.items())
+                lines.append(f"group {group}: {key} differs: {parts}")
+    return lines

@@ -387,6 +387,19 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "mpi_modules_system must be one of lmod, environment-modules, got 'spack' (role mpi)",
     ),
     (
+        "inv-nccl-override-with-spaces",
+        all_vars({"nccl_env_overrides": {"NCCL_DEBUG": " INFO"}}),
+        BAD,
+        "nccl_env_overrides: NCCL_DEBUG's value ' INFO' has a line break or leading or "
+        "trailing spaces, which NCCL would keep",
+    ),
+    (
+        "inv-nccl-override-not-a-variable",
+        all_vars({"nccl_env_overrides": {"nccl-debug": "INFO"}}),
+        BAD,
+        "nccl_env_overrides: 'nccl-debug' is not an environment variable name",
+    ),
+    (
         "inv-hpcx-version-without-sha256",
         all_vars({"hpcx_version": "2.22.1"}),
         BAD,
@@ -469,6 +482,12 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("validate-nodes-reversed", validate("--nodes", "gpu[003-001]"), BAD, "gpu[003-001]"),
     ("validate-nodes-huge", validate("--nodes", "c[0-99999999]"), BAD, "1,000,000"),
     ("validate-nodes-unknown", validate("--nodes", "gpu009"), BAD, "gpu009"),
+    (
+        "nccl-show-unknown-node",
+        lambda t: ["nccl", "show", "-i", str(inventory(t)), "--node", "gpu009"],
+        BAD,
+        "--node gpu009: not a compute node of",
+    ),
     ("validate-suite-unknown", validate("--suite", "storage,nccl"), BAD, "nccl"),
     ("validate-profile-missing", validate("--profile", "/nonexistent/p.yaml"), BAD, "cannot read"),
     ("validate-profile-unknown", validate("--profile", "h900"), BAD, "unknown profile 'h900'"),
@@ -632,6 +651,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("runs-event-not-object", with_run(event=[1, 2]), BAD, "not an ansible-runner job event"),
     ("runs-last-negative", lambda t: ["runs", "list", "--last", "-1"], BAD, "-1"),
     ("runs-last-zero", lambda t: ["runs", "list", "--last", "0"], BAD, "0"),
+    ("runs-slowest-zero", lambda t: ["runs", "show", "--slowest", "0"], BAD, "0"),
     # lab
     ("lab-bad-name", lambda t: ["lab", "status", "--name", "a;b"], BAD, "a;b"),
 ]

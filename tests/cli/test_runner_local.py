@@ -309,3 +309,36 @@ def test_no_reboot_reports_the_nodes_that_wait_for_one(local_inventory, tmp_path
         ]
     }
     assert all(h["changed"] == 0 for h in report["hosts"].values()), report["hosts"]
+
+
+TIMED_PLAYBOOK = """
+- name: Timed
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Quick
+      ansible.builtin.debug:
+        msg: quick
+    - name: Slow on one host
+      ansible.builtin.command: sleep {{ 1 if inventory_hostname == 'local-b' else 0 }}
+      changed_when: false
+"""
+
+
+def test_runs_show_lists_the_slowest_tasks_from_the_real_events(local_inventory, tmp_path):
+    playbook = tmp_path / "timed.yml"
+    playbook.write_text(TIMED_PLAYBOOK)
+    inv = local_inventory({"local-a": LOCAL, "local-b": LOCAL})
+    assert run_kiln("run", str(playbook), "-i", inv).returncode == ExitCode.OK
+    shown = run_kiln("runs", "show", "latest", "--slowest", "1", "--json")
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    (slowest,) = json.loads(shown.stdout)["slowest"]
+    assert {k: slowest[k] for k in ("task", "hosts", "slowest_host")} == {
+        "task": "Slow on one host",
+        "hosts": 3,  # local-ctl, local-a, local-b
+        "slowest_host": "local-b",
+    }
+    assert slowest["seconds"] >= slowest["slowest_seconds"] >= 1.0
+    people = run_kiln("runs", "show", "latest", "--slowest", "2")
+    assert people.returncode == ExitCode.OK, people.stderr
+    assert "slowest 2 tasks" in people.stdout and "Slow on one host" in people.stdout

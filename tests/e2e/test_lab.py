@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kiln import inventory
 from kiln.errors import ExitCode
 from tests.conftest import run_kiln
 
@@ -171,6 +172,54 @@ def test_an_hpcx_build_for_another_os_is_refused_before_any_node_is_touched(lab,
     )
     assert all(counts["changed"] == 0 for counts in report["hosts"].values())
     assert on("compute01", "test -e /opt/hpcx || echo absent").strip() == "absent"
+
+
+def test_nccl_settings_are_written_per_node_and_shown_with_their_sources(lab, provisioned):
+    # The lab has no RDMA device: the socket preset, over the interface that holds each
+    # node's lab address. `kiln nccl show` reads back what each node's jobs get; a
+    # variable one node's login profile exports wins there and is flagged.
+    spec = inventory.load(Path(lab))
+    nodes = [f"{LAB}-compute01", f"{LAB}-compute02"]
+    shown_nodes = {}
+    for node in nodes:
+        address = spec.hosts[node].vars["ansible_host"]
+        short = node.removeprefix(f"{LAB}-")
+        iface = on(short, f"ip -o -4 addr show | awk '$4 ~ /^{address}\\// {{print $2}}'")
+        assert on(short, "cat /etc/nccl.conf").splitlines() == [
+            "# Written by Kiln (role nccl_env): preset socket",
+            "# socket: no RDMA device: NCCL over TCP sockets",
+            "NCCL_IB_DISABLE=1",
+            f"NCCL_SOCKET_IFNAME=={iface.strip()}",
+        ]
+        shown_nodes[node] = {
+            "preset": "socket",
+            "settings": [
+                {"key": "NCCL_IB_DISABLE", "value": "1", "source": "preset socket"},
+                {
+                    "key": "NCCL_SOCKET_IFNAME",
+                    "value": f"={iface.strip()}",
+                    "source": "preset socket",
+                },
+            ],
+            "note": "",
+            "error": "",
+        }
+    result = run_kiln("nccl", "show", "-i", lab, "--json")
+    assert result.returncode == ExitCode.OK, result.stderr
+    shown = json.loads(result.stdout)
+    assert (shown["nodes"], shown["differences"]) == (shown_nodes, [])
+
+    on("compute02", "echo 'export NCCL_DEBUG=INFO' > /etc/profile.d/zz-site-nccl.sh")
+    try:
+        result = run_kiln("nccl", "show", "-i", lab)
+        assert result.returncode == ExitCode.OK, result.stderr
+        assert re.search(r"^  NCCL_DEBUG=INFO +\(environment\)$", result.stdout, re.M)
+        assert (
+            f"differs: group slurm_compute: NCCL_DEBUG differs: (unset) on {nodes[0]}; "
+            f"INFO on {nodes[1]}"
+        ) in result.stdout.splitlines()
+    finally:
+        on("compute02", "rm -f /etc/profile.d/zz-site-nccl.sh")
 
 
 def test_every_node_automounts_the_shared_volume(lab, provisioned):

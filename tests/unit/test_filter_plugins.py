@@ -209,3 +209,20 @@ def test_hpcx_plan_refusals_and_module_files():
     assert offered["kiln_hpcx_refusals"](hostvars, ["gpu003", "login1"]) == ""
     files = offered["kiln_hpcx_module_files"]("/opt/hpcx/2.22.1", "2.22.1", False)
     assert list(files) == ["mpi/hpcx"]
+
+
+def test_nccl_plan_and_plugin_for_a_node():
+    offered = filters("kiln_nccl")
+    probe = {"infiniband": {}, "dmi": {}, "socket_ifname": "eth0", "machine": ""}
+    planned = offered["kiln_nccl_plan"](probe, {}, [])
+    assert planned["preset"] == "socket"
+    assert planned["conf"].splitlines()[2:] == ["NCCL_IB_DISABLE=1", "NCCL_SOCKET_IFNAME==eth0"]
+    assert offered["kiln_nccl_plugin"](probe, {"gib": {"env_script": "/x.sh"}}) == {}
+    a3_mega = {**probe, "dmi": {"sys_vendor": "Google"}, "machine": "a3-megagpu-8g"}
+    plugins = {"tcpxo": {"env_script": "/t/env.sh", "library_dir": "/t"}}
+    assert offered["kiln_nccl_plugin"](a3_mega, plugins) == {
+        "env_script": "/t/env.sh",
+        "library_dir": "/t",
+    }
+    with pytest.raises(AnsibleFilterError, match=r"^nccl_env_overrides: 'bad key' is not"):
+        offered["kiln_nccl_plan"](probe, {"bad key": 1}, [])

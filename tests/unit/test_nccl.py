@@ -2,13 +2,16 @@
 from the kernel's sysfs formats), the preset for it, overrides, and /etc/nccl.conf as
 NCCL reads it."""
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from kiln import nccl
+from kiln import nccl, nccl_show
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nccl"
 COMPUTE = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10"]
@@ -169,3 +172,180 @@ def test_clouds_from_dmi():
     assert nccl.cloud_of(azure) == "azure"
     assert nccl.cloud_of({"sys_vendor": "Google", "product_name": "Google Compute Engine"}) == "gcp"
     assert nccl.cloud_of({"sys_vendor": "NVIDIA", "product_name": "DGXH100"}) == ""
+
+
+# --- the node probe, the role's plan, `kiln nccl show` -------------------------------------
+
+PROBE = Path(__file__).resolve().parents[2] / "roles" / "nccl_env" / "files" / "kiln-nccl-probe"
+
+
+def sysfs_copy(root: Path, dump: dict[str, str]) -> None:
+    """A /sys tree as the kernel lays it out: device/driver a link to the driver."""
+    for path, content in dump.items():
+        target = root / "class" / "infiniband" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.endswith("/device/driver"):
+            target.symlink_to(f"../../../bus/pci/drivers/{content}")
+        elif "/device/net/" in path:
+            target.mkdir()
+        else:
+            target.write_text(f"{content}\n")
+    dmi = root / "class" / "dmi" / "id"
+    dmi.mkdir(parents=True)
+    (dmi / "sys_vendor").write_text("Supermicro\n")
+    (dmi / "product_name").write_text("SYS-821GE-TNHR\n")
+
+
+def run_probe(*args: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(PROBE), *args], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("name", ["dgx-h100-ib", "roce-8rail", "aws-p5-efa"])
+def test_the_probe_reads_back_every_file_of_a_recorded_tree(name, tmp_path):
+    dump = yaml.safe_load((FIXTURES / f"{name}.yml").read_text())
+    sysfs_copy(tmp_path, dump)
+    found = run_probe("--root", str(tmp_path))
+    assert found["infiniband"] == {k: str(v) for k, v in dump.items()}
+    assert found["dmi"] == {"sys_vendor": "Supermicro", "product_name": "SYS-821GE-TNHR"}
+    assert found["machine"] == ""  # no cloud: no metadata service asked
+
+
+def test_the_probe_reads_what_a_plugin_script_sets(tmp_path):
+    script = tmp_path / "set_nccl_env.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "# comments, conditionals and expansions are the shell's business\n"
+        'export NCCL_NET="gIB"\n'
+        "if true; then export NCCL_IB_TC=52; fi\n"
+        "export LD_LIBRARY_PATH=/usr/local/gib/lib64:${LD_LIBRARY_PATH}\n"
+        "HELPER=/usr/local/gib\n"
+    )
+    found = run_probe("--plugin-script", str(script))["plugin_env"]
+    assert found == {
+        "NCCL_NET": "gIB",
+        "NCCL_IB_TC": "52",
+        "LD_LIBRARY_PATH": "/usr/local/gib/lib64:",
+    }  # not HELPER: only what the script exports reaches a job
+    assert run_probe("--plugin-script", str(tmp_path / "missing.sh")) == {"plugin_env": None}
+
+
+GCP = {"sys_vendor": "Google", "product_name": "Google Compute Engine"}
+PLUGINS = {
+    "tcpx": {"env_script": "", "library_dir": "/var/lib/tcpx/lib64"},
+    "gib": {
+        "env_script": "/usr/local/gib/scripts/set_nccl_env.sh",
+        "library_dir": "/usr/local/gib/lib64",
+    },
+}
+
+
+def test_a3_ultra_takes_the_gib_plugins_own_settings():
+    probe = {"infiniband": {}, "dmi": GCP, "socket_ifname": "enp0s12", "machine": "a3-ultragpu-8g"}
+    assert nccl.plugin_script(probe, PLUGINS) == "/usr/local/gib/scripts/set_nccl_env.sh"
+    planned = nccl.plan(
+        probe,
+        {"NCCL_DEBUG": "WARN"},
+        [],
+        {"NCCL_NET": "gIB", "NCCL_IB_TC": "52", "LD_LIBRARY_PATH": "/usr/local/gib/lib64:"},
+        "/usr/local/gib/lib64",
+    )
+    assert planned == {
+        "preset": "gcp-gib",
+        "conf": "\n".join(
+            [
+                "# Written by Kiln (role nccl_env): preset gcp-gib",
+                "# gcp-gib: Google's gIB NCCL plugin: its environment script",
+                "NCCL_NET=gIB",
+                "NCCL_IB_TC=52",
+                "# override: the operator's nccl_env_overrides",
+                "NCCL_DEBUG=WARN",
+                "# LD_LIBRARY_PATH from the plugin's script left out: the loader reads it when "
+                "a process starts, before NCCL reads this file",
+                "# the plugin's libraries are in /usr/local/gib/lib64: jobs need it on "
+                "LD_LIBRARY_PATH",
+            ]
+        )
+        + "\n",
+        "fact": {
+            "preset": "gcp-gib",
+            "values": {"NCCL_NET": "gIB", "NCCL_IB_TC": "52", "NCCL_DEBUG": "WARN"},
+            "sources": {"NCCL_NET": "gcp-gib", "NCCL_IB_TC": "gcp-gib", "NCCL_DEBUG": "override"},
+            "notes": [
+                "LD_LIBRARY_PATH from the plugin's script left out: the loader reads it when a "
+                "process starts, before NCCL reads this file",
+                "the plugin's libraries are in /usr/local/gib/lib64: jobs need it on "
+                "LD_LIBRARY_PATH",
+            ],
+        },
+    }
+
+
+def test_a_gcp_machine_whose_plugin_script_is_missing_gets_the_generic_preset():
+    probe = {"infiniband": {}, "dmi": GCP, "socket_ifname": "ens4", "machine": "a3-highgpu-8g"}
+    assert nccl.plugin_script(probe, PLUGINS) == ""  # no TCPX script configured
+    planned = nccl.plan(probe, {}, [])
+    assert planned["fact"] == {
+        "preset": "socket",
+        "values": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=ens4"},
+        "sources": {"NCCL_IB_DISABLE": "socket", "NCCL_SOCKET_IFNAME": "socket"},
+        "notes": [
+            "a3-highgpu-8g needs Google's tcpx NCCL plugin; its environment script is not on "
+            "this node (nccl_env_gcp_plugins), so the generic preset is used"
+        ],
+    }
+
+
+def test_other_machines_and_clouds_need_no_plugin():
+    on_gcp = {"dmi": GCP, "machine": "n2-standard-8"}
+    elsewhere = {"dmi": {"sys_vendor": "Dell Inc."}, "machine": "a3-ultragpu-8g"}
+    assert nccl.plugin_script(on_gcp, PLUGINS) == nccl.plugin_script(elsewhere, PLUGINS) == ""
+
+
+def test_what_is_in_effect_names_every_source():
+    planned = nccl.plan({"socket_ifname": "eth0"}, {"NCCL_DEBUG": "WARN"}, [])
+    conf = planned["conf"] + "NCCL_P2P_LEVEL=NVL\n"  # added by hand after Kiln wrote it
+    conf = conf.replace("NCCL_DEBUG=WARN", "NCCL_DEBUG=INFO")  # and one changed
+    found = nccl.effective(conf, planned["fact"], {"NCCL_IB_DISABLE": "0", "HOME": "/root"})
+    assert found == [
+        nccl.Effective("NCCL_IB_DISABLE", "0", "environment"),
+        nccl.Effective("NCCL_SOCKET_IFNAME", "=eth0", "preset socket"),
+        nccl.Effective("NCCL_DEBUG", "INFO", "file"),
+        nccl.Effective("NCCL_P2P_LEVEL", "NVL", "file"),
+    ]
+
+
+def test_groups_whose_nodes_differ_are_named():
+    same = [nccl.Effective("NCCL_IB_HCA", "=mlx5_0:1", "preset infiniband")]
+    other = [nccl.Effective("NCCL_IB_HCA", "=mlx5_1:1", "preset infiniband")]
+    extra = [*same, nccl.Effective("NCCL_DEBUG", "INFO", "environment")]
+    settings = {"gpu01": same, "gpu02": same, "gpu03": other, "gpu04": extra}
+    groups = {"rack1": ["gpu01", "gpu02"], "rack2": ["gpu03", "gpu04"], "solo": ["gpu01"]}
+    assert nccl.differences(settings, groups) == [
+        "group rack2: NCCL_DEBUG differs: (unset) on gpu03; INFO on gpu04",
+        "group rack2: NCCL_IB_HCA differs: =mlx5_1:1 on gpu03; =mlx5_0:1 on gpu04",
+    ]
+
+
+def test_show_reads_what_the_playbook_brought_back():
+    planned = nccl.plan({"socket_ifname": "eth0"}, {}, [])
+    raw = {
+        "conf": planned["conf"],
+        "fact": json.dumps(planned["fact"]),
+        "environment": ["NCCL_DEBUG=INFO"],
+    }
+    assert nccl_show.read_node("c1", raw) == nccl_show.NodeSettings(
+        node="c1",
+        preset="socket",
+        settings=[
+            nccl.Effective("NCCL_IB_DISABLE", "1", "preset socket"),
+            nccl.Effective("NCCL_SOCKET_IFNAME", "=eth0", "preset socket"),
+            nccl.Effective("NCCL_DEBUG", "INFO", "environment"),
+        ],
+    )
+    bare = nccl_show.read_node("c2", {"conf": "", "fact": "", "environment": []})
+    assert bare == nccl_show.NodeSettings(
+        node="c2", note="no /etc/nccl.conf: the nccl_env role has not run here"
+    )

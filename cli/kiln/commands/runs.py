@@ -49,11 +49,31 @@ def list_runs(json_mode: bool, last: int) -> None:
 @runs.command("show")
 @click.argument("run", default="latest")
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
-def show(run: str, json_mode: bool) -> None:
+@click.option(
+    "--slowest",
+    type=click.IntRange(min=1),
+    help="Also list the N tasks that took longest (wall time across their hosts).",
+)
+def show(run: str, json_mode: bool, slowest: int | None) -> None:
     """Re-render a past run's summary (RUN: an id, a unique prefix, or 'latest')."""
+    from kiln.run import timings
+
     record, run_dir = run_records.find(run)
     summary = run_records.replay(record, run_dir)
+    tasks = timings.slowest(run_records.load_events(run_dir), slowest) if slowest else []
     if json_mode:
-        display.emit_json(summary.to_json())
-    else:
-        display.run_summary(summary)
+        shown = summary.to_json()
+        if slowest:
+            shown["slowest"] = [t.to_json() for t in tasks]
+        display.emit_json(shown)
+        return
+    display.run_summary(summary)
+    if slowest:
+        table = Table(box=None, title=f"slowest {len(tasks)} tasks", title_justify="left")
+        for column in ("seconds", "task", "hosts", "slowest host"):
+            table.add_column(column, overflow="fold")
+        for t in tasks:
+            slow = f"{t.slowest_host} ({t.slowest_seconds:.1f}s)"
+            table.add_row(f"{t.seconds:.1f}", escape(t.task), str(t.hosts), slow)
+        width = None if sys.stdout.isatty() else 200
+        Console(highlight=False, width=width).print(table)

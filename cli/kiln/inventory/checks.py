@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kiln import argspec, gpu, hostlist, hpcx, mpi, munge, paths, slurm, storage
+from kiln import argspec, gpu, hostlist, hpcx, mpi, munge, nccl, paths, slurm, storage
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec, Definition
 from kiln.topology import for_slurm
@@ -185,6 +185,7 @@ def _names_unknown_host(definition: Definition, spec: ClusterSpec) -> bool:
 VALUE_CHECKS: dict[str, tuple[type, Callable[[Any, dict[str, list[str]]], None]]] = {
     **mpi.INVENTORY_CHECKS,
     **munge.INVENTORY_CHECKS,
+    **nccl.INVENTORY_CHECKS,
     **slurm.INVENTORY_CHECKS,
     **storage.INVENTORY_CHECKS,
 }

@@ -121,6 +121,14 @@ class _Event(BaseModel):
 def replay(record: RunRecord, run_dir: Path) -> RunSummary:
     """Rebuild a run's summary from its job events."""
     accumulator = EventAccumulator(record.run, record.playbook)
+    for event in load_events(run_dir):
+        accumulator.feed(event)
+    accumulator.summary.status = record.status
+    return accumulator.summary
+
+
+def load_events(run_dir: Path) -> list[dict[str, Any]]:
+    """A run's job events in the order they happened."""
     events = []
     for event_file in events_dir(run_dir).glob("*.json"):
         try:
@@ -133,10 +141,7 @@ def replay(record: RunRecord, run_dir: Path) -> RunSummary:
                 f"{event_file}: not an ansible-runner job event ({_first(exc)})"
             ) from None
         events.append(json.loads(raw))
-    for event in sorted(events, key=lambda e: e.get("counter", 0)):
-        accumulator.feed(event)
-    accumulator.summary.status = record.status
-    return accumulator.summary
+    return sorted(events, key=lambda e: e.get("counter", 0))
 
 
 def last_task_count(playbook: str) -> int | None:

@@ -89,3 +89,40 @@ def test_apt_gives_up_on_a_stalled_download(host):
     config = host.run("apt-config dump Acquire").stdout
     assert 'Acquire::Retries "3";' in config
     assert 'Acquire::http::Timeout "60";' in config
+
+
+# The nccl_env role on the same nodes: no RDMA device, so the socket preset over the
+# interface holding the node's kiln_address; base-node2 has overrides.
+NCCL = {
+    "base-node1": (
+        ["NCCL_IB_DISABLE=1", "NCCL_SOCKET_IFNAME==eth0"],
+        {"NCCL_IB_DISABLE": "socket", "NCCL_SOCKET_IFNAME": "socket"},
+        [],
+    ),
+    "base-node2": (
+        [
+            "NCCL_SOCKET_IFNAME==eth0",
+            "# override: the operator's nccl_env_overrides",
+            "NCCL_DEBUG=WARN",
+        ],
+        {"NCCL_SOCKET_IFNAME": "socket", "NCCL_DEBUG": "override"},
+        ["NCCL_IB_DISABLE removed by nccl_env_overrides"],
+    ),
+}
+
+
+def test_nccl_site_settings_and_their_record(host):
+    name = host.backend.get_hostname()
+    lines, sources, notes = NCCL[name]
+    assert host.check_output("ip -o -4 addr show eth0 | awk '{print $4}'").startswith("10.214.0.")
+    conf = host.file("/etc/nccl.conf")
+    assert (conf.user, conf.group, conf.mode) == ("root", "root", 0o644)
+    assert conf.content_string.splitlines() == [
+        "# Written by Kiln (role nccl_env): preset socket",
+        "# socket: no RDMA device: NCCL over TCP sockets",
+        *lines,
+        *(f"# {note}" for note in notes),
+    ]
+    fact = json.loads(host.file("/etc/ansible/facts.d/kiln_nccl.fact").content_string)
+    values = dict(line.split("=", 1) for line in lines if not line.startswith("#"))
+    assert fact == {"preset": "socket", "values": values, "sources": sources, "notes": notes}

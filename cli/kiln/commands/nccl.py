@@ -1,0 +1,60 @@
+"""`kiln nccl show`: the NCCL settings in effect on each compute node."""
+
+import sys
+from pathlib import Path
+
+import click
+
+from kiln import inventory
+from kiln.commands import inventory_option
+from kiln.errors import ExitCode, InputError
+from kiln.run import display
+
+
+@click.group()
+def nccl() -> None:
+    """NCCL's site settings on the compute nodes."""
+
+
+@nccl.command()
+@inventory_option
+@click.option("--node", help="Only this compute node.")
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
+def show(inventory_path: Path | None, node: str | None, json_mode: bool) -> None:
+    """Print each node's NCCL settings and where each came from (preset, override, file,
+    environment); flag groups whose nodes differ.
+
+    Exit 0 when every node was read, 4 when one could not be."""
+    from kiln import nccl_show
+
+    spec = inventory.load(inventory_path)
+    compute = spec.group("slurm_compute")
+    if node is not None and node not in compute:
+        raise InputError(f"--node {node}: not a compute node of {spec.path}")
+    nodes = [node] if node else compute
+    shown = nccl_show.show(spec, nodes, display.for_output(json_mode))
+    if json_mode:
+        display.emit_json(shown.to_json())
+    else:
+        _print(shown)
+    failed = any(n.error for n in shown.nodes)
+    sys.exit(int(ExitCode.HOSTS_FAILED if failed else ExitCode.OK))
+
+
+def _print(shown) -> None:
+    for node in shown.nodes:
+        title = f"preset {node.preset}" if node.preset else node.note or node.error
+        click.echo(f"{node.node}: {title}")
+        if node.error:
+            click.echo(f"  error: {node.error}")
+            continue
+        if node.note and node.preset:
+            click.echo(f"  {node.note}")
+        width = max((len(e.key) + len(e.value) + 1 for e in node.settings), default=0)
+        for entry in node.settings:
+            click.echo(f"  {entry.key + '=' + entry.value:<{width}}  ({entry.source})")
+    if shown.differences:
+        for line in shown.differences:
+            click.echo(f"differs: {line}")
+    else:
+        click.echo("every group's nodes have the same settings")

@@ -1,0 +1,92 @@
+"""`kiln nccl show`: the NCCL settings each compute node's jobs get, where each came
+from (the preset, an override, the file, the environment), and the groups whose nodes
+do not all agree."""
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kiln import nccl, paths
+from kiln.inventory.model import ClusterSpec
+from kiln.run.display import Displays
+from kiln.run.events import RunSummary
+
+PLAYBOOK = "nccl-show.yml"
+# Groups every inventory has: comparing them says nothing a named group would not.
+IMPLICIT_GROUPS = ("all", "ungrouped")
+
+
+@dataclass
+class NodeSettings:
+    node: str
+    preset: str = ""
+    settings: list[nccl.Effective] = field(default_factory=list)
+    note: str = ""  # what is missing: no file, no record of Kiln's
+    error: str = ""  # why the node could not be read
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "preset": self.preset,
+            "settings": [vars(e) for e in self.settings],
+            "note": self.note,
+            "error": self.error,
+        }
+
+
+@dataclass
+class Shown:
+    nodes: list[NodeSettings]
+    differences: list[str]
+    summary: RunSummary
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": {n.node: n.to_json() for n in self.nodes},
+            "differences": self.differences,
+            "run": self.summary.run,
+        }
+
+
+def read_node(node: str, raw: dict[str, Any]) -> NodeSettings:
+    """A node's settings from what the playbook brought back."""
+    fact = json.loads(raw["fact"]) if raw.get("fact", "").strip() else {}
+    environment = dict(
+        line.partition("=")[::2] for line in raw.get("environment", []) if "=" in line
+    )
+    settings = nccl.effective(raw.get("conf", ""), fact, environment)
+    shown = NodeSettings(node, fact.get("preset", ""), settings)
+    if not raw.get("conf"):
+        shown.note = f"no {nccl.CONF}: the nccl_env role has not run here"
+    elif not fact:
+        shown.note = f"{nccl.CONF} was not written by Kiln"
+    return shown
+
+
+def show(spec: ClusterSpec, nodes: list[str], display: Displays) -> Shown:
+    """Read the given compute nodes."""
+    from kiln.run.execute import RunRequest, run_playbook  # ansible_runner: only when running
+
+    paths.state_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=paths.state_dir(), prefix="nccl-show-") as tmp:
+        summary = run_playbook(
+            RunRequest(
+                playbook=PLAYBOOK,
+                inventory=spec,
+                limit=",".join(nodes),
+                display=display,
+                extravars={"nccl_show_dir": tmp},
+            )
+        )
+        failures = {f.host: f"{f.task}: {f.message}" for f in summary.failures}
+        shown = []
+        for name in nodes:
+            found = Path(tmp) / f"{name}.json"
+            if found.is_file():
+                shown.append(read_node(name, json.loads(found.read_text())))
+            else:
+                shown.append(NodeSettings(name, error=failures.get(name, "not read")))
+    groups = {g: m for g, m in spec.groups.items() if g not in IMPLICIT_GROUPS}
+    readable = {n.node: n.settings for n in shown if not n.error}
+    return Shown(shown, nccl.differences(readable, groups), summary)

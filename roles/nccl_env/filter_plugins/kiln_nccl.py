@@ -1,0 +1,37 @@
+"""Filters that hand the nccl_env role's node probe and settings to kiln.nccl: the role
+and `kiln inventory check` judge them the same way, and one place renders the file."""
+
+import sys
+from pathlib import Path
+
+try:
+    import kiln  # noqa: F401
+except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cli"))
+
+from ansible.errors import AnsibleFilterError
+
+from kiln import nccl
+
+
+def kiln_nccl_plugin(probe, plugins):
+    """The Google NCCL plugin's settings ({env_script, library_dir}) the node needs,
+    or {} where it needs none or none is configured."""
+    script = nccl.plugin_script(probe, plugins)
+    if not script:
+        return {}
+    plugin = nccl.gcp_plugin(nccl.fabric_of(probe))
+    return {"env_script": script, "library_dir": plugins[plugin].get("library_dir", "")}
+
+
+def kiln_nccl_plan(probe, overrides, excluded, plugin_env=None, library_dir=""):
+    """{preset, conf: /etc/nccl.conf's text, fact: the local fact kiln_nccl}."""
+    try:
+        return nccl.plan(probe, overrides or {}, list(excluded or []), plugin_env, library_dir)
+    except nccl.NcclError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+class FilterModule:
+    def filters(self):
+        return {"kiln_nccl_plugin": kiln_nccl_plugin, "kiln_nccl_plan": kiln_nccl_plan}
