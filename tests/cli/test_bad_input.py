@@ -387,6 +387,18 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "mpi_modules_system must be one of lmod, environment-modules, got 'spack' (role mpi)",
     ),
     (
+        "inv-enroot-version-without-sha256",
+        all_vars({"enroot_version": "3.5.0", "enroot_caps": False}),
+        BAD,
+        "enroot_version 3.5.0 needs enroot_sha256: the enroot package's sha256",
+    ),
+    (
+        "inv-enroot-caps-without-its-sha256",
+        all_vars({"enroot_version": "3.5.0", "enroot_sha256": "a" * 64}),
+        BAD,
+        "enroot_version 3.5.0 with enroot_caps needs enroot_caps_sha256",
+    ),
+    (
         "inv-nccl-override-with-spaces",
         all_vars({"nccl_env_overrides": {"NCCL_DEBUG": " INFO"}}),
         BAD,

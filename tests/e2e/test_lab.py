@@ -222,6 +222,32 @@ def test_nccl_settings_are_written_per_node_and_shown_with_their_sources(lab, pr
         on("compute02", "rm -f /etc/profile.d/zz-site-nccl.sh")
 
 
+def test_enroot_from_the_labs_stand_ins_binds_storage_and_nccl_into_containers(lab, provisioned):
+    # The lab's enroot packages are STAND-INs (kiln.lab.standins: the upstream names
+    # and layout) that the control node fetched by their pinned sha256; what the role
+    # wrote around them is real.
+    for node in ("compute01", "compute02"):
+        versions = on(node, "dpkg-query -W -f='${Package} ${Version}\\n' enroot enroot+caps")
+        assert versions.splitlines() == ["enroot 3.5.0-1", "enroot+caps 3.5.0-1"]
+        assert on(node, "enroot version").strip() == "3.5.0"
+        fstab = (
+            "cat /etc/enroot/mounts.d/50-kiln-storage.fstab /etc/enroot/mounts.d/50-kiln-nccl.fstab"
+        )
+        assert on(node, fstab).splitlines() == [
+            "/shared /shared none x-create=dir,rbind,nofail,silent",
+            "/etc/nccl.conf /etc/nccl.conf none x-create=file,bind,ro,nosuid,nodev,nofail,silent",
+        ]
+        dirs = "stat -c '%n %a %U' /var/lib/enroot/runtime /var/lib/enroot/cache"
+        assert on(node, dirs).splitlines() == [
+            "/var/lib/enroot/runtime 1777 root",
+            "/var/lib/enroot/cache 1777 root",
+        ]
+        assert "ENROOT_RUNTIME_PATH /var/lib/enroot/runtime/user-$(id -u)" in on(
+            node, "cat /etc/enroot/enroot.conf"
+        )
+    assert on("controller", "test -e /usr/bin/enroot || echo absent").strip() == "absent"
+
+
 def test_every_node_automounts_the_shared_volume(lab, provisioned):
     # A job on both compute nodes writes there; the controller reads what they wrote.
     on("controller", "srun -N2 sh -c 'hostname > /shared/e2e-$(hostname)'")

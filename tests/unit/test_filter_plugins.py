@@ -226,3 +226,39 @@ def test_nccl_plan_and_plugin_for_a_node():
     }
     with pytest.raises(AnsibleFilterError, match=r"^nccl_env_overrides: 'bad key' is not"):
         offered["kiln_nccl_plan"](probe, {"bad key": 1}, [])
+
+
+def test_enroot_plan_for_a_node():
+    plan = filters("kiln_enroot")["kiln_enroot_plan"]
+    settings = {
+        "version": "3.5.0",
+        "sha256": "a" * 64,
+        "caps": False,
+        "caps_sha256": "",
+        "base_url": "http://mirror",
+        "fetch": "node",
+        "extra_hooks": [],
+        "extra_config": {},
+        "runtime_path": "/e/run/user-$(id -u)",
+        "cache_path": "/e/cache",
+        "data_path": "/e/data/$(id -u)",
+        "temp_path": "/e/tmp",
+        "squash_options": "-comp zstd",
+        "mount_home": True,
+        "remap_root": False,
+        "rootfs_writable": True,
+    }
+    mounts = [{"name": "shared", "path": "/shared", "type": "nfs", "source": "nas:/s"}]
+    found = plan(settings, "amd64", mounts, ["slurm_compute"], ["/etc/nccl.conf"])
+    assert [p["url"] for p in found["packages"]] == [
+        "http://mirror/v3.5.0/enroot_3.5.0-1_amd64.deb"
+    ]
+    assert found["directories"] == ["/e/run", "/e/cache", "/e/data", "/e/tmp"]
+    assert sorted(found["mounts"]) == ["50-kiln-nccl.fstab", "50-kiln-storage.fstab"]
+    assert found["problems"] == [] and "ENROOT_MOUNT_HOME yes" in found["conf"]
+    assert plan({**settings, "sha256": ""}, "amd64", [], [], [])["problems"] == [
+        "enroot_version 3.5.0 needs enroot_sha256: the enroot package's sha256 (64 hex digits), "
+        "pinned with the version"
+    ]
+    with pytest.raises(AnsibleFilterError, match=r"^enroot_extra_config: "):
+        plan({**settings, "extra_config": {"X": 1}}, "amd64", [], [], [])

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kiln import argspec, gpu, hostlist, hpcx, mpi, munge, nccl, paths, slurm, storage
+from kiln import argspec, enroot, gpu, hostlist, hpcx, mpi, munge, nccl, paths, slurm, storage
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec, Definition
 from kiln.topology import for_slurm
@@ -148,6 +148,17 @@ def _check_hpcx_settings(spec: ClusterSpec, definitions: list[Definition]) -> li
     play's, which reads the nodes."""
     return _settings_problems(
         spec, ("slurm_compute", "slurm_login"), HPCX_PREFIX, hpcx.settings_problems
+    )
+
+
+ENROOT_PREFIX = "enroot_"
+
+
+@check
+def _check_enroot_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    """enroot's release pinned together (a version and the sha256 of each package)."""
+    return _settings_problems(
+        spec, ("slurm_compute", "slurm_login"), ENROOT_PREFIX, enroot.settings_problems
     )
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from kiln import paths
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.lab import doctor, image
+from kiln.lab import doctor, image, standins
 from kiln.lab.podman import containers_with_label, exists, inspect, podman
 
 LABEL = "io.kiln.lab"
@@ -205,7 +205,9 @@ def _wait_for_ssh(lab: LabPlan, key: Path, timeout: float = 90) -> None:
         )
 
 
-def inventory_data(lab: LabPlan, key: Path, apt_proxy: str | None) -> dict:
+def inventory_data(
+    lab: LabPlan, key: Path, apt_proxy: str | None, standin_vars: dict | None = None
+) -> dict:
     def host(node: LabNode) -> dict:
         return {
             "ansible_host": node.address,
@@ -229,6 +231,8 @@ def inventory_data(lab: LabPlan, key: Path, apt_proxy: str | None) -> dict:
     }
     if apt_proxy:
         all_vars["base_apt_proxy"] = apt_proxy
+    # Software the lab cannot download (NVIDIA's, from GitHub): STAND-INs, labelled so.
+    all_vars.update(standin_vars or {})
     return {"all": {"vars": all_vars, "children": children}}
 
 
@@ -242,9 +246,13 @@ def _write_inventory(lab: LabPlan, key: Path) -> Path:
     proxy = (
         f"http://{lab.gateway}:{doctor.APT_CACHE_PORT}" if doctor.apt_cache_available() else None
     )
+    standin_vars = standins.lab_enroot(paths.lab_state_dir(lab.name) / "standins" / "enroot")
     hosts = directory / "hosts.yml"
     text = GENERATED_HEADER.format(name=lab.name) + yaml.safe_dump(
-        inventory_data(lab, key, proxy), sort_keys=False, default_flow_style=False, width=200
+        inventory_data(lab, key, proxy, standin_vars),
+        sort_keys=False,
+        default_flow_style=False,
+        width=200,
     )
     hosts.write_text(text)
     return hosts

@@ -1,0 +1,152 @@
+"""enroot, NVIDIA's unprivileged container runtime that pyxis starts for Slurm jobs: its
+release packages pinned by version and sha256, /etc/enroot/enroot.conf, the
+directories it needs, and the mounts.d entries that bring the site's shared storage and
+NCCL settings into every container.
+
+enroot reads enroot.conf as `NAME value` lines and expands the values in a shell, so a
+path may name the user (`$(id -u)`); it creates the last directory of each path itself,
+as the user, so Kiln makes the parents, world-writable with the sticky bit, on local
+disk: a runtime path on a tmpfs (enroot's default, under XDG_RUNTIME_DIR) fills memory
+with unpacked images.
+"""
+
+import re
+from typing import Any
+
+from kiln import storage
+
+DEFAULT_BASE_URL = "https://github.com/NVIDIA/enroot/releases/download"
+CONF = "/etc/enroot/enroot.conf"
+MOUNTS_DIR = "/etc/enroot/mounts.d"
+HOOKS_DIR = "/etc/enroot/hooks.d"
+EXTRA_HOOKS_DIR = "/usr/share/enroot/hooks.d"  # hooks the package ships but does not enable
+FETCH_MODES = ("control", "node")
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_PATH = re.compile(r"^/[A-Za-z0-9._/$() -]*$")  # $(id -u): enroot expands it
+_HOOK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.sh$")
+# The settings enroot.conf takes from role variables, in the order written.
+SETTINGS = (
+    ("ENROOT_RUNTIME_PATH", "runtime_path"),
+    ("ENROOT_CACHE_PATH", "cache_path"),
+    ("ENROOT_DATA_PATH", "data_path"),
+    ("ENROOT_TEMP_PATH", "temp_path"),
+    ("ENROOT_SQUASH_OPTIONS", "squash_options"),
+    ("ENROOT_MOUNT_HOME", "mount_home"),
+    ("ENROOT_REMAP_ROOT", "remap_root"),
+    ("ENROOT_ROOTFS_WRITABLE", "rootfs_writable"),
+)
+
+
+class EnrootError(ValueError):
+    """A setting that cannot be used; the message names the variable."""
+
+
+def packages(version: str, sha256: str, caps: bool, caps_sha256: str, arch: str, base_url: str):
+    """The release packages to install, in order: enroot, then enroot+caps (which
+    gives enroot's helpers the capabilities to unpack images as the user)."""
+    base = base_url.rstrip("/")
+    chosen = [("enroot", sha256)] + ([("enroot+caps", caps_sha256)] if caps else [])
+    return [
+        {
+            "package": name,
+            "version": f"{version}-1",
+            "file": f"{name}_{version}-1_{arch}.deb",
+            # GitHub's release URLs (and a mirror kept in their layout) escape '+'.
+            "url": f"{base}/v{version}/{name.replace('+', '%2B')}_{version}-1_{arch}.deb",
+            "sha256": digest,
+            "installed": f"{name} {version}-1 installed",  # as dpkg-query prints it
+        }
+        for name, digest in chosen
+    ]
+
+
+def settings_problems(settings: dict[str, Any]) -> list[str]:
+    """What `kiln inventory check` finds wrong in one host's enroot_* settings (given
+    without the prefix), before any node is touched."""
+    version = str(settings.get("version") or "")
+    if not version:
+        return []
+    problems = []
+    if not _VERSION.match(version):
+        problems.append(f"enroot_version {version!r}: expected a release such as 3.5.0")
+    if not _SHA256.match(str(settings.get("sha256") or "")):
+        problems.append(
+            f"enroot_version {version} needs enroot_sha256: the enroot package's sha256 "
+            "(64 hex digits), pinned with the version"
+        )
+    if settings.get("caps", True) and not _SHA256.match(str(settings.get("caps_sha256") or "")):
+        problems.append(
+            f"enroot_version {version} with enroot_caps needs enroot_caps_sha256: the "
+            "enroot+caps package's sha256, pinned with the version"
+        )
+    fetch = settings.get("fetch", "control")
+    if fetch not in FETCH_MODES:
+        problems.append(f"enroot_fetch {fetch!r}: expected one of {', '.join(FETCH_MODES)}")
+    for hook in settings.get("extra_hooks") or []:
+        if not isinstance(hook, str) or not _HOOK.match(hook):
+            problems.append(f"enroot_extra_hooks: {hook!r} is not a hook file name (NAME.sh)")
+    return problems
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def config(settings: dict[str, Any]) -> str:
+    """/etc/enroot/enroot.conf: Kiln's settings, then the operator's extra ones."""
+    lines = ["# Written by Kiln (role enroot)."]
+    for name, key in SETTINGS:
+        lines.append(f"{name} {_value(settings[key])}")
+    for name, value in sorted((settings.get("extra_config") or {}).items()):
+        if not re.match(r"^ENROOT_[A-Z0-9_]+$", str(name)):
+            raise EnrootError(f"enroot_extra_config: {name!r} is not an ENROOT_ setting")
+        if name in dict(SETTINGS):
+            raise EnrootError(f"enroot_extra_config: {name} has its own variable")
+        lines.append(f"{name} {_value(value)}")
+    for line in lines[1:]:
+        if "\n" in line:
+            raise EnrootError(f"enroot.conf: a value with a line break: {line!r}")
+    return "\n".join(lines) + "\n"
+
+
+def directories(settings: dict[str, Any]) -> list[str]:
+    """The directories Kiln makes (mode 1777): where a path names the user or group
+    (`.../user-$(id -u)`), the directory above that part, enroot making the rest; else
+    the path itself."""
+    found = []
+    for _, key in SETTINGS[:4]:
+        path = str(settings[key])
+        if not _PATH.match(path) or "/../" in path or path.endswith("/.."):
+            raise EnrootError(f"enroot_{key} {path!r}: expected an absolute path")
+        head, dollar, _ = path.partition("$")
+        if not dollar:
+            directory = path.rstrip("/")
+        elif head.endswith("/"):
+            directory = head.rstrip("/")
+        else:
+            directory = head.rsplit("/", 1)[0]
+        if directory and directory not in found:
+            found.append(directory)
+    return found
+
+
+# Mounts in every container (fstab lines enroot reads from mounts.d): bound, created in
+# the image where missing, and skipped quietly where the node lacks them.
+def storage_mounts(autofs_mounts: Any, host_groups: list[str]) -> str:
+    """The site's shared storage (the autofs role's mounts for this host), bound into
+    containers at the same paths (rbind: an automount point brings its mounts along)."""
+    lines = []
+    for mount in storage.for_host(storage.parse(autofs_mounts or []), host_groups):
+        point = mount.mount_point
+        lines.append(f"{point} {point} none x-create=dir,rbind,nofail,silent")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def nccl_mounts(files: list[str]) -> str:
+    """NCCL's site file and any topology file it names, read-only: the site's settings
+    reach the container as a file NCCL reads, so what a user exports still wins."""
+    lines = [f"{f} {f} none x-create=file,bind,ro,nosuid,nodev,nofail,silent" for f in files]
+    return "\n".join(lines) + "\n" if lines else ""
