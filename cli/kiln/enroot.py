@@ -13,16 +13,13 @@ with unpacked images.
 import re
 from typing import Any
 
-from kiln import storage
+from kiln import pinned, storage
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/enroot/releases/download"
 CONF = "/etc/enroot/enroot.conf"
 MOUNTS_DIR = "/etc/enroot/mounts.d"
 HOOKS_DIR = "/etc/enroot/hooks.d"
 EXTRA_HOOKS_DIR = "/usr/share/enroot/hooks.d"  # hooks the package ships but does not enable
-FETCH_MODES = ("control", "node")
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _PATH = re.compile(r"^/[A-Za-z0-9._/$() -]*$")  # $(id -u): enroot expands it
 _HOOK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.sh$")
 # The settings enroot.conf takes from role variables, in the order written.
@@ -67,22 +64,12 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
     version = str(settings.get("version") or "")
     if not version:
         return []
-    problems = []
-    if not _VERSION.match(version):
-        problems.append(f"enroot_version {version!r}: expected a release such as 3.5.0")
-    if not _SHA256.match(str(settings.get("sha256") or "")):
-        problems.append(
-            f"enroot_version {version} needs enroot_sha256: the enroot package's sha256 "
-            "(64 hex digits), pinned with the version"
-        )
-    if settings.get("caps", True) and not _SHA256.match(str(settings.get("caps_sha256") or "")):
+    problems = pinned.problems("enroot", settings, "3.5.0", "the enroot package's")
+    if settings.get("caps", True) and not pinned.is_sha256(settings.get("caps_sha256")):
         problems.append(
             f"enroot_version {version} with enroot_caps needs enroot_caps_sha256: the "
             "enroot+caps package's sha256, pinned with the version"
         )
-    fetch = settings.get("fetch", "control")
-    if fetch not in FETCH_MODES:
-        problems.append(f"enroot_fetch {fetch!r}: expected one of {', '.join(FETCH_MODES)}")
     for hook in settings.get("extra_hooks") or []:
         if not isinstance(hook, str) or not _HOOK.match(hook):
             problems.append(f"enroot_extra_hooks: {hook!r} is not a hook file name (NAME.sh)")
@@ -145,8 +132,10 @@ def storage_mounts(autofs_mounts: Any, host_groups: list[str]) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def nccl_mounts(files: list[str]) -> str:
+def nccl_mounts(files: list[str], directories: list[str] = ()) -> str:
     """NCCL's site file and any topology file it names, read-only: the site's settings
-    reach the container as a file NCCL reads, so what a user exports still wins."""
+    reach the container as a file NCCL reads, so what a user exports still wins. Also
+    a Google NCCL plugin's library directory (the job puts it on LD_LIBRARY_PATH)."""
     lines = [f"{f} {f} none x-create=file,bind,ro,nosuid,nodev,nofail,silent" for f in files]
+    lines += [f"{d} {d} none x-create=dir,bind,ro,nosuid,nodev,nofail,silent" for d in directories]
     return "\n".join(lines) + "\n" if lines else ""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from kiln import gpu, mpi
+from kiln import gpu, mpi, pinned
 
 DEFAULT_ROOT = "/opt/hpcx"
 # NVIDIA builds HPC-X under /build-result/<tarball's directory>; its pkg-config files
@@ -17,7 +17,6 @@ BUILD_PREFIX_PATTERN = r"/build-result/[^/\s]+"
 # module file it writes for it, both inside the HPC-X directory.
 REBUILD_DIR = "hpcx-rebuild"
 MARK = "## Written by Kiln (role hpcx)"
-FETCH_MODES = ("control", "node")
 
 # HPC-X publishes Ubuntu and RHEL builds and none for Debian: a Debian release takes
 # the Ubuntu LTS build whose glibc and libstdc++ are not newer than its own.
@@ -36,7 +35,6 @@ OFED_TOKENS = ("doca_ofed", "mlnx_ofed")
 ARCHES = ("x86_64", "aarch64")
 
 _VERSION = re.compile(r"^\d+\.\d+(?:\.\d+){0,2}$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _TOKENS = {
     "distro": re.compile(
         r"(?:^|-)((?:ubuntu|debian|redhat|rhel|sles|rocky)\d+(?:\.\d+|sp\d+)?)(?=-|$)"
@@ -240,20 +238,10 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
     version = str(settings.get("version") or "")
     if not version:
         return []
-    problems = []
-    if not _VERSION.match(version):
-        problems.append(f"hpcx_version {version!r}: expected a release such as 2.22.1")
-    if not _SHA256.match(str(settings.get("sha256") or "")):
-        problems.append(
-            f"hpcx_version {version} needs hpcx_sha256: the tarball's sha256 (64 hex digits), "
-            "pinned with the version"
-        )
+    problems = pinned.problems("hpcx", settings, "2.22.1", "the tarball's", _VERSION)
     cuda = str(settings.get("cuda", "12"))
     if cuda not in CUDA_MIN_DRIVER:
         problems.append(f"hpcx_cuda {cuda!r}: HPC-X is built for CUDA {', '.join(CUDA_MIN_DRIVER)}")
-    fetch = settings.get("fetch", "control")
-    if fetch not in FETCH_MODES:
-        problems.append(f"hpcx_fetch {fetch!r}: expected one of {', '.join(FETCH_MODES)}")
     url = str(settings.get("url") or "")
     if url:
         claimed = url_flavour(url)

@@ -360,21 +360,21 @@ def plan(
     """What the nccl_env role writes on a node: the file, and the local fact that
     records the preset and each setting's source (read by `kiln nccl show`)."""
     name, settings = preset(fabric_of(probe), excluded, plugin_env)
-    if name.startswith("gcp-") and library_dir:
+    plugin_dir = library_dir if name.startswith("gcp-") else ""
+    if plugin_dir:
         settings.notes.append(
-            f"the plugin's libraries are in {library_dir}: jobs need it on LD_LIBRARY_PATH"
+            f"the plugin's libraries are in {plugin_dir}: jobs need it on LD_LIBRARY_PATH"
         )
     settings = with_overrides(settings, overrides)
-    return {
+    fact = {
         "preset": name,
-        "conf": render(name, settings),
-        "fact": {
-            "preset": name,
-            "values": settings.values,
-            "sources": settings.sources,
-            "notes": settings.notes,
-        },
+        "values": settings.values,
+        "sources": settings.sources,
+        "notes": settings.notes,
     }
+    if plugin_dir:  # the enroot role binds it into containers
+        fact["library_dir"] = plugin_dir
+    return {"preset": name, "conf": render(name, settings), "fact": fact}
 
 
 @dataclass(frozen=True)

@@ -399,6 +399,18 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "enroot_version 3.5.0 with enroot_caps needs enroot_caps_sha256",
     ),
     (
+        "inv-pyxis-version-without-sha256",
+        all_vars({"pyxis_version": "0.20.0"}),
+        BAD,
+        "pyxis_version 0.20.0 needs pyxis_sha256: the source tarball's sha256",
+    ),
+    (
+        "inv-pyxis-unknown-container-scope",
+        all_vars({"pyxis_container_scope": "node"}),
+        BAD,
+        "pyxis_container_scope must be one of job, global, got 'node' (role pyxis)",
+    ),
+    (
         "inv-nccl-override-with-spaces",
         all_vars({"nccl_env_overrides": {"NCCL_DEBUG": " INFO"}}),
         BAD,

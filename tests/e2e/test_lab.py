@@ -248,6 +248,29 @@ def test_enroot_from_the_labs_stand_ins_binds_storage_and_nccl_into_containers(l
     assert on("controller", "test -e /usr/bin/enroot || echo absent").strip() == "absent"
 
 
+def test_pyxis_from_the_labs_stand_in_is_built_for_its_slurm_and_loaded_in_jobs(lab, provisioned):
+    # The lab's pyxis source is a STAND-IN (kiln.lab.standins: a SPANK plugin with
+    # pyxis's name and build interface, adding --kiln-test); each node built it against
+    # Debian 13's Slurm, and slurmstepd loads it from plugstack.conf.d (configless: the
+    # controller's plugstack.conf, shipped to slurmd, includes the node's own directory).
+    release = on("controller", "dpkg-query -W -f='${Version}' slurm-client").split("-")[0]
+    build = f"/usr/local/lib/pyxis/0.20.0-slurm-{release}"
+    options = "runtime_path=/run/pyxis execute_entrypoint=0 container_scope=job sbatch_support=1"
+    for node in ("controller", "compute01", "compute02"):
+        assert on(node, "cat /etc/slurm/plugstack.conf.d/pyxis.conf").splitlines() == [
+            f"# Written by Kiln (role pyxis): pyxis 0.20.0 built for Slurm {release}.",
+            f"required {build}/slurm/spank_pyxis.so {options}",
+        ]
+        assert on(node, "ls /usr/local/lib/pyxis").split() == [build.rsplit("/", 1)[1]]
+    assert "--kiln-test=VALUE" in on("controller", "srun --help")
+    out = on(
+        "controller",
+        "srun -N2 --ntasks-per-node=1 --kiln-test=lab sh -c 'echo $(hostname) $KILN_TEST'",
+    )
+    assert sorted(out.splitlines()) == [f"{LAB}-compute01 lab", f"{LAB}-compute02 lab"]
+    assert on("storage", "test -e /usr/local/lib/pyxis || echo absent").strip() == "absent"
+
+
 def test_every_node_automounts_the_shared_volume(lab, provisioned):
     # A job on both compute nodes writes there; the controller reads what they wrote.
     on("controller", "srun -N2 sh -c 'hostname > /shared/e2e-$(hostname)'")

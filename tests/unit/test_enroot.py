@@ -159,6 +159,12 @@ def test_nccl_files_bound_read_only():
         "x-create=file,bind,ro,nosuid,nodev,nofail,silent\n"
     )
     assert enroot.nccl_mounts([]) == ""
+    # A Google NCCL plugin's libraries (the nccl_env role's fact names the directory).
+    assert enroot.nccl_mounts(["/etc/nccl.conf"], ["/usr/local/gib/lib64"]) == (
+        "/etc/nccl.conf /etc/nccl.conf none x-create=file,bind,ro,nosuid,nodev,nofail,silent\n"
+        "/usr/local/gib/lib64 /usr/local/gib/lib64 none "
+        "x-create=dir,bind,ro,nosuid,nodev,nofail,silent\n"
+    )
 
 
 def test_the_labs_stand_in_packages_are_built_once_and_pinned(tmp_path):

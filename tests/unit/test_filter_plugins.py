@@ -262,3 +262,47 @@ def test_enroot_plan_for_a_node():
     ]
     with pytest.raises(AnsibleFilterError, match=r"^enroot_extra_config: "):
         plan({**settings, "extra_config": {"X": 1}}, "amd64", [], [], [])
+    on_gcp = plan(settings, "amd64", [], [], ["/etc/nccl.conf"], ["/usr/local/gib/lib64"])
+    assert on_gcp["mounts"]["50-kiln-nccl.fstab"].splitlines()[1] == (
+        "/usr/local/gib/lib64 /usr/local/gib/lib64 none "
+        "x-create=dir,bind,ro,nosuid,nodev,nofail,silent"
+    )
+
+
+def test_pyxis_plan_for_a_node():
+    offered = filters("kiln_pyxis")
+    settings = {
+        "version": "0.20.0",
+        "sha256": "d" * 64,
+        "base_url": "http://mirror/pyxis",
+        "fetch": "node",
+        "runtime_path": "/run/pyxis",
+        "execute_entrypoint": False,
+        "container_scope": "job",
+        "sbatch_support": True,
+    }
+    header = "#define SLURM_VERSION_NUMBER 0x180b05\n"
+    old = "/usr/local/lib/pyxis/0.20.0-slurm-22.05.8"
+    assert offered["kiln_pyxis_plan"](settings, header, [old]) == {
+        "slurm": "24.11.5",
+        "source": {
+            "url": "http://mirror/pyxis/v0.20.0.tar.gz",
+            "file": "pyxis-0.20.0.tar.gz",
+            "top": "pyxis-0.20.0",
+            "sha256": "d" * 64,
+        },
+        "build_dir": "/usr/local/lib/pyxis/0.20.0-slurm-24.11.5",
+        "plugin": "/usr/local/lib/pyxis/0.20.0-slurm-24.11.5/slurm/spank_pyxis.so",
+        "conf": (
+            "# Written by Kiln (role pyxis): pyxis 0.20.0 built for Slurm 24.11.5.\n"
+            "required /usr/local/lib/pyxis/0.20.0-slurm-24.11.5/slurm/spank_pyxis.so "
+            "runtime_path=/run/pyxis execute_entrypoint=0 container_scope=job sbatch_support=1\n"
+        ),
+        "stale": [old],
+    }
+    assert offered["kiln_pyxis_problems"]({**settings, "sha256": ""}) == [
+        "pyxis_version 0.20.0 needs pyxis_sha256: the source tarball's sha256 (64 hex digits), "
+        "pinned with the version"
+    ]
+    with pytest.raises(AnsibleFilterError, match=r"has no SLURM_VERSION_NUMBER"):
+        offered["kiln_pyxis_plan"](settings, "", [])

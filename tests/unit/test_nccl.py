@@ -279,6 +279,7 @@ def test_a3_ultra_takes_the_gib_plugins_own_settings():
                 "the plugin's libraries are in /usr/local/gib/lib64: jobs need it on "
                 "LD_LIBRARY_PATH",
             ],
+            "library_dir": "/usr/local/gib/lib64",
         },
     }
 

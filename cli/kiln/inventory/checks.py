@@ -9,7 +9,20 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kiln import argspec, enroot, gpu, hostlist, hpcx, mpi, munge, nccl, paths, slurm, storage
+from kiln import (
+    argspec,
+    enroot,
+    gpu,
+    hostlist,
+    hpcx,
+    mpi,
+    munge,
+    nccl,
+    paths,
+    pyxis,
+    slurm,
+    storage,
+)
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec, Definition
 from kiln.topology import for_slurm
@@ -159,6 +172,21 @@ def _check_enroot_settings(spec: ClusterSpec, definitions: list[Definition]) -> 
     """enroot's release pinned together (a version and the sha256 of each package)."""
     return _settings_problems(
         spec, ("slurm_compute", "slurm_login"), ENROOT_PREFIX, enroot.settings_problems
+    )
+
+
+PYXIS_PREFIX = "pyxis_"
+
+
+@check
+def _check_pyxis_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    """pyxis's release pinned together (a version and its tarball's sha256) and its
+    options, on every node srun runs on."""
+    return _settings_problems(
+        spec,
+        ("slurm_controller", "slurm_compute", "slurm_login"),
+        PYXIS_PREFIX,
+        pyxis.settings_problems,
     )
 
 

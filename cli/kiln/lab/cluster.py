@@ -246,7 +246,11 @@ def _write_inventory(lab: LabPlan, key: Path) -> Path:
     proxy = (
         f"http://{lab.gateway}:{doctor.APT_CACHE_PORT}" if doctor.apt_cache_available() else None
     )
-    standin_vars = standins.lab_enroot(paths.lab_state_dir(lab.name) / "standins" / "enroot")
+    standin_dir = paths.lab_state_dir(lab.name) / "standins"
+    standin_vars = {
+        **standins.lab_enroot(standin_dir / "enroot"),
+        **standins.lab_pyxis(standin_dir / "pyxis"),
+    }
     hosts = directory / "hosts.yml"
     text = GENERATED_HEADER.format(name=lab.name) + yaml.safe_dump(
         inventory_data(lab, key, proxy, standin_vars),

@@ -4,17 +4,22 @@ upstream name and file layout, so what the roles do with it is real (the sha256 
 dpkg, the files written around it); it does nothing else.
 
     python -m kiln.lab.standins enroot OUT VERSION   -> OUT/v<VERSION>/*.deb (GitHub's layout)
+    python -m kiln.lab.standins pyxis OUT VERSION    -> OUT/v<VERSION>.tar.gz (GitHub's layout)
 """
 
+import gzip
 import hashlib
+import io
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
 from kiln.errors import ExitCode, KilnError
 
 ENROOT_VERSION = "3.5.0"
+PYXIS_VERSION = "0.20.0"
 LABEL = "STAND-IN built by Kiln for tests and the lab, not NVIDIA's"
 # Hooks enroot enables itself, and those it ships in /usr/share/enroot/hooks.d for a
 # site to enable (Kiln's enroot role links the Slurm ones).
@@ -120,10 +125,113 @@ def lab_enroot(directory: Path, version: str = ENROOT_VERSION) -> dict[str, obje
     }
 
 
+# pyxis's build interface (make; make install with prefix/libdir; the plugin in
+# $(libdir)/slurm/spank_pyxis.so) around a SPANK plugin that adds --kiln-test=VALUE:
+# KILN_TEST=VALUE in the job step, KILN_TEST_ARGS its plugstack.conf arguments.
+PYXIS_MAKEFILE = f"""# {LABEL}
+prefix ?= /usr/local
+exec_prefix ?= $(prefix)
+libdir ?= $(exec_prefix)/lib
+CFLAGS ?= -O2 -Wall -Werror
+
+all: spank_pyxis.so
+
+spank_pyxis.so: standin.c
+\t$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -shared -o $@ $< $(LDFLAGS)
+
+install: all
+\tinstall -d -m 755 $(DESTDIR)$(libdir)/slurm
+\tinstall -m 755 spank_pyxis.so $(DESTDIR)$(libdir)/slurm/
+
+clean:
+\trm -f spank_pyxis.so
+
+.PHONY: all install clean
+"""
+PYXIS_SOURCE = f"""/* {LABEL}: a SPANK plugin with pyxis's
+ * name and build interface. `--kiln-test=VALUE` sets KILN_TEST=VALUE in the job step
+ * and KILN_TEST_ARGS to the arguments plugstack.conf gives the plugin. */
+#include <stdlib.h>
+#include <string.h>
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(pyxis, 1);
+
+static char *test_value;
+
+static int set_test_value(int val, const char *optarg, int remote)
+{{
+	free(test_value);
+	test_value = strdup(optarg ? optarg : "");
+	return test_value ? 0 : -1;
+}}
+
+struct spank_option spank_options[] = {{
+	{{"kiln-test", "VALUE", "STAND-IN for pyxis in Kiln's tests: sets KILN_TEST", 1, 0,
+		set_test_value}},
+	SPANK_OPTIONS_TABLE_END
+}};
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{{
+	char args[1024] = "";
+
+	if (!test_value)
+		return 0;
+	for (int i = 0; i < ac; i++) {{
+		if (i)
+			strncat(args, " ", sizeof(args) - strlen(args) - 1);
+		strncat(args, av[i], sizeof(args) - strlen(args) - 1);
+	}}
+	if (spank_setenv(sp, "KILN_TEST", test_value, 1) != ESPANK_SUCCESS)
+		return -1;
+	if (spank_setenv(sp, "KILN_TEST_ARGS", args, 1) != ESPANK_SUCCESS)
+		return -1;
+	return 0;
+}}
+"""
+
+
+def pyxis(out: Path, version: str = PYXIS_VERSION) -> str:
+    """out/v<version>.tar.gz, unpacking to pyxis-<version>/ as GitHub's tag archives
+    do; the same bytes every time (fixed times and owners). Returns its sha256."""
+    files = {"Makefile": PYXIS_MAKEFILE, "standin.c": PYXIS_SOURCE, "README": f"{LABEL}\n"}
+    raw = io.BytesIO()
+    with (
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"pyxis-{version}/{name}")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"v{version}.tar.gz").write_bytes(raw.getvalue())
+    return hashlib.sha256(raw.getvalue()).hexdigest()
+
+
+def lab_pyxis(directory: Path, version: str = PYXIS_VERSION) -> dict[str, object]:
+    """The lab's pyxis settings: its stand-in source, pinned by sha256, fetched from
+    `directory` by the control node."""
+    return {
+        "pyxis_version": version,
+        "pyxis_sha256": pyxis(directory, version),
+        "pyxis_base_url": directory.resolve().as_uri(),
+        "pyxis_fetch": "control",
+    }
+
+
+USAGE = "usage: python -m kiln.lab.standins enroot|pyxis OUT VERSION"
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[0] != "enroot":
-        print("usage: python -m kiln.lab.standins enroot OUT VERSION", file=sys.stderr)
+    if len(argv) != 3 or argv[0] not in ("enroot", "pyxis"):
+        print(USAGE, file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
+    if argv[0] == "pyxis":
+        print(f"pyxis {pyxis(Path(argv[1]), argv[2])}")
+        return 0
     for name, digest in enroot(Path(argv[1]), argv[2]).items():
         print(f"{name} {digest}")
     return 0

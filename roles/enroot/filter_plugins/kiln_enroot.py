@@ -14,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 from kiln import enroot, storage
 
 
-def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files):
+def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files, nccl_dirs=()):
     """{problems, packages, conf, directories, mounts: {file name: text ('' = none)}}
     for one node; settings are its enroot_* variables without the prefix."""
     problems = enroot.settings_problems(settings)
@@ -35,7 +35,7 @@ def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files):
             "directories": enroot.directories(settings),
             "mounts": {
                 "50-kiln-storage.fstab": enroot.storage_mounts(autofs_mounts, host_groups),
-                "50-kiln-nccl.fstab": enroot.nccl_mounts(nccl_files),
+                "50-kiln-nccl.fstab": enroot.nccl_mounts(nccl_files, list(nccl_dirs)),
             },
         }
     except (enroot.EnrootError, storage.StorageError) as exc:

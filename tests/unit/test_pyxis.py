@@ -1,0 +1,134 @@
+"""kiln.pyxis: the release pinned together, the Slurm release read from its headers,
+the build directory keyed by both releases, pyxis.conf, and which builds are stale."""
+
+import hashlib
+import io
+import tarfile
+
+import pytest
+
+from kiln import pyxis
+
+SHA = "c" * 64
+SETTINGS = {
+    "version": "0.20.0",
+    "sha256": SHA,
+    "base_url": "https://github.com/NVIDIA/pyxis/archive/refs/tags",
+    "fetch": "control",
+    "runtime_path": "/run/pyxis",
+    "execute_entrypoint": False,
+    "container_scope": "job",
+    "sbatch_support": True,
+}
+# The part of Debian 12's libslurm-dev slurm/slurm_version.h that names the release.
+BOOKWORM_HEADER = """#ifndef _SLURM_VERSION_H_
+#define _SLURM_VERSION_H_
+
+#define SLURM_VERSION_NUMBER 0x160508
+
+/*
+ * Define Slurm version number.
+"""
+
+
+def test_a_pinned_release_has_no_problems():
+    assert pyxis.settings_problems(SETTINGS) == []
+    assert pyxis.settings_problems({"version": ""}) == []  # nothing asked for
+
+
+def test_every_problem_is_named():
+    bad = {
+        **SETTINGS,
+        "version": "v0.20",
+        "sha256": "abc",
+        "fetch": "mirror",
+        "container_scope": "node",
+        "runtime_path": "run/pyxis",
+    }
+    assert pyxis.settings_problems(bad) == [
+        "pyxis_version 'v0.20': expected a release such as 0.20.0",
+        "pyxis_version v0.20 needs pyxis_sha256: the source tarball's sha256 (64 hex digits), "
+        "pinned with the version",
+        "pyxis_fetch 'mirror': expected one of control, node",
+        "pyxis_container_scope 'node': expected one of job, global",
+        "pyxis_runtime_path 'run/pyxis': expected an absolute path",
+    ]
+
+
+def test_source_in_githubs_tag_archive_layout():
+    assert pyxis.source("0.20.0", SHA, "https://mirror.site/pyxis/") == {
+        "url": "https://mirror.site/pyxis/v0.20.0.tar.gz",
+        "file": "pyxis-0.20.0.tar.gz",
+        "top": "pyxis-0.20.0",
+        "sha256": SHA,
+    }
+
+
+@pytest.mark.parametrize(
+    ("number", "release"),
+    [("0x160508", "22.05.8"), ("0x180b05", "24.11.5"), ("0x19050a", "25.05.10")],
+)
+def test_slurm_release_from_its_version_number(number, release):
+    header = BOOKWORM_HEADER.replace("0x160508", number)
+    assert pyxis.slurm_version(header) == release
+
+
+def test_a_header_without_the_number_is_refused():
+    with pytest.raises(pyxis.PyxisError, match="has no SLURM_VERSION_NUMBER"):
+        pyxis.slurm_version('#define SLURM_VERSION_STRING "22.05.8"\n')
+
+
+def test_the_build_is_keyed_by_both_releases():
+    assert pyxis.build_dir("0.20.0", "22.05.8") == "/usr/local/lib/pyxis/0.20.0-slurm-22.05.8"
+    assert pyxis.plugin_path("0.20.0", "24.11.5") == (
+        "/usr/local/lib/pyxis/0.20.0-slurm-24.11.5/slurm/spank_pyxis.so"
+    )
+
+
+def test_pyxis_conf_whole():
+    assert pyxis.config(SETTINGS, "22.05.8").splitlines() == [
+        "# Written by Kiln (role pyxis): pyxis 0.20.0 built for Slurm 22.05.8.",
+        "required /usr/local/lib/pyxis/0.20.0-slurm-22.05.8/slurm/spank_pyxis.so "
+        "runtime_path=/run/pyxis execute_entrypoint=0 container_scope=job sbatch_support=1",
+    ]
+    other = {**SETTINGS, "execute_entrypoint": True, "container_scope": "global"}
+    other["sbatch_support"] = False
+    assert pyxis.config(other, "24.11.5").splitlines()[1] == (
+        "required /usr/local/lib/pyxis/0.20.0-slurm-24.11.5/slurm/spank_pyxis.so "
+        "runtime_path=/run/pyxis execute_entrypoint=1 container_scope=global sbatch_support=0"
+    )
+
+
+def test_builds_for_another_slurm_or_pyxis_are_stale():
+    installed = [
+        "/usr/local/lib/pyxis/0.20.0-slurm-22.05.8",
+        "/usr/local/lib/pyxis/0.20.0-slurm-24.11.5",
+        "/usr/local/lib/pyxis/0.19.0-slurm-24.11.5",
+    ]
+    assert pyxis.stale_builds(installed, "0.20.0", "24.11.5") == [
+        "/usr/local/lib/pyxis/0.19.0-slurm-24.11.5",
+        "/usr/local/lib/pyxis/0.20.0-slurm-22.05.8",
+    ]
+    assert pyxis.stale_builds(["/elsewhere/x"], "0.20.0", "24.11.5") == []
+
+
+def test_the_labs_stand_in_source_is_reproducible_and_pinned(tmp_path):
+    from kiln.lab import standins
+
+    first = standins.lab_pyxis(tmp_path / "pyxis")
+    assert standins.lab_pyxis(tmp_path / "pyxis") == first  # the same bytes again
+    tarball = tmp_path / "pyxis" / "v0.20.0.tar.gz"
+    assert first == {
+        "pyxis_version": "0.20.0",
+        "pyxis_sha256": hashlib.sha256(tarball.read_bytes()).hexdigest(),
+        "pyxis_base_url": (tmp_path / "pyxis").as_uri(),
+        "pyxis_fetch": "control",
+    }
+    # What the role's URL names is where the tarball is, and it unpacks as GitHub's do.
+    assert pyxis.source("0.20.0", "", first["pyxis_base_url"])["url"] == tarball.as_uri()
+    with tarfile.open(fileobj=io.BytesIO(tarball.read_bytes())) as tar:
+        names = tar.getnames()
+        makefile = tar.extractfile("pyxis-0.20.0/Makefile").read().decode()
+    assert names == ["pyxis-0.20.0/Makefile", "pyxis-0.20.0/standin.c", "pyxis-0.20.0/README"]
+    assert makefile.startswith(f"# {standins.LABEL}\n")
+    assert "\tinstall -m 755 spank_pyxis.so $(DESTDIR)$(libdir)/slurm/\n" in makefile
