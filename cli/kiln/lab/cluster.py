@@ -165,6 +165,30 @@ def _ensure_container(lab: LabPlan, node: LabNode, image_name: str) -> None:
     )
 
 
+def _running(name: str) -> bool:
+    return bool(((inspect("container", name) or {}).get("State") or {}).get("Running"))
+
+
+def _ensure_running(node: LabNode, settle: float = 2) -> None:
+    """A node whose init stopped as it booted (seen once in CI, on a loaded host) is
+    started once more; one that stops again is reported with its last log line."""
+    time.sleep(settle)
+    if _running(node.name):
+        return
+    podman("start", node.name, check=False)
+    time.sleep(settle)
+    if _running(node.name):
+        return
+    state = (inspect("container", node.name) or {}).get("State") or {}
+    logs = podman("logs", "--tail", "5", node.name, check=False).strip().splitlines()
+    last = logs[-1].strip() if logs else "no log"
+    raise KilnError(
+        f"lab node {node.name} stopped as it started (exit code {state.get('ExitCode', '?')},"
+        f" last log line: {last!r}); `podman logs {node.name}` has the rest",
+        ExitCode.FAILED,
+    )
+
+
 def _authorize_key(node: LabNode, key: Path) -> None:
     public = (key.with_suffix(".pub")).read_bytes()
     podman(
@@ -298,6 +322,7 @@ def up(name: str, compute: int, distro: str, log: Callable[[str], None]) -> tupl
     for node in lab.nodes:
         _ensure_container(lab, node, image_name)
     for node in lab.nodes:
+        _ensure_running(node)
         _authorize_key(node, key)
     _wait_for_ssh(lab, key)
     _save_plan(lab)
