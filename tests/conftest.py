@@ -56,6 +56,28 @@ def write_inventory(tmp_path):
     return write
 
 
+# Host vars of an inventory host that is this machine, reached without SSH.
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+
+
+@pytest.fixture
+def local_inventory(write_inventory):
+    """An inventory whose controller and compute nodes (name -> host vars) are local."""
+
+    def make(compute: dict) -> str:
+        hosts = {
+            "all": {
+                "children": {
+                    "slurm_controller": {"hosts": {"local-ctl": LOCAL}},
+                    "slurm_compute": {"hosts": compute},
+                }
+            }
+        }
+        return str(write_inventory(hosts))
+
+    return make
+
+
 def run_kiln(*args: str, env: dict | None = None, timeout: float = 300, **kwargs):
     """Run the real `kiln` process: exit codes and stderr as an operator sees them."""
     full_env = {**os.environ, **(env or {})}

@@ -17,6 +17,7 @@ from kiln.errors import ExitCode, KilnError
 COMMANDS = {
     "provision": ("kiln.commands.playbook", "provision", "Provision the cluster (site.yml)."),
     "run": ("kiln.commands.playbook", "run", "Run one of Kiln's playbooks."),
+    "health": ("kiln.commands.health", "health", "Run the node health check on every node now."),
     "inventory": ("kiln.commands.inventory", "inventory", "Check an inventory."),
     "judge": ("kiln.commands.judge", "judge", "Judge benchmark output Kiln did not run."),
     "lab": ("kiln.commands.lab", "lab", "The local podman lab cluster."),

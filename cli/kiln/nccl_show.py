@@ -3,15 +3,14 @@ from (the preset, an override, the file, the environment), and the groups whose 
 do not all agree."""
 
 import json
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from kiln import nccl, paths
+from kiln import nccl
 from kiln.inventory.model import ClusterSpec
 from kiln.run.display import Displays
 from kiln.run.events import RunSummary
+from kiln.run.gather import gather
 
 PLAYBOOK = "nccl-show.yml"
 # Groups every inventory has: comparing them says nothing a named group would not.
@@ -66,27 +65,13 @@ def read_node(node: str, raw: dict[str, Any]) -> NodeSettings:
 
 def show(spec: ClusterSpec, nodes: list[str], display: Displays) -> Shown:
     """Read the given compute nodes."""
-    from kiln.run.execute import RunRequest, run_playbook  # ansible_runner: only when running
-
-    paths.state_dir().mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=paths.state_dir(), prefix="nccl-show-") as tmp:
-        summary = run_playbook(
-            RunRequest(
-                playbook=PLAYBOOK,
-                inventory=spec,
-                limit=",".join(nodes),
-                display=display,
-                extravars={"nccl_show_dir": tmp},
-            )
-        )
-        failures = {f.host: f"{f.task}: {f.message}" for f in summary.failures}
-        shown = []
-        for name in nodes:
-            found = Path(tmp) / f"{name}.json"
-            if found.is_file():
-                shown.append(read_node(name, json.loads(found.read_text())))
-            else:
-                shown.append(NodeSettings(name, error=failures.get(name, "not read")))
+    gathered = gather(PLAYBOOK, spec, nodes, display, "nccl_show_dir")
+    shown = [
+        read_node(name, json.loads(gathered.texts[name]))
+        if name in gathered.texts
+        else NodeSettings(name, error=gathered.errors[name])
+        for name in nodes
+    ]
     groups = {g: m for g, m in spec.groups.items() if g not in IMPLICIT_GROUPS}
     readable = {n.node: n.settings for n in shown if not n.error}
-    return Shown(shown, nccl.differences(readable, groups), summary)
+    return Shown(shown, nccl.differences(readable, groups), gathered.summary)

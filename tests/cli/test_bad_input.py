@@ -411,6 +411,18 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "pyxis_container_scope must be one of job, global, got 'node' (role pyxis)",
     ),
     (
+        "inv-health-timeout-past-slurmds-limit",
+        all_vars({"health_timeout": 75}),
+        BAD,
+        "health_timeout 75: must be under 60 s, when slurmd kills its HealthCheckProgram",
+    ),
+    (
+        "inv-health-ib-port-without-rate",
+        all_vars({"health_ib_ports": [{"device": "mlx5_0"}]}),
+        BAD,
+        "health_ib_ports: {'device': 'mlx5_0'} is not {device: mlx5_0, port: 1, rate: 400}",
+    ),
+    (
         "inv-nccl-override-with-spaces",
         all_vars({"nccl_env_overrides": {"NCCL_DEBUG": " INFO"}}),
         BAD,

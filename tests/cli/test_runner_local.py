@@ -15,9 +15,7 @@ import pytest
 import yaml
 
 from kiln.errors import ExitCode
-from tests.conftest import run_kiln
-
-LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+from tests.conftest import LOCAL, run_kiln
 
 PLAYBOOK = """
 - name: Local checks
@@ -42,22 +40,6 @@ PLAYBOOK = """
       ansible.builtin.debug:
         msg: done
 """
-
-
-@pytest.fixture
-def local_inventory(write_inventory):
-    def make(compute: dict) -> str:
-        hosts = {
-            "all": {
-                "children": {
-                    "slurm_controller": {"hosts": {"local-ctl": LOCAL}},
-                    "slurm_compute": {"hosts": compute},
-                }
-            }
-        }
-        return str(write_inventory(hosts))
-
-    return make
 
 
 @pytest.fixture

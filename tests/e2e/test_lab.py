@@ -389,10 +389,27 @@ def test_validate_named_suite_without_its_prerequisite(lab, provisioned):
     assert "No reservations" in on("controller", "scontrol show reservation")
 
 
+@contextlib.contextmanager
+def health_check_paused(node: str):
+    """Slurm's runs of kiln-health on NODE do nothing (it cannot read its settings), so
+    a test sees what `kiln validate` alone does with a fault kiln-health would also
+    catch (test_kiln_health_drains_and_resumes_only_its_own covers that)."""
+    on(node, "mv /etc/kiln/health.json /etc/kiln/health.json.e2e")
+    try:
+        yield
+    finally:
+        on(node, "mv /etc/kiln/health.json.e2e /etc/kiln/health.json")
+
+
 def test_a_broken_mount_fails_and_drains_only_that_node_until_it_passes(lab, provisioned):
     node = f"{LAB}-compute02"
     # The fault: autofs stops on one node, so /shared is no longer mounted there.
     on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+    with health_check_paused("compute02"):
+        _broken_mount_is_drained_until_it_passes(lab, node)
+
+
+def _broken_mount_is_drained_until_it_passes(lab, node):
     try:
         code, report = validate(lab, "--suite", "slurm,storage")
         assert code == ExitCode.VALIDATION_FAILED == 5
@@ -417,6 +434,63 @@ def test_a_broken_mount_fails_and_drains_only_that_node_until_it_passes(lab, pro
 # The PMIx library srun's plugin and Open MPI load (Debian 13: libpmix.so.2), moved
 # aside on one node.
 PMIX_LIBRARY = "$(readlink -f /usr/lib/x86_64-linux-gnu/libpmix.so.2)"
+
+
+def health(inventory: str, *extra: str) -> tuple[int, dict]:
+    result = run_kiln("health", "-i", inventory, "--json", *extra, timeout=300)
+    assert result.stdout, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_kiln_health_drains_and_resumes_only_its_own(lab, provisioned):
+    nodes = [f"{LAB}-compute01", f"{LAB}-compute02"]
+    shown = on("controller", "scontrol show config")
+    for setting in (
+        r"HealthCheckInterval\s+= 60 sec",
+        r"HealthCheckNodeState\s+= (ANY,CYCLE|CYCLE,ANY)",  # 22.05 writes CYCLE first
+        r"HealthCheckProgram\s+= /usr/local/sbin/kiln-health",
+    ):
+        assert re.search(setting, shown), setting
+    code, found = health(lab)
+    assert code == ExitCode.OK, found["nodes"]
+    assert {
+        n: [(r["check"], r["status"]) for r in v["results"]] for n, v in found["nodes"].items()
+    } == {
+        n: [("munge", "OK"), ("mounts", "OK"), ("free_space", "OK"), ("slurmd_version", "OK")]
+        for n in nodes
+    }
+    # Slurm ran it before (every minute): its metrics are there.
+    assert 'kiln_health_check{node="e2e-compute01",check="munge"} 1' in on(
+        "compute01", "cat /var/lib/prometheus/node-exporter/kiln_health.prom"
+    )
+    # compute01: its enroot path full (a 1 MiB tmpfs); compute02: /shared gone.
+    on("compute01", "mount -t tmpfs -o size=1m e2e /var/lib/enroot")
+    on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+    try:
+        code, found = health(lab)
+        assert code == ExitCode.VALIDATION_FAILED, found["nodes"]
+        assert {n: v["status"] for n, v in found["nodes"].items()} == dict.fromkeys(nodes, "FAIL")
+        reasons = {
+            "compute01": "Reason=kiln-health: free_space: /var/lib/enroot 1 MiB free, 1024 needed",
+            "compute02": "Reason=kiln-health: mounts: shared /shared: ",
+        }
+        for name, reason in reasons.items():
+            line = on("controller", f"scontrol show node {LAB}-{name} --oneliner")
+            assert "DRAIN" in line and reason in line, line
+        # An operator takes compute01 over; then both faults go away.
+        on(
+            "controller",
+            f"scontrol update nodename={LAB}-compute01 state=drain reason='e2e: RMA 9'",
+        )
+    finally:
+        on("compute01", "umount /var/lib/enroot")
+        on("compute02", "systemctl start autofs")
+    code, found = health(lab)
+    assert code == ExitCode.OK, found["nodes"]
+    assert "DRAIN" not in on("controller", f"scontrol show node {LAB}-compute02 --oneliner")
+    kept = on("controller", f"scontrol show node {LAB}-compute01 --oneliner")
+    assert "DRAIN" in kept and "Reason=e2e: RMA 9" in kept
+    on("controller", f"scontrol update nodename={LAB}-compute01 state=resume")
 
 
 def test_the_mpi_check_fails_a_node_without_its_pmix_library(lab, provisioned):

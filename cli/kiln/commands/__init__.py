@@ -6,6 +6,9 @@ from typing import Any
 
 import click
 
+from kiln import hostlist
+from kiln.errors import InputError
+
 # Every command that reads an inventory takes it the same way.
 inventory_option = click.option(
     "-i",
@@ -14,6 +17,16 @@ inventory_option = click.option(
     type=click.Path(path_type=Path),
     help="Inventory directory or hosts.yml (default: $KILN_INVENTORY, else the lab).",
 )
+
+
+def parse_nodes(text: str | None) -> list[str] | None:
+    """--nodes as a Slurm hostlist (gpu[001-004]); None when not given."""
+    if not text:
+        return None
+    try:
+        return hostlist.expand(text)
+    except ValueError as exc:
+        raise InputError(f"--nodes {text!r}: {exc}") from None
 
 
 def stack(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from kiln import hostlist, inventory, lock
-from kiln.commands import inventory_option
+from kiln import inventory, lock
+from kiln.commands import inventory_option, parse_nodes
 from kiln.errors import InputError
 from kiln.run import display
 
@@ -46,7 +46,7 @@ def validate(
         suites=_suites(suites),
         suites_named=bool(suites),
         profile=profile,
-        nodes=_nodes(nodes),
+        nodes=parse_nodes(nodes),
         no_drain=no_drain,
         display=display.for_output(json_mode),
     )
@@ -75,12 +75,3 @@ def _suites(text: str | None) -> list[str]:
             f"choose from {', '.join(SUITES)}"
         )
     return [s for s in SUITES if s in asked]
-
-
-def _nodes(text: str | None) -> list[str] | None:
-    if not text:
-        return None
-    try:
-        return hostlist.expand(text)
-    except ValueError as exc:
-        raise InputError(f"--nodes {text!r}: {exc}") from None

@@ -13,6 +13,7 @@ from kiln import (
     argspec,
     enroot,
     gpu,
+    health,
     hostlist,
     hpcx,
     mpi,
@@ -188,6 +189,16 @@ def _check_pyxis_settings(spec: ClusterSpec, definitions: list[Definition]) -> l
         PYXIS_PREFIX,
         pyxis.settings_problems,
     )
+
+
+HEALTH_PREFIX = "health_"
+
+
+@check
+def _check_health_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    """The node check's time limits (under slurmd's 60 s) and the ports and paths it
+    judges, on every compute node."""
+    return _settings_problems(spec, ("slurm_compute",), HEALTH_PREFIX, health.settings_problems)
 
 
 TOPOLOGY_PREFIX = "slurm_topology_"

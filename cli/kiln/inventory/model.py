@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kiln import hostlist
 from kiln.errors import InputError
 
 KILN_GROUPS = ("slurm_controller", "slurm_compute", "slurm_login", "storage")
@@ -34,6 +35,22 @@ class ClusterSpec(BaseModel):
 
     def group(self, name: str) -> list[str]:
         return self.groups.get(name, [])
+
+    def compute_nodes(self, asked: list[str] | None, purpose: str) -> list[str]:
+        """The compute nodes asked for (each must be one), or all of them, in hostlist
+        order; InputError when there are none to PURPOSE (e.g. "validate")."""
+        compute = self.group("slurm_compute")
+        if not asked:
+            if not compute:
+                raise InputError(f"{self.path}: no host in slurm_compute to {purpose}")
+            return sorted(compute, key=hostlist.sort_key)
+        outside = [n for n in asked if n not in compute]
+        if outside:
+            raise InputError(
+                f"{hostlist.compress(outside)} not in the inventory's slurm_compute "
+                f"({hostlist.compress(compute) or 'empty'})"
+            )
+        return sorted(set(asked), key=hostlist.sort_key)
 
     def kiln_roles(self, host: str) -> list[str]:
         return [g for g in KILN_GROUPS if host in self.groups.get(g, [])]

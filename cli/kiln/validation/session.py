@@ -4,7 +4,6 @@
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kiln import hostlist
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
@@ -33,20 +32,9 @@ class Request:
 
 def select_nodes(spec: ClusterSpec, nodes: list[str] | None) -> list[str]:
     """The nodes to validate: those asked for (compute nodes of the inventory), or all."""
-    compute = spec.group("slurm_compute")
     if not spec.group("slurm_controller"):
         raise InputError(f"{spec.path}: no host in slurm_controller: the suites run through Slurm")
-    if not nodes:
-        if not compute:
-            raise InputError(f"{spec.path}: no host in slurm_compute to validate")
-        return sorted(compute, key=hostlist.sort_key)
-    outside = [n for n in nodes if n not in compute]
-    if outside:
-        raise InputError(
-            f"{hostlist.compress(outside)} not in the inventory's slurm_compute "
-            f"({hostlist.compress(compute) or 'empty'})"
-        )
-    return sorted(set(nodes), key=hostlist.sort_key)
+    return spec.compute_nodes(nodes, "validate")
 
 
 def choose_profile(request: Request, controller: str) -> profiles.Profile | None:

@@ -1,0 +1,129 @@
+"""Kiln's node check (the health role's kiln-health) from the control node: its
+settings as `kiln inventory check` judges them, and each node's results as `kiln
+health` reads them (kiln.health_check runs it).
+
+The check's rules live in the node program, which Slurm also runs on its own; this
+module only reads what each node reported."""
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # kiln inventory check imports this module: keep it light
+    from kiln.run.events import RunSummary
+
+STATUSES = ("OK", "WARN", "FAIL")
+# slurmd kills its HealthCheckProgram after 60 s: Kiln's check must end before.
+SLURM_KILLS_AFTER = 60
+
+
+def settings_problems(settings: dict[str, Any]) -> list[str]:
+    """What `kiln inventory check` finds wrong in one node's health_* settings (given
+    without the prefix), before any node is touched."""
+    problems = []
+    timeout = settings.get("timeout", 45)
+    check_timeout = settings.get("check_timeout", 10)
+    if isinstance(timeout, int) and not 0 < timeout < SLURM_KILLS_AFTER:
+        problems.append(
+            f"health_timeout {timeout}: must be under {SLURM_KILLS_AFTER} s, "
+            "when slurmd kills its HealthCheckProgram"
+        )
+    if (
+        isinstance(check_timeout, int)
+        and isinstance(timeout, int)
+        and not 0 < check_timeout <= timeout
+    ):
+        problems.append(
+            f"health_check_timeout {check_timeout}: "
+            f"must be between 1 and health_timeout ({timeout})"
+        )
+    for port in settings.get("ib_ports") or []:
+        if not (
+            isinstance(port, dict)
+            and isinstance(port.get("device"), str)
+            and isinstance(port.get("rate"), int)
+            and port["rate"] > 0
+            and isinstance(port.get("port", 1), int)
+        ):
+            problems.append(
+                f"health_ib_ports: {port!r} is not {{device: mlx5_0, port: 1, rate: 400}} (Gb/s)"
+            )
+    for entry in settings.get("free_space") or []:
+        if not (
+            isinstance(entry, dict)
+            and str(entry.get("path", "")).startswith("/")
+            and isinstance(entry.get("min_mb"), int)
+            and entry["min_mb"] >= 0
+        ):
+            problems.append(
+                f"health_free_space: {entry!r} is not {{path: /absolute/path, min_mb: 1024}}"
+            )
+    return problems
+
+
+@dataclass
+class CheckResult:
+    check: str
+    status: str
+    reason: str
+
+
+@dataclass
+class NodeHealth:
+    node: str
+    results: list[CheckResult] = field(default_factory=list)
+    action: str = ""  # what the check did in Slurm: drained or resumed the node
+    error: str = ""  # why the node could not be checked
+
+    @property
+    def status(self) -> str:
+        if self.error:
+            return "ERROR"
+        found = {r.status for r in self.results}
+        return next((s for s in reversed(STATUSES) if s in found), "OK")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "results": [vars(r) for r in self.results],
+            "action": self.action,
+            "error": self.error,
+        }
+
+
+@dataclass
+class Health:
+    nodes: list[NodeHealth]
+    summary: "RunSummary"
+
+    @property
+    def checks(self) -> list[str]:
+        """Every check any node ran, in the order the nodes report them."""
+        seen: dict[str, None] = {}
+        for node in self.nodes:
+            seen.update((r.check, None) for r in node.results)
+        return list(seen)
+
+    @property
+    def failed(self) -> bool:
+        return any(n.status == "FAIL" for n in self.nodes)
+
+    @property
+    def unchecked(self) -> bool:
+        return any(n.error for n in self.nodes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": {n.node: n.to_json() for n in self.nodes}, "run": self.summary.run}
+
+
+def read_node(node: str, text: str) -> NodeHealth:
+    """A node's results from kiln-health --json; an error when they cannot be read."""
+    try:
+        data = json.loads(text)
+        results = [CheckResult(r["check"], r["status"], r["reason"]) for r in data["results"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        return NodeHealth(node, error=f"kiln-health printed no readable result ({exc})")
+    unknown = sorted({r.status for r in results} - set(STATUSES))
+    if unknown:
+        return NodeHealth(node, error=f"kiln-health reported an unknown status {unknown[0]!r}")
+    return NodeHealth(node, results, data.get("action", ""))

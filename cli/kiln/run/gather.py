@@ -1,0 +1,54 @@
+"""Playbooks that bring one file per node back to the control node (`kiln nccl show`,
+`kiln health`): run one with a temporary directory for the files, then read what each
+node left there, or say why it left nothing."""
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kiln import paths
+from kiln.inventory.model import ClusterSpec
+from kiln.run.display import Displays
+from kiln.run.events import RunSummary
+
+
+@dataclass
+class Gathered:
+    summary: RunSummary
+    texts: dict[str, str] = field(default_factory=dict)  # node -> the file it brought back
+    errors: dict[str, str] = field(default_factory=dict)  # node -> why it brought none
+
+
+def gather(
+    playbook: str,
+    spec: ClusterSpec,
+    nodes: list[str],
+    display: Displays,
+    directory_variable: str,
+    extravars: dict[str, Any] | None = None,
+) -> Gathered:
+    """Run PLAYBOOK on NODES; it writes `{{ DIRECTORY_VARIABLE }}/<node>.json`."""
+    from kiln.run.execute import RunRequest, run_playbook  # ansible_runner: only when running
+
+    paths.state_dir().mkdir(parents=True, exist_ok=True)
+    prefix = playbook.removesuffix(".yml") + "-"
+    with tempfile.TemporaryDirectory(dir=paths.state_dir(), prefix=prefix) as tmp:
+        summary = run_playbook(
+            RunRequest(
+                playbook=playbook,
+                inventory=spec,
+                limit=",".join(nodes),
+                display=display,
+                extravars={directory_variable: tmp, **(extravars or {})},
+            )
+        )
+        failures = {f.host: f"{f.task}: {f.message}" for f in summary.failures}
+        gathered = Gathered(summary)
+        for name in nodes:
+            found = Path(tmp) / f"{name}.json"
+            if found.is_file():
+                gathered.texts[name] = found.read_text()
+            else:
+                gathered.errors[name] = failures.get(name, "not read")
+    return gathered

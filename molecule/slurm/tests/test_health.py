@@ -1,0 +1,136 @@
+"""Kiln's node check under real Slurm: installed by the health role on the compute
+nodes, run by slurmd as HealthCheckProgram every 30 s (the scenario's interval). A fault
+drains exactly its node with a `kiln-health:` reason and the node resumes once the fault
+is gone; a node an operator drained stays drained.
+
+slurm-c2's GPU is the nvidia_driver role's fact plus a TEST DOUBLE nvidia-smi that
+replays the H100's recorded `nvidia-smi -q -x` (converge.yml); the faults edit that
+recording, so parsing and rules are kiln-health's real code."""
+
+import json
+import re
+import time
+
+import pytest
+
+testinfra_hosts = ["podman://slurm-ctl", "podman://slurm-c1", "podman://slurm-c2"]
+RECORDING = "/srv/kiln-test/nvidia-smi-q.xml"
+ECC_FAULT = "<dram_uncorrectable>2</dram_uncorrectable>"
+WAIT = 100  # seconds: more than three intervals of 30 s
+
+
+@pytest.fixture(scope="module")
+def ctl(host):
+    import testinfra
+
+    return testinfra.get_host("podman://slurm-ctl")
+
+
+def node_line(ctl, node: str) -> str:
+    return ctl.check_output(f"scontrol --oneliner show node {node}")
+
+
+def wait_for(ctl, node: str, wanted) -> str:
+    deadline = time.monotonic() + WAIT
+    while True:
+        line = node_line(ctl, node)
+        if wanted(line) or time.monotonic() > deadline:
+            return line
+        time.sleep(3)
+
+
+def test_kiln_health_and_what_it_checks_on_each_node(host):
+    name = host.backend.get_hostname()
+    if name == "slurm-ctl":
+        assert not host.file("/usr/local/sbin/kiln-health").exists
+        return
+    program = host.file("/usr/local/sbin/kiln-health")
+    assert (program.user, program.group, program.mode) == ("root", "root", 0o755)
+    config = host.file("/etc/kiln/health.json")
+    assert (config.user, config.mode) == ("root", 0o644)
+    assert json.loads(config.content_string) == {
+        "check_timeout": 10,
+        "free_space": [
+            {"min_mb": 1024, "path": "/var/lib/slurm/slurmd"},
+            {"min_mb": 10240, "path": "/var/lib/enroot"},
+            {"min_mb": 1024, "path": "/tmp"},
+        ],
+        "gpus": 1 if name == "slurm-c2" else 0,
+        "ib_ports": [],
+        "metrics_dir": "/var/lib/prometheus/node-exporter",
+        "mount_check": "",
+        "munge": True,
+        "nvlinks_per_gpu": 0,
+        "nvswitches": 0,
+        "slurm": True,
+        "timeout": 45,
+    }
+
+
+def test_slurm_runs_it_and_it_writes_metrics(host, ctl):
+    name = host.backend.get_hostname()
+    if name == "slurm-ctl":
+        shown = ctl.check_output("scontrol show config")
+        for line in (
+            r"HealthCheckInterval\s+= 30 sec",
+            r"HealthCheckNodeState\s+= (ANY,CYCLE|CYCLE,ANY)",  # 22.05 writes CYCLE first
+            r"HealthCheckProgram\s+= /usr/local/sbin/kiln-health",
+        ):
+            assert re.search(line, shown), line
+        return
+    # Only slurmd runs the check here: the metrics file is its doing.
+    metrics = host.file("/var/lib/prometheus/node-exporter/kiln_health.prom").content_string
+    checks = ["munge", "free_space", "slurmd_version"]
+    if name == "slurm-c2":
+        checks = [
+            "gpu_smi",
+            "gpu_count",
+            "gpu_driver",
+            "gpu_persistence",
+            "gpu_ecc",
+            "gpu_remap",
+            "gpu_clocks",
+            "gpu_pcie",
+            "gpu_xid",
+            *checks,
+        ]
+    found = [line for line in metrics.splitlines() if line.startswith("kiln_health_check{")]
+    assert found == [f'kiln_health_check{{node="{name}",check="{c}"}} 1' for c in checks]
+
+
+def test_faults_drain_their_node_and_only_kiln_healths_drains_are_resumed(host, ctl):
+    if host.backend.get_hostname() != "slurm-ctl":
+        pytest.skip("driven from the controller")
+    import testinfra
+
+    c1 = testinfra.get_host("podman://slurm-c1")
+    c2 = testinfra.get_host("podman://slurm-c2")
+    # slurm-c1: its enroot path full (a 1 MiB tmpfs); slurm-c2: two uncorrectable ECC
+    # errors in the GPU's volatile counters.
+    # (enroot is not installed in this scenario: the path is made for the test.)
+    c1.check_output("mkdir /var/lib/enroot && mount -t tmpfs -o size=1m kiln-test /var/lib/enroot")
+    c2.check_output(f"cp {RECORDING} {RECORDING}.good")
+    c2.check_output(f"sed -i '0,/<dram_uncorrectable>0</s//<dram_uncorrectable>2</' {RECORDING}")
+    try:
+        assert ECC_FAULT in c2.file(RECORDING).content_string
+        drained = {
+            n: wait_for(ctl, n, lambda line: "DRAIN" in line) for n in ("slurm-c1", "slurm-c2")
+        }
+        assert (
+            "Reason=kiln-health: free_space: /var/lib/enroot 1 MiB free, 10240 needed"
+            in (drained["slurm-c1"])
+        )
+        assert (
+            "Reason=kiln-health: gpu_ecc: 00000000:00:06.0 2 uncorrectable ECC errors"
+            in (drained["slurm-c2"])
+        )
+        # An operator takes slurm-c1 over; then both faults go away.
+        ctl.check_output("scontrol update nodename=slurm-c1 state=drain reason='molecule: RMA 7'")
+    finally:
+        c1.run("umount /var/lib/enroot; rmdir /var/lib/enroot")
+        c2.run(f"mv {RECORDING}.good {RECORDING}")
+    resumed = wait_for(ctl, "slurm-c2", lambda line: "DRAIN" not in line)
+    assert "DRAIN" not in resumed, resumed
+    kept = node_line(ctl, "slurm-c1")
+    assert "DRAIN" in kept and "Reason=molecule: RMA 7" in kept
+    ctl.check_output("scontrol update nodename=slurm-c1 state=resume")

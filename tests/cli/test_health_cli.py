@@ -1,0 +1,90 @@
+"""`kiln health` through the real `kiln` process and ansible-runner, against this
+machine: each "node" is a local connection running the real kiln-health with its own
+configuration (no Slurm here, so the check runs in its report-only mode). The lab e2e
+runs it on real nodes under Slurm."""
+
+import json
+import sys
+
+from kiln.errors import ExitCode
+from tests.conftest import LOCAL, run_kiln
+from tests.node_scripts import health
+
+
+def node(tmp_path, name: str, config: dict) -> dict:
+    """Host vars making NAME run kiln-health with CONFIG."""
+    (tmp_path / f"{name}.json").write_text(json.dumps({"munge": False, "slurm": False, **config}))
+    wrapper = tmp_path / f"{name}-kiln-health"
+    wrapper.write_text(
+        f"#!/bin/sh\nexec {sys.executable} {health.__file__} --config {tmp_path / name}.json "
+        f'--node {name} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return {**LOCAL, "health_program": str(wrapper)}
+
+
+def test_a_healthy_and_a_failing_node(local_inventory, tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nexit 15\n")
+    smi.chmod(0o755)
+    inv = local_inventory(
+        {
+            "local-c1": node(tmp_path, "local-c1", {"free_space": [{"path": "/", "min_mb": 1}]}),
+            "local-c2": node(
+                tmp_path,
+                "local-c2",
+                {
+                    "gpus": 8,
+                    "nvidia_smi": str(smi),
+                    "free_space": [{"path": "/", "min_mb": 10**12}],
+                },
+            ),
+        },
+    )
+    shown = run_kiln("health", "-i", inv, "--no-slurm")
+    assert shown.returncode == ExitCode.VALIDATION_FAILED, shown.stderr
+    table = shown.stdout[shown.stdout.index("\nnode ") + 1 :].splitlines()
+    assert table[:3] == [
+        "node     status free_space gpu_smi",
+        "local-c1 OK     OK         -",
+        "local-c2 FAIL   FAIL       FAIL",
+    ]
+    assert table[3] == "local-c2: FAIL gpu_smi: nvidia-smi: a GPU has fallen off the bus"
+    assert table[4].startswith("local-c2: FAIL free_space: / ")
+
+    as_json = run_kiln("health", "-i", inv, "--no-slurm", "--json", "--nodes", "local-c1")
+    assert as_json.returncode == ExitCode.OK, as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert data["nodes"] == {
+        "local-c1": {
+            "status": "OK",
+            "results": [
+                {"check": "free_space", "status": "OK", "reason": "spool and cache paths have room"}
+            ],
+            "action": "",
+            "error": "",
+        }
+    }
+    assert data["run"]
+
+
+def test_a_node_whose_check_cannot_run_exits_4(local_inventory, tmp_path):
+    broken = node(tmp_path, "local-c1", {})
+    (tmp_path / "local-c1.json").write_text("{not json")
+    inv = local_inventory({"local-c1": broken})
+    shown = run_kiln("health", "-i", inv, "--no-slurm", "--json")
+    assert shown.returncode == ExitCode.HOSTS_FAILED, shown.stderr
+    found = json.loads(shown.stdout)["nodes"]["local-c1"]
+    assert found["status"] == "ERROR" and found["results"] == []
+    assert "Run kiln-health" in found["error"]
+
+
+def test_bad_input(local_inventory):
+    inv = local_inventory({"local-c1": LOCAL})
+    for args, message in [
+        (["--nodes", "gpu[3-1]"], "kiln: error: --nodes 'gpu[3-1]': "),
+        (["--nodes", "gpu1"], "kiln: error: gpu1 not in the inventory's slurm_compute (local-c1)"),
+    ]:
+        shown = run_kiln("health", "-i", inv, *args)
+        assert shown.returncode == ExitCode.BAD_INPUT
+        assert shown.stderr.startswith(message) and len(shown.stderr.splitlines()) == 1
