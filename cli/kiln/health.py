@@ -48,6 +48,17 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             problems.append(
                 f"health_ib_ports: {port!r} is not {{device: mlx5_0, port: 1, rate: 400}} (Gb/s)"
             )
+    schedule = settings.get("active_schedule", "")
+    if isinstance(schedule, str) and any(c in schedule for c in "\n\r\0"):
+        # It is written into a systemd unit: a second line would be a second setting.
+        problems.append(
+            f"health_active_schedule {schedule!r}: must be one line, "
+            'a systemd OnCalendar expression such as "Sun *-*-* 03:00:00"'
+        )
+    for name in ("active_minutes", "active_keep"):
+        value = settings.get(name, 1)
+        if isinstance(value, int) and value < 1:
+            problems.append(f"health_{name} {value}: must be 1 or more")
     for entry in settings.get("free_space") or []:
         if not (
             isinstance(entry, dict)

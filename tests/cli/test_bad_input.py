@@ -417,6 +417,18 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "health_timeout 75: must be under 60 s, when slurmd kills its HealthCheckProgram",
     ),
     (
+        "inv-health-schedule-of-two-lines",
+        all_vars({"health_active_schedule": "daily\nExecStartPre=/bin/sh -c id"}),
+        BAD,
+        "health_active_schedule 'daily\\nExecStartPre=/bin/sh -c id': must be one line",
+    ),
+    (
+        "inv-health-dcgm-level-unknown",
+        all_vars({"health_dcgm_diag_level": 5}),
+        BAD,
+        "health_dcgm_diag_level must be one of 0, 1, 2, 3, 4, got 5 (role health)",
+    ),
+    (
         "inv-health-ib-port-without-rate",
         all_vars({"health_ib_ports": [{"device": "mlx5_0"}]}),
         BAD,

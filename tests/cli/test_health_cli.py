@@ -4,7 +4,9 @@ configuration (no Slurm here, so the check runs in its report-only mode). The la
 runs it on real nodes under Slurm."""
 
 import json
+import os
 import sys
+from pathlib import Path
 
 from kiln.errors import ExitCode
 from tests.conftest import LOCAL, run_kiln
@@ -88,3 +90,72 @@ def test_bad_input(local_inventory):
         shown = run_kiln("health", "-i", inv, *args)
         assert shown.returncode == ExitCode.BAD_INPUT
         assert shown.stderr.startswith(message) and len(shown.stderr.splitlines()) == 1
+
+
+def test_the_schedule_and_its_runs_enter_the_history(local_inventory, tmp_path, state_dir):
+    # The controller is this machine, which has no systemd: a systemctl TEST DOUBLE on
+    # PATH prints what systemd 252 prints for the installed timer (the real timer is
+    # tested in molecule/slurm). The run record is kiln-health-active's own format.
+    from tests.unit.test_health_schedule import RECORD, SHOWN
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "shown.txt").write_text(SHOWN)
+    (bin_dir / "systemctl").write_text(f"#!/bin/sh\ncat {tmp_path / 'shown.txt'}\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "active-20261122T030004Z.json").write_text(json.dumps(RECORD))
+    inv = local_inventory({"local-c1": LOCAL})
+    (Path(inv) / "group_vars").mkdir()
+    (Path(inv) / "group_vars" / "all.yml").write_text(f"health_active_results_dir: {results}\n")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    shown = run_kiln("health", "-i", inv, "--schedule", env=env)
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[
+        lines.index("active check: kiln-health-active.timer on local-ctl (Sun *-*-* 03:00:00)") :
+    ] == [
+        "active check: kiln-health-active.timer on local-ctl (Sun *-*-* 03:00:00)",
+        "next run: Sun 2026-11-29 03:00:00 UTC",
+        "last run: 2026-11-22T03:00:04+00:00: 3 tested, 2 failed, 1 skipped "
+        "(kiln report show 20261122-030004-health-active)",
+        "  gpu001 FAIL: FAIL dcgm_diag: level 2 pcie GPU 0: replays",
+        "  gpu001 drained: kiln-active: dcgm_diag: level 2 pcie GPU 0: replays",
+        "  gpu004 WARN: WARN free_space: /tmp not found",
+        "  gpu004 resumed",
+        "  gpu005 ERROR: no result",
+        "  gpu002 skipped: allocated: not idle",
+        "1 run(s) added to the report history (kiln report list)",
+    ]
+    listed = run_kiln("report", "list")
+    assert "20261122-030004-health-active" in listed.stdout
+
+    again = run_kiln("health", "-i", inv, "--schedule", "--json", env=env)
+    assert again.returncode == ExitCode.OK, again.stderr
+    data = json.loads(again.stdout)
+    assert data["imported"] == []
+    assert data["timer"] == {
+        "load_state": "loaded",
+        "active_state": "active",
+        "calendar": "Sun *-*-* 03:00:00",
+        "next_run": "Sun 2026-11-29 03:00:00 UTC",
+        "last_run": "Sun 2026-11-22 03:00:00 UTC",
+        "installed": True,
+    }
+    assert [r["report"] for r in data["runs"]] == ["20261122-030004-health-active"]
+
+
+def test_a_controller_that_cannot_be_read_exits_4(local_inventory, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    inv = local_inventory({"local-c1": LOCAL})
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    shown = run_kiln("health", "-i", inv, "--schedule", env=env)
+    assert shown.returncode == ExitCode.HOSTS_FAILED
+    assert shown.stderr.startswith(
+        "kiln: error: local-ctl: the active check's timer could not be read: Read the timer: "
+    )
+    assert len(shown.stderr.strip().splitlines()) == 1

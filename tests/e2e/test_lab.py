@@ -493,6 +493,32 @@ def test_kiln_health_drains_and_resumes_only_its_own(lab, provisioned):
     on("controller", f"scontrol update nodename={LAB}-compute01 state=resume")
 
 
+def test_the_scheduled_active_check_runs_on_idle_nodes_into_the_history(lab, provisioned):
+    nodes = [f"{LAB}-compute01", f"{LAB}-compute02"]
+    # No DCGM in the lab: the run holds the idle nodes and runs the node checks there.
+    on("controller", "systemctl start kiln-health-active.service")
+    assert "No reservations" in on("controller", "scontrol show reservation")
+    code, found = health(lab, "--schedule")
+    assert code == ExitCode.OK, found
+    timer = found["timer"]
+    assert (timer["installed"], timer["calendar"]) == (True, "Sun *-*-* 03:00:00")
+    assert timer["next_run"].startswith("Sun ")
+    last = found["runs"][-1]
+    assert (last["error"], last["skipped"]) == ("", {})
+    assert {n: (r["status"], r["action"]) for n, r in last["nodes"].items()} == dict.fromkeys(
+        nodes, ("OK", "")
+    )
+    assert last["report"] in found["imported"]
+    shown = run_kiln("report", "show", last["report"], "--format", "json")
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    report = json.loads(shown.stdout)
+    assert (report["suites"], report["nodes"], report["verdict"]) == (
+        ["health-active"],
+        nodes,
+        "pass",
+    )
+
+
 def test_the_mpi_check_fails_a_node_without_its_pmix_library(lab, provisioned):
     node = f"{LAB}-compute02"
     on("compute02", f"f={PMIX_LIBRARY}; mv $f $f.e2e")

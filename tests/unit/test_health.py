@@ -74,3 +74,15 @@ def test_unreadable_results_are_an_error_not_a_pass():
         "action": "",
         "error": "kiln-health reported an unknown status 'MAYBE'",
     }
+
+
+def test_active_check_settings_that_cannot_work_are_named():
+    assert health.settings_problems({"active_schedule": "Sun *-*-* 03:00:00"}) == []
+    assert health.settings_problems(
+        {"active_schedule": "daily\nExecStartPre=/bin/true", "active_minutes": 0, "active_keep": -1}
+    ) == [
+        "health_active_schedule 'daily\\nExecStartPre=/bin/true': must be one line, "
+        'a systemd OnCalendar expression such as "Sun *-*-* 03:00:00"',
+        "health_active_minutes 0: must be 1 or more",
+        "health_active_keep -1: must be 1 or more",
+    ]

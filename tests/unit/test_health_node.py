@@ -460,3 +460,130 @@ def test_the_failing_mounts_are_named_from_kiln_mount_checks_lines(tmp_path):
     assert result.line() == (
         "FAIL mounts: shared /shared: not mounted after access: autofs could not mount s:/shared"
     )
+
+
+# --- DCGM's diagnostic (--active) -----------------------------------------------------
+
+DCGM = Path(__file__).parent.parent / "fixtures" / "gpu" / "dcgm"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "line"),
+    [
+        ("diag-r2-pass.json", "OK dcgm_diag: level 2: 4 tests passed"),
+        (
+            "diag-r2-pcie-fail.json",
+            "FAIL dcgm_diag: level 2 pcie GPU 0: Found 104 PCIe replay errors on GPU 0, more "
+            "than the threshold of 8: check the GPU's PCIe link and its riser",
+        ),
+        (
+            "diag-runtime-error.json",
+            "FAIL dcgm_diag: dcgmi diag -r 2: Error: unable to establish a connection to the "
+            "specified host: localhost",
+        ),
+    ],
+)
+def test_dcgm_diagnostic_verdicts(fixture, line):
+    assert health.judge_dcgm_diag((DCGM / fixture).read_text(), 2).line() == line
+
+
+def test_dcgm_warnings_are_recorded_and_counted():
+    data = json.loads((DCGM / "diag-r2-pcie-fail.json").read_text())
+    for category in data["DCGM Diagnostic"]["test_categories"]:
+        for test in category["tests"]:
+            for result in test["results"]:
+                if result["status"] == "Fail":
+                    result["status"] = "Warn"
+    memory = data["DCGM Diagnostic"]["test_categories"][2]["tests"][0]
+    memory["results"][0] |= {
+        "status": "Warn",
+        "warnings": [{"warning": "a", "error_id": 1, "error_category": 1, "error_severity": 1}],
+    }
+    assert (
+        health.judge_dcgm_diag(json.dumps(data), 2)
+        .line()
+        .startswith("WARN dcgm_diag: level 2 pcie GPU 0: Found 104 PCIe replay errors")
+    )
+    assert health.judge_dcgm_diag(json.dumps(data), 2).reason.endswith("(+1 more)")
+
+
+def test_dcgm_3_output_is_read_too():
+    # DCGM 3 named the object "DCGM GPU Diagnostic" and each result's GPU gpu_id.
+    old = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Integration",
+                    "tests": [
+                        {
+                            "name": "PCIe",
+                            "results": [
+                                {"gpu_id": "0", "status": "Pass"},
+                                {"gpu_id": "1", "status": "Fail", "warnings": ["replays"]},
+                            ],
+                        }
+                    ],
+                }
+            ]
+        },
+        "version": "3.3.9",
+    }
+    assert health.judge_dcgm_diag(json.dumps(old), 2).line() == (
+        "FAIL dcgm_diag: level 2 PCIe GPU 1: replays"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("Error: not json", "dcgmi diag -r 2 printed no result (substring not found)"),
+        ('{"DCGM Diagnostic": {"test_categories": []}}', "dcgmi diag -r 2 ran no test"),
+        ('{"other": 1}', "dcgmi diag -r 2 printed no result (no 'DCGM Diagnostic' object)"),
+    ],
+)
+def test_dcgm_output_that_says_nothing_fails(text, reason):
+    assert health.judge_dcgm_diag(text, 2) == health.Result("dcgm_diag", "FAIL", reason)
+
+
+def fake_dcgmi(tmp_path, fixture: str, exit_code: int) -> Path:
+    dcgmi = tmp_path / "bin" / "dcgmi"
+    dcgmi.parent.mkdir(exist_ok=True)
+    dcgmi.write_text(
+        f'#!/bin/sh\n[ "$*" = "diag -r 2 -j" ] || exit 99\ncat {DCGM / fixture}\nexit {exit_code}\n'
+    )
+    dcgmi.chmod(0o755)
+    return dcgmi
+
+
+def test_active_mode_runs_dcgm_and_leaves_slurm_and_metrics_alone(tmp_path):
+    # dcgmi exits non-zero on a failing test and still prints the JSON.
+    dcgmi = fake_dcgmi(tmp_path, "diag-r2-pcie-fail.json", 226)
+    config = {
+        "munge": False,
+        "slurm": True,  # --active must still not touch Slurm (no scontrol here)
+        "dcgm_diag_level": 2,
+        "dcgmi": str(dcgmi),
+        "metrics_dir": str(tmp_path / "metrics"),
+    }
+    done, _ = program(tmp_path, config, "--active", "--json", "--node", "gpu001")
+    assert done.returncode == 1
+    result = json.loads(done.stdout)
+    assert result["action"] == ""
+    assert [r for r in result["results"] if r["check"] == "dcgm_diag"] == [
+        {
+            "check": "dcgm_diag",
+            "status": "FAIL",
+            "reason": "level 2 pcie GPU 0: Found 104 PCIe replay errors on GPU 0, more than the "
+            "threshold of 8: check the GPU's PCIe link and its riser",
+        }
+    ]
+    assert not (tmp_path / "metrics").exists()
+
+
+def test_the_passive_check_never_runs_dcgm(tmp_path):
+    dcgmi = fake_dcgmi(tmp_path, "diag-r2-pass.json", 0)
+    config = {**NO_NODE, "dcgm_diag_level": 2, "dcgmi": str(dcgmi)}
+    assert health.checks_for(config) == []
+    assert [name for name, _ in health.checks_for(config, active=True)] == ["dcgm_diag"]
+    assert health.checks_for({**config, "dcgm_diag_level": 0}, active=True) == []
+    assert health.checks_for({**config, "dcgmi": str(tmp_path / "none")}, active=True) == []

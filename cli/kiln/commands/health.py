@@ -7,7 +7,7 @@ import click
 
 from kiln import inventory
 from kiln.commands import inventory_option, parse_nodes
-from kiln.errors import ExitCode
+from kiln.errors import ExitCode, InputError
 from kiln.run import display
 
 
@@ -17,17 +17,30 @@ from kiln.run import display
 @click.option(
     "--no-slurm", is_flag=True, help="Report only: drain and resume no node (nodes without Slurm)."
 )
+@click.option(
+    "--schedule",
+    is_flag=True,
+    help="Show the scheduled active check instead: its timer, next run and last results "
+    "(new runs go into the report history).",
+)
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
-def health(inventory_path: Path | None, nodes: str | None, no_slurm: bool, json_mode: bool) -> None:
+def health(
+    inventory_path: Path | None, nodes: str | None, no_slurm: bool, schedule: bool, json_mode: bool
+) -> None:
     """Run Kiln's node check (what Slurm runs as HealthCheckProgram) on every compute
     node now and print a node x check table. As under Slurm, a failing node is drained
     with a `kiln-health:` reason and a node that check drained is resumed once it passes.
 
     Exit 0 when no node fails (warnings included), 5 when one fails, 4 when a node could
-    not be checked."""
+    not be checked. With --schedule: 0, or 4 when the controller could not be read."""
     from kiln import health_check
 
     spec = inventory.load(inventory_path)
+    if schedule:
+        if nodes or no_slurm:
+            raise InputError("--schedule reads the controller: it takes no --nodes or --no-slurm")
+        _show_schedule(spec, json_mode)
+        return
     chosen = spec.compute_nodes(parse_nodes(nodes), "check")
     result = health_check.check(spec, chosen, display.for_output(json_mode), no_slurm)
     if json_mode:
@@ -56,3 +69,48 @@ def _print(result) -> None:
                 click.echo(f"{node.node}: {r.status} {r.check}: {r.reason}")
         if node.action:
             click.echo(f"{node.node}: {node.action}")
+
+
+def _show_schedule(spec, json_mode: bool) -> None:
+    from kiln import health_schedule
+
+    found = health_schedule.read(spec, display.for_output(json_mode))
+    if json_mode:
+        display.emit_json(found.to_json())
+        return
+    timer = found.timer
+    if not timer.installed:
+        click.echo(
+            f"active check: no timer on {found.controller} "
+            "(health_active_schedule is empty, or `kiln provision --tags health` has not run)"
+        )
+    else:
+        click.echo(
+            f"active check: kiln-health-active.timer on {found.controller} ({timer.calendar})"
+        )
+        click.echo(f"next run: {timer.next_run or 'none'}")
+    for line in found.unreadable:
+        click.echo(f"warning: {line}")
+    if not found.runs:
+        click.echo("last run: none yet")
+        return
+    last = found.runs[-1]
+    tested = last.nodes
+    failed = [n for n, r in tested.items() if r["status"] in ("FAIL", "ERROR")]
+    click.echo(
+        f"last run: {last.started}: {len(tested)} tested, {len(failed)} failed, "
+        f"{len(last.skipped)} skipped (kiln report show {last.report_id})"
+    )
+    if last.error:
+        click.echo(f"  could not run: {last.error}")
+    for node, record in tested.items():
+        bad = [f"{r['status']} {r['check']}: {r['reason']}" for r in record["results"]]
+        bad = [line for line in bad if not line.startswith("OK ")] + [record["error"]]
+        detail = "; ".join(line for line in bad if line)
+        click.echo(f"  {node} {record['status']}{': ' + detail if detail else ''}")
+        if record["action"]:
+            click.echo(f"  {node} {record['action']}")
+    for node, why in last.skipped.items():
+        click.echo(f"  {node} skipped: {why}")
+    if found.imported:
+        click.echo(f"{len(found.imported)} run(s) added to the report history (kiln report list)")

@@ -197,8 +197,9 @@ HEALTH_PREFIX = "health_"
 @check
 def _check_health_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
     """The node check's time limits (under slurmd's 60 s) and the ports and paths it
-    judges, on every compute node."""
-    return _settings_problems(spec, ("slurm_compute",), HEALTH_PREFIX, health.settings_problems)
+    judges, on every compute node; the active check's schedule on the controllers."""
+    groups = ("slurm_compute", "slurm_controller")
+    return _settings_problems(spec, groups, HEALTH_PREFIX, health.settings_problems)
 
 
 TOPOLOGY_PREFIX = "slurm_topology_"

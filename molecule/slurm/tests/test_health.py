@@ -134,3 +134,116 @@ def test_faults_drain_their_node_and_only_kiln_healths_drains_are_resumed(host, 
     kept = node_line(ctl, "slurm-c1")
     assert "DRAIN" in kept and "Reason=molecule: RMA 7" in kept
     ctl.check_output("scontrol update nodename=slurm-c1 state=resume")
+
+
+# --- The scheduled active check -----------------------------------------------------
+
+ACTIVE_RESULTS = "/var/lib/kiln/health"
+DCGM_RESULT = "/srv/kiln-test/dcgm-diag.json"
+PCIE_FAULT = "/srv/kiln-test/dcgm-diag-pcie-fail.json"
+
+
+def test_the_active_check_is_scheduled_on_the_first_controller(host):
+    name = host.backend.get_hostname()
+    timer = host.file("/etc/systemd/system/kiln-health-active.timer")
+    if name != "slurm-ctl":
+        assert not timer.exists
+        return
+    assert "OnCalendar=Sun *-*-* 03:00:00\n" in timer.content_string
+    assert host.service("kiln-health-active.timer").is_enabled
+    assert host.service("kiln-health-active.timer").is_running
+    shown = host.check_output(
+        "systemctl show kiln-health-active.timer --property=LoadState,NextElapseUSecRealtime"
+    )
+    assert "LoadState=loaded" in shown and re.search(r"NextElapseUSecRealtime=Sun \d{4}-", shown)
+    config = json.loads(host.file("/etc/kiln/health-active.json").content_string)
+    assert config == {
+        "dcgm_diag_level": 2,
+        "keep": 12,
+        "metrics_dir": "/var/lib/prometheus/node-exporter",
+        "minutes": 60,
+        "nice": 10000,
+        "nodes": ["slurm-c1", "slurm-c2"],
+        "reservation": "kiln_health_active",
+        "results_dir": ACTIVE_RESULTS,
+    }
+
+
+def last_record(ctl) -> dict:
+    newest = ctl.check_output(f"ls -1 {ACTIVE_RESULTS}/active-*.json | tail -n 1")
+    return json.loads(ctl.file(newest).content_string)
+
+
+def test_the_active_check_drains_its_failures_and_resumes_them_when_they_pass(host, ctl):
+    if host.backend.get_hostname() != "slurm-ctl":
+        pytest.skip("driven from the controller")
+    import testinfra
+
+    c2 = testinfra.get_host("podman://slurm-c2")
+    for node in ("slurm-c1", "slurm-c2"):
+        wait_for(ctl, node, lambda line: re.search(r"State=IDLE\s", line))
+    # slurm-c2's DCGM reports a failing pcie test; slurm-c1 has no dcgmi.
+    c2.check_output(f"cp {DCGM_RESULT} {DCGM_RESULT}.good")
+    try:
+        c2.check_output(f"cp {PCIE_FAULT} {DCGM_RESULT}")
+        started = ctl.run("systemctl start kiln-health-active.service")
+        # The unit fails when a node fails: `systemctl --failed` shows it.
+        assert started.rc != 0
+        assert ctl.check_output("systemctl show kiln-health-active.service -p Result") == (
+            "Result=exit-code"
+        )
+    finally:
+        c2.check_output(f"mv {DCGM_RESULT}.good {DCGM_RESULT}")
+    reason = (
+        "kiln-active: dcgm_diag: level 2 pcie GPU 0: Found 104 PCIe replay errors on GPU 0, "
+        "more than the th"
+    )
+    assert f"Reason={reason} [root@" in node_line(ctl, "slurm-c2")
+    assert "DRAIN" not in node_line(ctl, "slurm-c1")
+    assert "No reservations in the system" in ctl.check_output("scontrol show reservation")
+    record = last_record(ctl)
+    assert record["skipped"] == {} and record["error"] == ""
+    assert {n: (r["status"], r["action"]) for n, r in record["nodes"].items()} == {
+        "slurm-c1": ("OK", ""),
+        "slurm-c2": ("FAIL", f"drained: {reason}"),
+    }
+    c1_checks = [r["check"] for r in record["nodes"]["slurm-c1"]["results"]]
+    assert c1_checks == ["munge", "free_space", "slurmd_version"]
+    c2_dcgm = record["nodes"]["slurm-c2"]["results"][-1]
+    assert (c2_dcgm["check"], c2_dcgm["status"]) == ("dcgm_diag", "FAIL")
+    metrics = ctl.file("/var/lib/prometheus/node-exporter/kiln_health_active.prom").content_string
+    assert 'kiln_health_active_check{node="slurm-c2",check="dcgm_diag"} 0' in metrics
+
+    # Slurm's passive check (every 30 s) passes on slurm-c2 and leaves this drain alone.
+    time.sleep(40)
+    assert f"Reason={reason} [root@" in node_line(ctl, "slurm-c2")
+
+    # The next run tests slurm-c2 again (drained by this check) and resumes it.
+    ctl.check_output("systemctl start kiln-health-active.service")
+    assert "DRAIN" not in node_line(ctl, "slurm-c2")
+    record = last_record(ctl)
+    assert {n: (r["status"], r["action"]) for n, r in record["nodes"].items()} == {
+        "slurm-c1": ("OK", ""),
+        "slurm-c2": ("OK", "resumed"),
+    }
+    assert record["nodes"]["slurm-c2"]["results"][-1] == {
+        "check": "dcgm_diag",
+        "status": "OK",
+        "reason": "level 2: 4 tests passed",
+    }
+
+
+def test_a_busy_node_is_never_taken(host, ctl):
+    if host.backend.get_hostname() != "slurm-ctl":
+        pytest.skip("driven from the controller")
+    job = ctl.check_output("sbatch --parsable -w slurm-c1 -N1 --wrap 'sleep 120'")
+    try:
+        wait_for(ctl, "slurm-c1", lambda line: "ALLOCATED" in line or "MIXED" in line)
+        ctl.check_output("systemctl start kiln-health-active.service")
+        record = last_record(ctl)
+        assert list(record["nodes"]) == ["slurm-c2"]
+        assert re.fullmatch(r"(allocated|mixed): not idle", record["skipped"]["slurm-c1"])
+        # The job ran on, untouched.
+        assert ctl.check_output(f"squeue -h -j {job} -o %T") == "RUNNING"
+    finally:
+        ctl.run(f"scancel {job}")
