@@ -96,11 +96,15 @@ DCGM_FAIL = ("dcgm_diag", "FAIL", "level 2 pcie GPU 0: Found 104 PCIe replay err
 
 
 def test_the_step_output_is_read_per_node():
+    # srun forwards a long line in pieces, each with its task's label (seen with Slurm
+    # 22.05 on a 1.1 kB line); task 2 printed nothing readable.
+    long = health_line("gpu004", MUNGE_OK, DCGM_FAIL)
     output = "\n".join(
         [
             f"0: {health_line('gpu001', MUNGE_OK, DCGM_OK)}",
-            "1: slurmstepd: error: something on stderr merged",
-            f"1: {health_line('gpu004', MUNGE_OK, DCGM_FAIL)}",
+            f"1: {long[:70]}",
+            f"1: {long[70:]}",
+            "2: Traceback (most recent call last):",
         ]
     )
     runs = active.parse_step_output(output, ["gpu001", "gpu004", "gpu011"])
