@@ -495,6 +495,13 @@ def test_kiln_health_drains_and_resumes_only_its_own(lab, provisioned):
 
 def test_the_scheduled_active_check_runs_on_idle_nodes_into_the_history(lab, provisioned):
     nodes = [f"{LAB}-compute01", f"{LAB}-compute02"]
+    # A node just resumed can show NOT_RESPONDING until slurmd next registers (seen with
+    # Slurm 24.11 here): the run would rightly skip it, so wait until both are idle.
+    on(
+        "controller",
+        'for i in $(seq 60); do [ "$(sinfo -h -N -o %t | sort -u)" = idle ] && exit 0; '
+        "sleep 2; done; sinfo -N; exit 1",
+    )
     # No DCGM in the lab: the run holds the idle nodes and runs the node checks there.
     on("controller", "systemctl start kiln-health-active.service")
     assert "No reservations" in on("controller", "scontrol show reservation")
