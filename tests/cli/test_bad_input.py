@@ -423,6 +423,12 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "health_active_schedule 'daily\\nExecStartPre=/bin/sh -c id': must be one line",
     ),
     (
+        "inv-validate-schedule-of-two-lines",
+        all_vars({"validate_schedule": "weekly\nExecStartPre=/bin/sh -c id"}),
+        BAD,
+        "validate_schedule 'weekly\\nExecStartPre=/bin/sh -c id': must be one line",
+    ),
+    (
         "inv-health-dcgm-level-unknown",
         all_vars({"health_dcgm_diag_level": 5}),
         BAD,

@@ -3,7 +3,9 @@ node, down. Real containers, real SSH, real Ansible; several minutes."""
 
 import contextlib
 import json
+import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -314,9 +316,6 @@ def validate(inventory: str, *extra: str) -> tuple[int, dict]:
 
 
 def test_validate_passes_a_healthy_lab_and_writes_every_report(lab, provisioned, planted_tree):
-    import os
-    from pathlib import Path
-
     code, report = validate(lab)
     assert code == ExitCode.OK, report["node_verdicts"]
     assert report["profile"] == "lab-cpu"  # from the lab's group_vars
@@ -526,6 +525,63 @@ def test_the_scheduled_active_check_runs_on_idle_nodes_into_the_history(lab, pro
     )
 
 
+def test_the_scheduled_validation_tests_only_idle_nodes_into_the_history(
+    lab, provisioned, tmp_path
+):
+    # This machine has no systemd: a systemctl TEST DOUBLE records what Kiln asks of it;
+    # the service's own command line is then run as systemd would run it.
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "systemctl").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/calls\n')
+    (tmp_path / "bin" / "systemctl").chmod(0o755)
+    env = {
+        "KILN_SYSTEMD_UNIT_DIR": str(tmp_path / "units"),
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+    }
+    installed = run_kiln("validate", "-i", lab, "--install-timer", env=env)
+    assert installed.returncode == ExitCode.OK, installed.stderr
+    [service] = (tmp_path / "units").glob("kiln-validate-*.service")
+    lines = dict(line.split("=", 1) for line in service.read_text().splitlines() if "=" in line)
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        "daemon-reload",
+        f"enable --now {service.stem}.timer",
+    ]
+    unit_env = dict(word.split("=", 1) for word in shlex.split(lines["Environment"]))
+    assert unit_env["KILN_STATE_DIR"] == os.environ["KILN_STATE_DIR"]
+    # compute01 runs a job: the scheduled run leaves it alone and tests compute02.
+    job = on("controller", f"sbatch --parsable -w {LAB}-compute01 --wrap 'sleep 900'").strip()
+    try:
+        on(
+            "controller",
+            f"for i in $(seq 30); do squeue -h -t R -j {job} | grep -q . && exit 0; sleep 1; done;"
+            " exit 1",
+        )
+        ran = subprocess.run(
+            [*shlex.split(lines["ExecStart"]), "--json"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **unit_env},
+            timeout=900,
+            check=False,
+        )
+        assert ran.returncode == ExitCode.OK, ran.stderr
+        report = json.loads(ran.stdout)
+        assert on("controller", f"squeue -h -j {job} -o %T").strip() == "RUNNING"
+    finally:
+        on("controller", f"scancel {job}")
+    busy = report["node_verdicts"][f"{LAB}-compute01"]
+    assert busy["verdict"] == "warn"
+    [reason] = busy["reasons"]
+    assert re.fullmatch(
+        r"slurm\.state: not tested: busy: (ALLOCATED|MIXED) \(an idle-only run tests idle nodes\)",
+        reason,
+    ), reason
+    assert report["node_verdicts"][f"{LAB}-compute02"] == {"verdict": "pass", "reasons": []}
+    assert report["actions"] == {"drain": {}, "resume": [], "left": {}}
+    assert "No reservations" in on("controller", "scontrol show reservation")
+    listed = run_kiln("report", "list")
+    assert report["id"] in listed.stdout, listed.stdout
+
+
 def test_the_mpi_check_fails_a_node_without_its_pmix_library(lab, provisioned):
     node = f"{LAB}-compute02"
     on("compute02", f"f={PMIX_LIBRARY}; mv $f $f.e2e")
@@ -561,9 +617,6 @@ def test_validate_never_resumes_a_node_drained_by_someone_else(lab, provisioned)
 
 
 def test_secrets_never_reach_run_artifacts(lab, provisioned):
-    import os
-    from pathlib import Path
-
     key = on("controller", "base64 -w0 /etc/munge/munge.key").strip()
     password = on("controller", "sed -n 's/^StoragePass=//p' /etc/slurm/slurmdbd.conf").strip()
     assert len(key) > 40 and len(password) >= 16

@@ -283,6 +283,56 @@ def test_nodes_drained_by_someone_else_are_not_tested_and_warned(raw):
     assert actions.drain == {}
 
 
+def test_an_idle_only_run_tests_idle_nodes_and_warns_of_the_busy_ones(raw):
+    scontrol = "\n".join(
+        [
+            scontrol_line("gpu001"),
+            scontrol_line("gpu002", "MIXED"),
+            scontrol_line("gpu003", "IDLE+DRAIN", "kiln: storage.mount /shared: not mounted"),
+            scontrol_line("gpu004", "ALLOCATED+DRAIN", "kiln: slurm.srun: failed"),
+            scontrol_line("gpu005", "IDLE+RESERVED"),
+            scontrol_line("gpu006", "MIXED+DRAIN", "RMA 7"),
+            scontrol_line("gpu007", "IDLE+MAINT+RESERVED"),
+            scontrol_line("gpu008", "DOWN+NOT_RESPONDING"),
+        ]
+    )
+    every = [f"gpu00{i}" for i in range(1, 9)]
+    why = "(an idle-only run tests idle nodes)"
+    assert drain.plan(scontrol, every, idle_only=True).to_dict() | {"states": {}} == {
+        "states": {},
+        "test": ["gpu001", "gpu003"],
+        "resume_to_test": ["gpu003"],
+        "skipped": {
+            "gpu002": f"busy: MIXED {why}",
+            "gpu004": f"busy: ALLOCATED {why}",
+            "gpu005": f"busy: RESERVED {why}",
+            "gpu006": "drained by someone else: RMA 7",
+            "gpu007": f"busy: MAINT+RESERVED {why}",
+            "gpu008": "Slurm reports it DOWN+NOT_RESPONDING",
+        },
+    }
+    # Without --idle-only, jobs do not keep a node from being tested.
+    assert drain.plan(scontrol, every).to_dict() | {"states": {}} == {
+        "states": {},
+        "test": ["gpu001", "gpu002", "gpu003", "gpu004", "gpu005", "gpu007"],
+        "resume_to_test": ["gpu003", "gpu004"],
+        "skipped": {
+            "gpu006": "drained by someone else: RMA 7",
+            "gpu008": "Slurm reports it DOWN+NOT_RESPONDING",
+        },
+    }
+    plan = drain.plan(scontrol, NODES, idle_only=True)
+    raw.put(layout.SLURM_STATE, {"scontrol": scontrol, "plan": plan.to_dict()})
+    found, _judgements, nodes = run(raw)
+    assert {n: (v.verdict, v.reasons) for n, v in nodes.items()} == {
+        "gpu001": (Verdict.PASS, []),
+        "gpu002": (Verdict.WARN, [f"slurm.state: not tested: busy: MIXED {why}"]),
+        "gpu003": (Verdict.PASS, []),
+    }
+    actions = drain.decide({}, ["gpu001", "gpu003"], found.states, no_drain=False)
+    assert (actions.drain, actions.resume) == ({}, ["gpu003"])
+
+
 def test_drain_decisions():
     states = {
         "a": drain.NodeState("IDLE", ""),
@@ -587,7 +637,7 @@ def test_a_missing_prerequisite_travels_as_data_not_as_message_text(tmp_path):
     from kiln.run.events import Failure, RunSummary
 
     stopped = RunSummary(run="r1", playbook="validate.yml", status="failed")
-    stopped.failures.append(Failure("ctl1", "Stop before holding any node", "anything", False))
+    stopped.failures.append(Failure("ctl1", "Stop before testing any node", "anything", False))
     (tmp_path / "prerequisites.json").write_text(
         json.dumps({"missing": ["collectives suite: neither torch nor nccl-tests on gpu001"]})
     )

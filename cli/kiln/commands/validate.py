@@ -23,6 +23,18 @@ from kiln.run import display
 )
 @click.option("--nodes", help="Only these compute nodes (a Slurm hostlist, e.g. gpu[001-004]).")
 @click.option("--no-drain", is_flag=True, help="Change no node's Slurm state.")
+@click.option(
+    "--idle-only",
+    is_flag=True,
+    help="Test only idle nodes, held without waiting for any job (the scheduled run).",
+)
+@click.option(
+    "--install-timer",
+    is_flag=True,
+    help="Install (or update) a systemd timer on this machine that runs "
+    "`kiln validate --idle-only` on the inventory's validate_schedule; an empty schedule "
+    "removes it.",
+)
 @click.option("--json", "json_mode", is_flag=True, help="Print the report as one JSON object.")
 def validate(
     inventory_path: Path | None,
@@ -30,6 +42,8 @@ def validate(
     profile: str | None,
     nodes: str | None,
     no_drain: bool,
+    idle_only: bool,
+    install_timer: bool,
     json_mode: bool,
 ) -> None:
     """Validate the cluster: Slurm, storage and collectives on every compute node.
@@ -38,6 +52,11 @@ def validate(
     from kiln.validation import session
 
     spec = inventory.load(inventory_path)
+    if install_timer:
+        if suites or profile or nodes or no_drain or idle_only or json_mode:
+            raise InputError("--install-timer takes no other option than -i")
+        _install_timer(spec)
+        return
     if not json_mode:
         for warning in spec.warnings:
             click.echo(f"kiln: warning: {warning}", err=True)
@@ -48,6 +67,7 @@ def validate(
         profile=profile,
         nodes=parse_nodes(nodes),
         no_drain=no_drain,
+        idle_only=idle_only,
         display=display.for_output(json_mode),
     )
     with lock.held(spec.path, "kiln validate") as request.lock:
@@ -60,6 +80,20 @@ def validate(
         terminal.show(report)
         click.echo(f"report: {session.report_path(report)}")
     sys.exit(int(code))
+
+
+def _install_timer(spec: inventory.ClusterSpec) -> None:
+    from kiln.validation import schedule
+
+    timer, next_run = schedule.install(spec)
+    if not timer.schedule:
+        click.echo(f"{schedule.VARIABLE} is empty: no timer ({timer.name}.timer is removed)")
+        return
+    click.echo(
+        f"{timer.name}.timer in {timer.directory}: {timer.schedule}, next run {next_run}\n"
+        f"each run: kiln validate -i {spec.path.resolve()} --idle-only "
+        "(its report joins `kiln report list`)"
+    )
 
 
 def _suites(text: str | None) -> list[str]:

@@ -6,11 +6,18 @@ on it meanwhile) and resumed when it passes. A node someone else drained keeps i
 drain and its reason: Kiln neither tests nor resumes it.
 """
 
+import re
 from dataclasses import asdict, dataclass, field
 
 from kiln import slurm
 
 PREFIX = "kiln:"
+# Slurm state flags of a node that is not free for a test now: an idle-only run
+# (the scheduled one) leaves it for the next run rather than wait or preempt.
+BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING", "RESERVED", "MAINT", "PLANNED",
+                  "REBOOT_ISSUED", "REBOOT_REQUESTED", "POWERING_UP", "POWERING_DOWN"})  # fmt: skip
+# Why a node was not tested, when that says nothing against the node itself.
+NOT_A_FAULT = ("drained by someone else", "busy")
 # slurmctld keeps reasons short in `sinfo`; a long one is cut, not refused.
 REASON_LIMIT = 200
 
@@ -21,12 +28,20 @@ class NodeState:
     reason: str
 
     @property
+    def flags(self) -> set[str]:
+        return set(re.split(r"[+*~#!%$@^-]", self.state)) - {""}
+
+    @property
     def drained(self) -> bool:
         return "DRAIN" in self.state
 
     @property
     def drained_by_kiln(self) -> bool:
         return self.drained and self.reason.startswith(PREFIX)
+
+    @property
+    def drained_by_others(self) -> bool:
+        return self.drained and not self.drained_by_kiln
 
 
 @dataclass
@@ -62,12 +77,16 @@ def still_ours(scontrol_text: str, nodes: list[str]) -> list[str]:
     ]
 
 
-def plan(scontrol_text: str, nodes: list[str]) -> Plan:
+def plan(scontrol_text: str, nodes: list[str], idle_only: bool = False) -> Plan:
+    """idle_only: test only the nodes without jobs or reservations (and those Kiln
+    drained, which are idle once drained); the rest are skipped as busy."""
     result = Plan(parse_states(scontrol_text))
     for node in nodes:
         seen = result.states.get(node)
         if seen is None:
             result.skipped[node] = "Slurm does not know this node"
+        elif idle_only and not seen.drained_by_others and (busy := sorted(seen.flags & BUSY)):
+            result.skipped[node] = f"busy: {'+'.join(busy)} (an idle-only run tests idle nodes)"
         elif seen.drained_by_kiln:
             result.test.append(node)
             result.resume_to_test.append(node)

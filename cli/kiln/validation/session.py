@@ -26,6 +26,7 @@ class Request:
     profile: str | None = None
     nodes: list[str] | None = None  # compute nodes by name; None: all
     no_drain: bool = False
+    idle_only: bool = False  # test idle nodes only, never waiting for or beside a job
     display: Displays = for_people  # how each playbook run shows (silent for --json)
     lock: Lock | None = None  # the inventory's lock, held by the caller
 
@@ -75,6 +76,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
                     "validate_nodes": nodes,
                     "validate_suites": names,
                     "validate_suites_named": request.suites_named,
+                    "validate_idle_only": request.idle_only,
                     "validate_results_dir": str(results),
                     "validate_run": report.id,
                     "validate_storage_params": params.storage,

@@ -17,9 +17,9 @@ def kiln_validate_paths(results_dir, run):
     return results.for_role(results_dir, run)
 
 
-def kiln_validate_plan(scontrol_text, nodes):
+def kiln_validate_plan(scontrol_text, nodes, idle_only=False):
     """`scontrol show node --oneliner` output -> which nodes to test and resume."""
-    return drain.plan(scontrol_text, list(nodes)).to_dict()
+    return drain.plan(scontrol_text, list(nodes), bool(idle_only)).to_dict()
 
 
 def kiln_validate_still_ours(scontrol_text, nodes):
