@@ -1,4 +1,5 @@
-"""`kiln inventory check`: validate an inventory and show what it declares."""
+"""`kiln inventory check` and `diff`: validate an inventory and show what it declares;
+compare two."""
 
 from pathlib import Path
 
@@ -55,6 +56,25 @@ def check(inventory_path: Path | None, json_mode: bool) -> None:
     console.print(", ".join(f"{g}: {len(h)}" for g, h in spec.groups.items()))
     for name in spec.unchecked:
         console.print(f"not checked (ansible-vault; Ansible decrypts it): {escape(name)}")
+
+
+@inventory_group.command("diff")
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
+def diff(before: Path, after: Path, json_mode: bool) -> None:
+    """What differs between two inventories in effect: per group, the hosts added and
+    removed and the variables whose value differs (secrets: only that they differ).
+
+    Exit 0 whether or not they differ; 2 when either inventory is not valid."""
+    from kiln.inventory import diff as inventory_diff
+
+    found = inventory_diff.diff(inventory_model.load(before), inventory_model.load(after))
+    if json_mode:
+        display.emit_json(found.to_dict())
+        return
+    for line in found.lines():
+        click.echo(line)
 
 
 inventory = inventory_group

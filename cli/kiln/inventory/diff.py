@@ -1,0 +1,165 @@
+"""`kiln inventory diff A B`: what differs between two inventories in effect.
+
+Made for a region migration: the operator writes the new site's layer and host list and
+checks that only endpoints changed. Per group, each variable's value in effect on the
+group's hosts (one value when they all agree, "per host" when they do not, as
+ansible_host does) is compared; hosts added and removed are listed per group. Secret
+values (a role's `no_log` variables, ansible-vault values, names that say key, password,
+secret or token) are never shown: only whether they differ.
+"""
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kiln import argspec, hostlist, paths
+from kiln.inventory.model import ClusterSpec
+from kiln.yaml_input import VaultValue
+
+PER_HOST = "(per host)"
+HIDDEN = "(secret)"  # what stands for a secret value anywhere Kiln shows it
+SECRET_NAME = re.compile(r"(password|passwd|secret|token|_key|_key_b64)$", re.IGNORECASE)
+
+
+@dataclass
+class Change:
+    name: str
+    before: Any  # None where the variable is not set on that side
+    after: Any
+    secret: bool = False
+
+    def describe(self) -> str:
+        if self.secret and None not in (self.before, self.after):
+            return f"{self.name}: differs (secret, not shown)"
+        if self.before is None:
+            return f"{self.name}: added {_show(self.after)}"
+        if self.after is None:
+            return f"{self.name}: removed (was {_show(self.before)})"
+        return f"{self.name}: {_show(self.before)} -> {_show(self.after)}"
+
+
+@dataclass
+class GroupDiff:
+    group: str  # a group, or "host NAME" for the values set per host
+    hosts_added: list[str] = field(default_factory=list)
+    hosts_removed: list[str] = field(default_factory=list)
+    variables: list[Change] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.hosts_added or self.hosts_removed or self.variables)
+
+
+@dataclass
+class InventoryDiff:
+    before: str
+    after: str
+    groups: list[GroupDiff]
+
+    @property
+    def same(self) -> bool:
+        return all(g.empty for g in self.groups)
+
+    def to_dict(self) -> dict:
+        return {
+            "before": self.before,
+            "after": self.after,
+            "same": self.same,
+            "groups": [asdict(g) for g in self.groups if not g.empty],
+        }
+
+    def lines(self) -> list[str]:
+        out = [f"inventory diff: {self.before} -> {self.after}"]
+        for group in self.groups:
+            if group.empty:
+                continue
+            out.append(
+                f"{group.group}:" if group.group.startswith("host ") else f"group {group.group}:"
+            )
+            if group.hosts_removed:
+                out.append(f"  hosts removed: {hostlist.compress(group.hosts_removed)}")
+            if group.hosts_added:
+                out.append(f"  hosts added: {hostlist.compress(group.hosts_added)}")
+            out.extend(f"  {change.describe()}" for change in group.variables)
+        if self.same:
+            out.append("no difference in effect")
+        return out
+
+
+def _show(value: Any) -> str:
+    return value if value == PER_HOST else repr(value)
+
+
+def _secret_names() -> set[str]:
+    catalogue = argspec.load_catalogue(paths.roles_dir())
+    return {name for name, declared in catalogue.items() if declared.spec.get("no_log")}
+
+
+def _in_effect(spec: ClusterSpec, hosts: list[str]) -> dict[str, Any]:
+    """Each variable set on any of HOSTS: its value where all agree, else PER_HOST."""
+    values: dict[str, list[Any]] = {}
+    for host in hosts:
+        for name, value in spec.hosts[host].vars.items():
+            values.setdefault(name, []).append(value)
+    return {
+        name: seen[0] if len(seen) == len(hosts) and all(v == seen[0] for v in seen) else PER_HOST
+        for name, seen in values.items()
+    }
+
+
+def _groups(spec: ClusterSpec) -> dict[str, list[str]]:
+    return {"all": list(spec.hosts), **spec.groups}
+
+
+def diff(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
+    secrets = _secret_names()
+    old_groups, new_groups = _groups(before), _groups(after)
+    found: list[GroupDiff] = []
+    everywhere: list[Change] = []
+    for group in sorted(set(old_groups) | set(new_groups), key=lambda g: (g != "all", g)):
+        old_hosts, new_hosts = old_groups.get(group, []), new_groups.get(group, [])
+        result = GroupDiff(
+            group,
+            hosts_added=sorted(set(new_hosts) - set(old_hosts), key=hostlist.sort_key),
+            hosts_removed=sorted(set(old_hosts) - set(new_hosts), key=hostlist.sort_key),
+        )
+        old_vars, new_vars = _in_effect(before, old_hosts), _in_effect(after, new_hosts)
+        for name in sorted(set(old_vars) | set(new_vars)):
+            old, new = old_vars.get(name), new_vars.get(name)
+            if old == new:
+                continue
+            change = _change(name, old, new, secrets)
+            if group != "all" and change in everywhere:
+                continue  # said once, for all hosts
+            result.variables.append(change)
+        if group == "all":
+            everywhere = result.variables
+        found.append(result)
+    # Values that differ host by host (addresses, labels): compared on the hosts both keep.
+    per_host = {n for n, c in _in_effect(before, list(before.hosts)).items() if c == PER_HOST}
+    per_host |= {n for n, c in _in_effect(after, list(after.hosts)).items() if c == PER_HOST}
+    for host in sorted(set(before.hosts) & set(after.hosts), key=hostlist.sort_key):
+        result = GroupDiff(f"host {host}")
+        old_vars, new_vars = before.hosts[host].vars, after.hosts[host].vars
+        member = {"all", *before.hosts[host].groups, *after.hosts[host].groups}
+        said = [c for g in found if g.group in member for c in g.variables]
+        for name in sorted(per_host):
+            old, new = old_vars.get(name), new_vars.get(name)
+            change = _change(name, old, new, secrets)
+            if old != new and change not in said:  # not already said for a group of it
+                result.variables.append(change)
+        found.append(result)
+    return InventoryDiff(str(before.path), str(after.path), found)
+
+
+def _change(name: str, old: Any, new: Any, secrets: set[str]) -> Change:
+    """A change, with secret values replaced before they are kept anywhere."""
+    secret = (
+        name in secrets
+        or bool(SECRET_NAME.search(name))
+        or any(isinstance(v, VaultValue) for v in (old, new))
+    )
+    if not secret:
+        return Change(name, old, new)
+    hidden = [None if v is None else HIDDEN for v in (old, new)]
+    return Change(name, hidden[0], hidden[1], secret=True)

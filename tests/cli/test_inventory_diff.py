@@ -1,0 +1,146 @@
+"""`kiln inventory diff A B` through the real `kiln` process: a region migration where
+only endpoints, host names and secrets change."""
+
+import json
+
+from kiln.errors import ExitCode
+from tests.conftest import run_kiln
+
+KEY_A = "a2lsbi1tdW5nZS1rZXktQS0xMjM0NTY3ODkwMTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNA=="
+KEY_B = "a2lsbi1tdW5nZS1rZXktQi0xMjM0NTY3ODkwMTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNA=="
+
+
+def site(write_inventory, name, *, prefix, mirror, address, key, extra=None):
+    hosts = {
+        "all": {
+            "children": {
+                "slurm_controller": {"hosts": {"head01": {"ansible_host": address}}},
+                "slurm_compute": {
+                    "hosts": {f"{prefix}[001:002]": {}},
+                    "vars": {"nccl_env_overrides": {"NCCL_IB_HCA": "mlx5_0"}},
+                },
+            }
+        }
+    }
+    settings = {
+        "base_apt_proxy": mirror,
+        "munge_key_b64": key,
+        "validate_profile": "h100-sxm-8x-ib400",
+        **(extra or {}),
+    }
+    return write_inventory(hosts, {"group_vars/all/site.yml": settings}, name=name)
+
+
+def test_only_endpoints_names_and_secrets_differ(write_inventory):
+    old = site(
+        write_inventory,
+        "us-east",
+        prefix="gpu",
+        mirror="http://mirror.us-east:3142",
+        address="10.1.0.11",
+        key=KEY_A,
+        extra={"registry_password": "hunter2-old"},
+    )
+    new = site(
+        write_inventory,
+        "eu-west",
+        prefix="gpx",
+        mirror="http://mirror.eu-west:3142",
+        address="10.2.0.11",
+        key=KEY_B,
+        extra={"registry_password": "hunter2-new"},
+    )
+    shown = run_kiln("inventory", "diff", str(old), str(new))
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    assert shown.stdout.splitlines() == [
+        f"inventory diff: {old} -> {new}",
+        "group all:",
+        "  hosts removed: gpu[001-002]",
+        "  hosts added: gpx[001-002]",
+        "  base_apt_proxy: 'http://mirror.us-east:3142' -> 'http://mirror.eu-west:3142'",
+        "  munge_key_b64: differs (secret, not shown)",
+        "  registry_password: differs (secret, not shown)",
+        "group slurm_compute:",
+        "  hosts removed: gpu[001-002]",
+        "  hosts added: gpx[001-002]",
+        "group slurm_controller:",  # one host: its address is the group's
+        "  ansible_host: '10.1.0.11' -> '10.2.0.11'",
+    ]
+    for secret in (KEY_A, KEY_B, "hunter2"):
+        assert secret not in shown.stdout + shown.stderr
+
+    as_json = run_kiln("inventory", "diff", str(old), str(new), "--json")
+    assert as_json.returncode == ExitCode.OK, as_json.stderr
+    data = json.loads(as_json.stdout)
+    secret = {"before": "(secret)", "after": "(secret)", "secret": True}
+    assert data == {
+        "before": str(old),
+        "after": str(new),
+        "same": False,
+        "groups": [
+            {
+                "group": "all",
+                "hosts_added": ["gpx001", "gpx002"],
+                "hosts_removed": ["gpu001", "gpu002"],
+                "variables": [
+                    {
+                        "name": "base_apt_proxy",
+                        "before": "http://mirror.us-east:3142",
+                        "after": "http://mirror.eu-west:3142",
+                        "secret": False,
+                    },
+                    {"name": "munge_key_b64", **secret},
+                    {"name": "registry_password", **secret},
+                ],
+            },
+            {
+                "group": "slurm_compute",
+                "hosts_added": ["gpx001", "gpx002"],
+                "hosts_removed": ["gpu001", "gpu002"],
+                "variables": [],
+            },
+            {
+                "group": "slurm_controller",
+                "hosts_added": [],
+                "hosts_removed": [],
+                "variables": [
+                    {
+                        "name": "ansible_host",
+                        "before": "10.1.0.11",
+                        "after": "10.2.0.11",
+                        "secret": False,
+                    }
+                ],
+            },
+        ],
+    }
+    for value in (KEY_A, KEY_B, "hunter2"):
+        assert value not in as_json.stdout
+
+
+def test_the_same_settings_and_group_changes(write_inventory):
+    args = dict(prefix="gpu", mirror="http://m:3142", address="10.1.0.11", key=KEY_A)
+    old = site(write_inventory, "one", **args)
+    same = site(write_inventory, "two", **args)
+    shown = run_kiln("inventory", "diff", str(old), str(same))
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    assert shown.stdout.splitlines() == [
+        f"inventory diff: {old} -> {same}",
+        "no difference in effect",
+    ]
+    changed = site(write_inventory, "three", **args)
+    (changed / "group_vars" / "slurm_compute.yml").write_text("nccl_env_overrides: {}\n")
+    shown = run_kiln("inventory", "diff", str(old), str(changed))
+    assert shown.stdout.splitlines()[1:] == [
+        "group slurm_compute:",
+        "  nccl_env_overrides: {'NCCL_IB_HCA': 'mlx5_0'} -> {}",
+    ]
+
+
+def test_an_invalid_inventory_is_refused(write_inventory, tmp_path):
+    good = site(
+        write_inventory, "good", prefix="gpu", mirror="http://m:3142", address="a", key=KEY_A
+    )
+    shown = run_kiln("inventory", "diff", str(good), str(tmp_path / "missing"))
+    assert shown.returncode == ExitCode.BAD_INPUT
+    assert shown.stderr.startswith("kiln: error: ") and len(shown.stderr.splitlines()) == 1
