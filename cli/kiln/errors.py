@@ -13,9 +13,9 @@ class ExitCode(IntEnum):
     OK = 0
     FAILED = 1  # an operation failed outside any host (a playbook error, a podman error)
     BAD_INPUT = 2  # nothing ran
-    DRIFT = 3  # reserved for `kiln drift`
     HOSTS_FAILED = 4  # one or more hosts failed or were unreachable
     VALIDATION_FAILED = 5  # validation ran and a node (or a judged result) failed
+    DRIFT = 6  # `kiln drift` found a node that differs from what is declared
     LOCKED = 7  # another kiln run holds this inventory; nothing ran
     INTERRUPTED = 130
 

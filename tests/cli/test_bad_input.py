@@ -92,6 +92,10 @@ def provision(*options: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["provision", "-i", str(inventory(tmp)), *options]
 
 
+def drift(*options: str) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["drift", "-i", str(inventory(tmp)), *options]
+
+
 def validate(*options: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["validate", "-i", str(inventory(tmp)), *options]
 
@@ -499,6 +503,12 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "host pattern 'nosuchhost' matches no host",
     ),
     ("run-limit-excludes-all", provision("--limit", "!all"), BAD, "matches no host"),
+    (
+        "drift-limit-no-host",
+        drift("--limit", "nosuchhost"),
+        BAD,
+        "host pattern 'nosuchhost' matches no host",
+    ),
     (
         "run-tags-unknown",
         provision("--tags", "slurn"),

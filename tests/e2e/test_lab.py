@@ -120,6 +120,61 @@ def test_provision_then_reprovision_changes_and_restarts_nothing(lab, provisione
     )
 
 
+def drift(inventory: str, *extra: str) -> tuple[int, dict]:
+    result = run_kiln("drift", "-i", inventory, "--json", *extra, timeout=900)
+    assert result.stdout, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_a_provisioned_lab_has_no_drift(lab, provisioned):
+    code, found = drift(lab)
+    assert code == ExitCode.OK, found
+    assert (found["drift"], found["hosts"]) == (False, {})
+    assert {h: c["changed"] for h, c in found["run"]["hosts"].items()} == {
+        f"{LAB}-{n}": 0 for n in ("controller", "compute01", "compute02", "storage")
+    }
+
+
+def test_drift_names_each_changed_task_with_its_diff_and_hides_the_munge_key(lab, provisioned):
+    node = f"{LAB}-compute01"
+    on(
+        "compute01",
+        "cp -a /etc/nccl.conf /root/nccl.conf.e2e && echo NCCL_DEBUG=INFO >> /etc/nccl.conf"
+        " && cp -a /etc/munge/munge.key /root/munge.key.e2e"
+        " && head -c 1024 /dev/urandom > /etc/munge/munge.key",
+    )
+    try:
+        code, found = drift(lab, "--limit", node)
+    finally:
+        on(
+            "compute01",
+            "mv /root/nccl.conf.e2e /etc/nccl.conf && mv /root/munge.key.e2e /etc/munge/munge.key",
+        )
+    assert code == ExitCode.DRIFT, found
+    [nccl_conf] = [line for line in found["hosts"][node][1]["diff"].splitlines() if "eth" in line]
+    assert found["hosts"] == {
+        node: [
+            {
+                "task": "munge : Report that the munge key would be replaced",
+                "action": "ansible.builtin.debug",
+                "diff": "(no_log: what would change is not shown)",
+            },
+            {
+                "task": "nccl_env : Write the NCCL site settings",
+                "action": "ansible.builtin.copy",
+                "diff": "--- /etc/nccl.conf\n+++ /etc/nccl.conf\n@@ -2,4 +2,3 @@\n"
+                " # socket: no RDMA device: NCCL over TCP sockets\n NCCL_IB_DISABLE=1\n"
+                f"{nccl_conf}\n-NCCL_DEBUG=INFO\n",
+            },
+        ]
+    }
+    assert on("compute01", "grep -c NCCL_DEBUG /etc/nccl.conf || true").strip() == "0"
+    shown = run_kiln("report", "show", found["report"], "--format", "json")
+    report = json.loads(shown.stdout)
+    assert (report["suites"], report["verdict"]) == (["drift"], "fail")
+    assert report["node_verdicts"][node]["verdict"] == "fail"
+
+
 def test_jobs_run_across_compute_nodes_and_are_accounted(lab, provisioned):
     hosts = on("controller", "srun -N2 --job-name=e2e hostname").split()
     assert sorted(hosts) == [f"{LAB}-compute01", f"{LAB}-compute02"]
@@ -620,9 +675,10 @@ def test_secrets_never_reach_run_artifacts(lab, provisioned):
     key = on("controller", "base64 -w0 /etc/munge/munge.key").strip()
     password = on("controller", "sed -n 's/^StoragePass=//p' /etc/slurm/slurmdbd.conf").strip()
     assert len(key) > 40 and len(password) >= 16
-    runs = Path(os.environ["KILN_STATE_DIR"]) / "runs"
+    state = Path(os.environ["KILN_STATE_DIR"])
     leaked = []
-    for path in runs.rglob("*"):
+    # Runs, and the reports drift and validation keep (drift's diffs included).
+    for path in [*(state / "runs").rglob("*"), *(state / "validations").rglob("*")]:
         if path.is_file():
             text = path.read_text(errors="replace")
             if key in text or password in text:

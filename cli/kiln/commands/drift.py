@@ -1,0 +1,58 @@
+"""`kiln drift`: what on the nodes differs from what the inventory declares."""
+
+import sys
+from pathlib import Path
+
+import click
+
+from kiln import inventory, lock, selection
+from kiln.commands import inventory_option
+from kiln.run import display
+
+
+@click.command()
+@inventory_option
+@click.option("-l", "--limit", help="Only these hosts (an Ansible host pattern).")
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
+def drift(inventory_path: Path | None, limit: str | None, json_mode: bool) -> None:
+    """Run provisioning in check and diff mode and list, per host, every task that would
+    change something, with its diff. Nothing on the nodes changes.
+
+    Exit 0 when nothing drifted, 6 when something did, 4 when a host failed or was
+    unreachable."""
+    from kiln import drift as drift_lib
+    from kiln.run.execute import resolve_playbook
+
+    spec = inventory.load(inventory_path)
+    if not json_mode:
+        for warning in spec.warnings:
+            click.echo(f"kiln: warning: {warning}", err=True)
+    selection.check(resolve_playbook("site.yml"), spec, limit, None, None)
+    with lock.held(spec.path, "kiln drift") as held:
+        result, code = drift_lib.drift(
+            drift_lib.DriftRequest(
+                inventory=spec, limit=limit, display=display.for_output(json_mode), lock=held
+            )
+        )
+    if json_mode:
+        display.emit_json(result.to_json())
+    else:
+        _show(result)
+    sys.exit(int(code))
+
+
+def _show(result) -> None:
+    hosts = result.report.nodes
+    width = max((len(h) for h in hosts), default=4)
+    click.echo(f"{'host':<{width}} tasks that would change")
+    for host in hosts:
+        click.echo(f"{host:<{width}} {len(result.tasks.get(host, []))}")
+    for host in hosts:
+        for one in result.tasks.get(host, []):
+            click.echo(f"\n{host}: {one.task} ({one.action})")
+            if one.diff:
+                click.echo(one.diff.rstrip("\n"))
+    for note in result.report.notes:
+        click.echo(f"note: {note}")
+    verdict = "drift found" if result.found else "no drift"
+    click.echo(f"\n{verdict}; report: kiln report show {result.report.id}")
