@@ -5,10 +5,16 @@ changes, and every task that would change something is what drifted, per host, w
 its diff. A task marked no_log shows only that it would change (Ansible censors its
 result, diff included, before Kiln sees it). Tasks that only read the nodes run in
 check mode too (`check_mode: false`, `changed_when: false`), so they are never drift.
+
+Then each node's fingerprint (the versions that decide how jobs behave: the base role's
+kiln_fingerprint local fact) is compared with its peers': a node whose kernel, driver,
+firmware or package version differs from the one most nodes of its group have is an
+outlier, field by field.
 """
 
 import difflib
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -35,6 +41,19 @@ class TaskDrift:
 
 
 @dataclass
+class Outlier:
+    field: str
+    value: str | None  # None: the node lacks what its peers have
+    majority: str
+    count: int  # nodes of the group with the majority's value
+    group: str
+
+    def describe(self) -> str:
+        mine = self.value if self.value is not None else "absent"
+        return f"{self.field} {mine} (group {self.group}: {self.majority} on {self.count} nodes)"
+
+
+@dataclass
 class DriftRequest:
     inventory: ClusterSpec
     limit: str | None = None
@@ -46,11 +65,13 @@ class DriftRequest:
 class DriftResult:
     report: model.Report
     tasks: dict[str, list[TaskDrift]] = field(default_factory=dict)  # host -> drift
+    fingerprints: dict[str, dict[str, str]] = field(default_factory=dict)
+    outliers: dict[str, list[Outlier]] = field(default_factory=dict)  # host -> fields
     run: RunSummary | None = None
 
     @property
     def found(self) -> bool:
-        return any(self.tasks.values())
+        return any(self.tasks.values()) or any(self.outliers.values())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +80,10 @@ class DriftResult:
             "hosts": {
                 host: [asdict(t) for t in tasks] for host, tasks in sorted(self.tasks.items())
             },
+            "outliers": {
+                host: [asdict(o) for o in found] for host, found in sorted(self.outliers.items())
+            },
+            "fingerprints": self.fingerprints,
             "run": self.run.to_json() if self.run else None,
         }
 
@@ -121,20 +146,96 @@ def task_drift(events: list[dict[str, Any]]) -> dict[str, list[TaskDrift]]:
     return found
 
 
+FINGERPRINT_TASK = "Read the node's fingerprint"
+
+
+def fingerprints(events: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Each node's fingerprint, from drift.yml's last task (JSON on its stdout)."""
+    found = {}
+    for event in events:
+        data = event.get("event_data") or {}
+        if event.get("event") != "runner_on_ok" or data.get("task") != FINGERPRINT_TASK:
+            continue
+        try:
+            value = json.loads((data.get("res") or {}).get("stdout") or "")
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found[data.get("host", "?")] = {str(k): str(v) for k, v in value.items()}
+    return found
+
+
+def peer_group(spec: ClusterSpec, host: str) -> str:
+    """Nodes are compared with those of their first Kiln group (compute with compute)."""
+    return next(iter(spec.kiln_roles(host)), "ungrouped")
+
+
+def outliers(
+    prints: dict[str, dict[str, str]], groups: dict[str, str]
+) -> tuple[dict[str, list[Outlier]], list[str]]:
+    """Per node, each field whose value differs from the one most nodes of its group
+    have; and, for a field whose values tie (two nodes, two kernels), a note: no value
+    is the group's, so no node is the odd one."""
+    members: dict[str, list[str]] = {}
+    for host in prints:
+        members.setdefault(groups.get(host, "ungrouped"), []).append(host)
+    found: dict[str, list[Outlier]] = {}
+    ties = []
+    for group, hosts in sorted(members.items()):
+        fields = sorted({f for h in hosts for f in prints[h]})
+        for name in fields:
+            counts = Counter(prints[h].get(name) for h in hosts)
+            top = counts.most_common()
+            value, count = top[0]
+            if len(top) > 1 and top[1][1] == count:
+                seen = ", ".join(f"{v or 'absent'} on {n}" for v, n in sorted(top, key=str))
+                ties.append(f"{group}: {name} differs with no majority: {seen}")
+                continue
+            if value is None:
+                continue
+            for host in sorted(hosts, key=hostlist.sort_key):
+                mine = prints[host].get(name)
+                if mine != value:
+                    found.setdefault(host, []).append(Outlier(name, mine, value, count, group))
+    return found, ties
+
+
 def to_report(
-    report_id: str, started: str, spec: ClusterSpec, hosts: list[str], tasks: dict
+    report_id: str,
+    started: str,
+    spec: ClusterSpec,
+    hosts: list[str],
+    tasks: dict,
+    odd: dict[str, list[Outlier]] | None = None,
 ) -> model.Report:
-    """Drift as a report in the history: a judgement per host and drifting task."""
+    """Drift as a report in the history: a judgement per host and drifting task (fail:
+    the node is not as declared) and per field that differs from its peers (warn: what
+    is declared may allow both)."""
     judgements = []
     verdicts = {}
+    odd = odd or {}
     for host in hosts:
         drifted = tasks.get(host, [])
         for one in drifted:
             why = "would change" + (" (no_log)" if one.diff == HIDDEN else "")
             judgements.append(Judgement(host, "drift.task", one.task, None, "", Verdict.FAIL, why))
+        differs = odd.get(host, [])
+        for outlier in differs:
+            judgements.append(
+                Judgement(
+                    host,
+                    "drift.fingerprint",
+                    outlier.field,
+                    None,
+                    "",
+                    Verdict.WARN,
+                    outlier.describe(),
+                )
+            )
+        verdict = Verdict.FAIL if drifted else Verdict.WARN if differs else Verdict.PASS
         verdicts[host] = model.NodeVerdict(
-            verdict=Verdict.FAIL if drifted else Verdict.PASS,
-            reasons=[f"would change: {t.task}" for t in drifted],
+            verdict=verdict,
+            reasons=[f"would change: {t.task}" for t in drifted] + [o.describe() for o in differs],
         )
     return model.Report(
         id=report_id,
@@ -156,7 +257,7 @@ def drift(request: DriftRequest) -> tuple[DriftResult, ExitCode]:
     started = model.now()
     summary = run_playbook(
         RunRequest(
-            playbook="site.yml",
+            playbook="drift.yml",
             inventory=request.inventory,
             limit=request.limit,
             check=True,
@@ -167,16 +268,31 @@ def drift(request: DriftRequest) -> tuple[DriftResult, ExitCode]:
         )
     )
     _kept, run_dir = record.find(summary.run)
-    tasks = task_drift(record.load_events(run_dir))
+    events = record.load_events(run_dir)
+    tasks = task_drift(events)
+    prints = {h: p for h, p in fingerprints(events).items() if h in request.inventory.hosts}
+    odd, ties = outliers(prints, {h: peer_group(request.inventory, h) for h in prints})
     hosts = sorted(
         (h for h in summary.hosts if h in request.inventory.hosts), key=hostlist.sort_key
     )
     report_id = ids.new_id(SUITE)
-    report = to_report(report_id, started, request.inventory, hosts, tasks)
+    report = to_report(report_id, started, request.inventory, hosts, tasks, odd)
     report.runs.append(summary.run)
     for failure in summary.failures:
         report.notes.append(f"{failure.host}: {failure.task}: {failure.message}")
-    result = DriftResult(report, {h: t for h, t in tasks.items() if h in hosts}, summary)
+    report.notes += ties
+    missing = [h for h in hosts if h not in prints]
+    if missing:
+        report.notes.append(
+            f"no fingerprint from {hostlist.compress(missing)} (kiln provision installs it)"
+        )
+    result = DriftResult(
+        report,
+        {h: t for h, t in tasks.items() if h in hosts},
+        {h: prints[h] for h in hosts if h in prints},
+        {h: o for h, o in odd.items() if h in hosts},
+        summary,
+    )
     write.write_all(report)
     # Diffs show configuration files as they are on the nodes: private, like the runs.
     files.write_private(model.directory(report.id) / "drift.json", json.dumps(result.to_json()))

@@ -129,7 +129,17 @@ def drift(inventory: str, *extra: str) -> tuple[int, dict]:
 def test_a_provisioned_lab_has_no_drift(lab, provisioned):
     code, found = drift(lab)
     assert code == ExitCode.OK, found
-    assert (found["drift"], found["hosts"]) == (False, {})
+    assert (found["drift"], found["hosts"], found["outliers"]) == (False, {}, {})
+    # Every node's fingerprint, the compute nodes' alike: what Debian 13 and Kiln put there.
+    prints = found["fingerprints"]
+    assert sorted(prints) == [
+        f"{LAB}-{n}" for n in ("compute01", "compute02", "controller", "storage")
+    ]
+    compute = prints[f"{LAB}-compute01"]
+    assert prints[f"{LAB}-compute02"] == compute
+    assert sorted(compute) == ["distribution", "enroot", "kernel", "munge", "slurm"]
+    assert compute["distribution"].startswith("Debian GNU/Linux 13")
+    assert compute["slurm"] == prints[f"{LAB}-controller"]["slurm"]
     assert {h: c["changed"] for h, c in found["run"]["hosts"].items()} == {
         f"{LAB}-{n}": 0 for n in ("controller", "compute01", "compute02", "storage")
     }

@@ -124,3 +124,100 @@ def test_drift_as_a_report_for_the_history(tmp_path):
         "kiln-compute02": {"verdict": Verdict.PASS, "reasons": []},
     }
     assert (report.suites, report.nodes, report.verdict) == (["drift"], hosts, Verdict.FAIL)
+
+
+H100 = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
+
+
+def test_the_fingerprint_reads_the_recorded_driver_and_dpkgs_listing():
+    from tests.node_scripts import fingerprint
+
+    recorded = (H100 / "proc-driver-nvidia-version.txt").read_text()
+    assert fingerprint.driver_loaded(recorded) == "580.159.04"
+    assert fingerprint.driver_loaded("") == ""
+    # dpkg-query -W -f '${Package}\t${Version}\t${db:Status-Status}\n', as on a GPU node
+    listing = (
+        "slurmd\t24.11.5-4+deb13u1\tinstalled\n"
+        "munge\t0.5.16-1.1~deb13u1\tinstalled\n"
+        "libnccl2\t2.28.9-1+cuda13.0\tinstalled\n"
+        "nvidia-fabricmanager-580\t580.159.04-1\tinstalled\n"
+        "nvidia-open\t580.159.04-1\tinstalled\n"
+        "rdma-core\t56.1-1\tnot-installed\n"
+        "enroot\t3.5.0-1\tconfig-files\n"
+    )
+    assert fingerprint.packages(listing) == {
+        "slurm": "24.11.5-4+deb13u1",
+        "munge": "0.5.16-1.1~deb13u1",
+        "nccl": "2.28.9-1+cuda13.0",
+        "fabric_manager": "580.159.04-1",
+        "driver_package": "580.159.04-1",
+    }
+    assert fingerprint.os_release('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n') == (
+        "Debian GNU/Linux 12 (bookworm)"
+    )
+    assert fingerprint.joined(["96.00.DA.00.0C", "96.00.DA.00.0C", ""]) == "96.00.DA.00.0C"
+    # Run here, it answers JSON with what this machine has, nothing empty.
+    mine = fingerprint.fingerprint()
+    assert mine["kernel"] and all(mine.values())
+
+
+def test_a_node_that_differs_from_most_of_its_group_is_named_field_by_field():
+    same = {"kernel": "6.1.0-31-amd64", "driver_loaded": "580.159.04", "slurm": "24.11.5"}
+    prints = {f"gpu00{i}": dict(same) for i in range(1, 5)}
+    prints["gpu003"]["kernel"] = "6.1.0-28-amd64"
+    del prints["gpu004"]["driver_loaded"]
+    prints["head01"] = {"kernel": "6.1.0-28-amd64", "slurm": "24.11.5"}
+    prints["head02"] = {"kernel": "6.1.0-31-amd64", "slurm": "24.11.5"}
+    groups = {h: "slurm_compute" for h in prints if h.startswith("gpu")}
+    groups |= {"head01": "slurm_controller", "head02": "slurm_controller"}
+    odd, ties = drift.outliers(prints, groups)
+    assert odd == {
+        "gpu003": [drift.Outlier("kernel", "6.1.0-28-amd64", "6.1.0-31-amd64", 3, "slurm_compute")],
+        "gpu004": [drift.Outlier("driver_loaded", None, "580.159.04", 3, "slurm_compute")],
+    }
+    assert [o.describe() for o in odd["gpu003"] + odd["gpu004"]] == [
+        "kernel 6.1.0-28-amd64 (group slurm_compute: 6.1.0-31-amd64 on 3 nodes)",
+        "driver_loaded absent (group slurm_compute: 580.159.04 on 3 nodes)",
+    ]
+    # Two controllers, two kernels: neither is the odd one; a note says so.
+    assert ties == [
+        "slurm_controller: kernel differs with no majority: "
+        "6.1.0-28-amd64 on 1, 6.1.0-31-amd64 on 1"
+    ]
+    spec = ClusterSpec(path=Path("/inv"), source=Path("/inv"), hosts={}, groups={})
+    report = drift.to_report("r2", "2026-11-25T06:00:00+00:00", spec, ["gpu003"], {}, odd)
+    assert [j.to_dict() for j in report.judgements] == [
+        {
+            "node": "gpu003",
+            "test": "drift.fingerprint",
+            "subject": "kernel",
+            "value": None,
+            "unit": "",
+            "verdict": "warn",
+            "reason": "kernel 6.1.0-28-amd64 (group slurm_compute: 6.1.0-31-amd64 on 3 nodes)",
+            "threshold": None,
+        }
+    ]
+    assert report.node_verdicts["gpu003"]["verdict"] == Verdict.WARN
+
+
+def test_fingerprints_are_read_from_the_runs_last_task():
+    events = [
+        {
+            "event": "runner_on_ok",
+            "event_data": {
+                "host": "gpu001",
+                "task": drift.FINGERPRINT_TASK,
+                "res": {"changed": False, "rc": 0, "stdout": '{"kernel": "6.1.0-31-amd64"}'},
+            },
+        },
+        {
+            "event": "runner_on_ok",
+            "event_data": {
+                "host": "gpu002",
+                "task": drift.FINGERPRINT_TASK,
+                "res": {"changed": False, "rc": 2, "stdout": "", "msg": "No such file"},
+            },
+        },
+    ]
+    assert drift.fingerprints(events) == {"gpu001": {"kernel": "6.1.0-31-amd64"}}

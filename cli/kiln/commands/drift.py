@@ -16,7 +16,8 @@ from kiln.run import display
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
 def drift(inventory_path: Path | None, limit: str | None, json_mode: bool) -> None:
     """Run provisioning in check and diff mode and list, per host, every task that would
-    change something, with its diff. Nothing on the nodes changes.
+    change something, with its diff, and each version in which a node differs from most
+    of its group. Nothing on the nodes changes.
 
     Exit 0 when nothing drifted, 6 when something did, 4 when a host failed or was
     unreachable."""
@@ -44,10 +45,17 @@ def drift(inventory_path: Path | None, limit: str | None, json_mode: bool) -> No
 def _show(result) -> None:
     hosts = result.report.nodes
     width = max((len(h) for h in hosts), default=4)
-    click.echo(f"{'host':<{width}} tasks that would change")
+    click.echo(f"{'host':<{width}} tasks  fingerprint")
     for host in hosts:
-        click.echo(f"{host:<{width}} {len(result.tasks.get(host, []))}")
+        tasks = len(result.tasks.get(host, []))
+        odd = result.outliers.get(host, [])
+        seen = (
+            "-" if host not in result.fingerprints else f"{len(odd)} differ" if odd else "as peers"
+        )
+        click.echo(f"{host:<{width}} {tasks:<6} {seen}")
     for host in hosts:
+        for one in result.outliers.get(host, []):
+            click.echo(f"{host}: {one.describe()}")
         for one in result.tasks.get(host, []):
             click.echo(f"\n{host}: {one.task} ({one.action})")
             if one.diff:

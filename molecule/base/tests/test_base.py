@@ -76,6 +76,16 @@ def test_local_fact_records_kiln(host):
     assert fact["first_provisioned"] <= fact["provisioned"]
 
 
+def test_the_fingerprint_fact_answers_the_nodes_versions(host):
+    fact = host.file("/etc/ansible/facts.d/kiln_fingerprint.fact")
+    assert (fact.user, fact.mode) == ("root", 0o755)
+    found = json.loads(host.check_output("/etc/ansible/facts.d/kiln_fingerprint.fact"))
+    release = host.check_output("uname -r")
+    pretty = host.check_output(". /etc/os-release && echo $PRETTY_NAME")
+    # A raw node: the kernel and the distribution, nothing of the GPU or Slurm stack.
+    assert found == {"distribution": pretty, "kernel": release}
+
+
 def test_apt_proxy_matches_the_setting(host):
     proxy_file = host.file("/etc/apt/apt.conf.d/01kiln-proxy")
     proxy = os.environ.get("KILN_MOLECULE_APT_PROXY", "")
