@@ -25,7 +25,7 @@ from kiln.lock import Lock
 from kiln.report import model, write
 from kiln.run import ids
 from kiln.run.display import Displays, for_people
-from kiln.run.events import RunSummary
+from kiln.run.events import RunSummary, outcome
 from kiln.validation.verdicts import Judgement, Verdict
 
 SUITE = "drift"
@@ -121,23 +121,15 @@ def rendered_diff(res: dict[str, Any]) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in out)
 
 
-def _changed(event: dict[str, Any], res: dict[str, Any]) -> bool:
-    # A no_log result is censored whole, `changed` with it: Ansible's own line for the
-    # event ("changed: [host]") still says it.
-    if "censored" in res:
-        return str(event.get("stdout", "")).lstrip().startswith("changed:")
-    return bool(res.get("changed"))
-
-
 def task_drift(events: list[dict[str, Any]]) -> dict[str, list[TaskDrift]]:
     """Every task result that reports changed, per host, in the order they ran."""
     found: dict[str, list[TaskDrift]] = {}
     for event in events:
-        data = event.get("event_data") or {}
-        res = data.get("res") or {}
-        if event.get("event") != "runner_on_ok" or not _changed(event, res):
+        result = outcome(event)
+        if result is None or result.label != "changed":
             continue
-        host = data.get("host") or data.get("remote_addr") or "?"
+        data = event.get("event_data") or {}
+        res, host = result.res, result.host
         name = data.get("task") or data.get("task_action", "")
         task = f"{data['role']} : {name}" if data.get("role") else name
         hidden = "censored" in res

@@ -142,3 +142,19 @@ def test_a_run_stopped_by_its_pre_flight_before_any_change_is_bad_input():
     assert RunSummary("r", "p", "failed", counts, [unreachable]).exit_code == (
         ExitCode.HOSTS_FAILED
     )
+
+
+def test_a_censored_change_counts_as_changed():
+    """A no_log result hides `changed` with the rest; Ansible's line still says it
+    (recorded from the lab: the munge role's check-mode report, tests/fixtures/drift)."""
+    from kiln.run.events import outcome
+
+    fixture = FIXTURES / "drift" / "lab-check-mode-events.jsonl"
+    events = [json.loads(line) for line in fixture.read_text().splitlines()]
+    [censored] = [e for e in events if "censored" in (e["event_data"].get("res") or {})]
+    found = outcome(censored)
+    assert found is not None
+    assert (found.label, found.host) == ("changed", "kiln-compute01")
+    accumulator = EventAccumulator("r", "drift.yml")
+    accumulator.feed(censored)
+    assert accumulator.summary.hosts["kiln-compute01"].changed == 1

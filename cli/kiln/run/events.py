@@ -137,6 +137,14 @@ class Outcome:
         return self.label in ("FAILED", "UNREACHABLE")
 
 
+def changed(event: dict[str, Any], res: dict[str, Any]) -> bool:
+    # A no_log result is censored whole, `changed` with it: Ansible's own line for the
+    # event ("changed: [host]") still says it.
+    if "censored" in res:
+        return str(event.get("stdout", "")).lstrip().startswith("changed:")
+    return bool(res.get("changed"))
+
+
 def outcome(event: dict[str, Any]) -> Outcome | None:
     """The result an event reports, or None for events that report none."""
     kind = event.get("event", "")
@@ -145,7 +153,7 @@ def outcome(event: dict[str, Any]) -> Outcome | None:
         return None
     data = event.get("event_data") or {}
     res = data.get("res") or {}
-    if kind == "runner_on_ok" and res.get("changed"):
+    if kind == "runner_on_ok" and changed(event, res):
         label = "changed"
     if kind == "runner_on_failed" and data.get("ignore_errors"):
         label = "ignored"
