@@ -15,6 +15,7 @@ from kiln import __version__
 from kiln.errors import ExitCode, KilnError
 
 COMMANDS = {
+    "burn-in": ("kiln.commands.burn_in", "burn_in", "Load new nodes for hours; drain bad ones."),
     "provision": ("kiln.commands.playbook", "provision", "Provision the cluster (site.yml)."),
     "run": ("kiln.commands.playbook", "run", "Run one of Kiln's playbooks."),
     "drift": ("kiln.commands.drift", "drift", "Show what differs from the declared cluster."),

@@ -100,6 +100,11 @@ def validate(*options: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["validate", "-i", str(inventory(tmp)), *options]
 
 
+def burn_in(*options: str) -> Callable[[Path], list[str]]:
+    given = ["--duration", "1h", *options] if "--duration" not in options else list(options)
+    return lambda tmp: ["burn-in", "-i", str(inventory(tmp)), *given]
+
+
 def a_file(name: str, data: str | bytes) -> Callable[[Path], Path]:
     def write(tmp: Path) -> Path:
         path = tmp / name
@@ -567,6 +572,42 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "not a text file",
     ),
+    # burn-in
+    ("burn-duration-unit", burn_in("--duration", "4x"), BAD, "--duration '4x': expected a length"),
+    ("burn-duration-bare", burn_in("--duration", "240"), BAD, "expected a length such as 4h"),
+    ("burn-duration-short", burn_in("--duration", "5s"), BAD, "must be between 30s and 14d"),
+    ("burn-duration-long", burn_in("--duration", "30d"), BAD, "must be between 30s and 14d"),
+    ("burn-no-profile", burn_in(), BAD, "burn-in needs a profile with a burn_in: section"),
+    ("burn-profile-unknown", burn_in("--profile", "h900"), BAD, "unknown profile 'h900'"),
+    (
+        "burn-profile-without-section",
+        lambda t: [
+            "burn-in",
+            "-i",
+            str(inventory(t)),
+            "--duration",
+            "1h",
+            "--profile",
+            str(a_file("p.yaml", "thresholds: {slurm.srun_s: 5}\n")(t)),
+        ],
+        BAD,
+        "profile p has no burn_in: section",
+    ),
+    (
+        "burn-profile-bad-section",
+        lambda t: [
+            "burn-in",
+            "-i",
+            str(inventory(t)),
+            "--duration",
+            "1h",
+            "--profile",
+            str(a_file("p.yaml", "burn_in: {device: tpu}\n")(t)),
+        ],
+        BAD,
+        "burn_in.device must be one of cuda, cpu",
+    ),
+    ("burn-nodes-unknown", burn_in("--nodes", "gpu009"), BAD, "gpu009"),
     # judge
     ("judge-missing-file", lambda t: ["judge", "nccl-tests", str(t / "none.txt")], BAD, "none.txt"),
     (
@@ -767,7 +808,7 @@ def test_a_vault_encrypted_vars_file_is_left_to_ansible_when_a_password_is_set(
 def test_the_table_covers_every_command():
     """Each command that reads operator input has rows here."""
     covered = {c[0].split("-")[0] for c in CASES}
-    assert covered >= {"inv", "run", "validate", "judge", "topo", "report", "runs", "lab"}
+    assert covered >= {"inv", "run", "validate", "burn", "judge", "topo", "report", "runs", "lab"}
     assert len(CASES) >= 80
 
 

@@ -6,7 +6,9 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -406,9 +408,13 @@ def test_validate_passes_a_healthy_lab_and_writes_every_report(lab, provisioned,
             ("storage.cold_import_s", ""),
         ]:
             assert (node, test, subject) in judged, (node, test)
-    # The lab's Debian nodes have neither torch nor nccl-tests: each part of the suite
-    # is skipped with a note, not failed.
-    assert any(n.startswith("Kiln's collectives benchmark skipped: torch") for n in report["notes"])
+    # The lab's compute nodes have Debian's CPU torch: Kiln's benchmark runs on gloo,
+    # within each node (2 ranks) and across both; nccl-tests is skipped with a note.
+    both = f"{LAB}-compute[01-02]"
+    for node in nodes:
+        for collective in ("all_reduce", "all_gather", "reduce_scatter"):
+            assert (node, f"collectives.{collective}.single_node", "2 ranks, gloo") in judged
+    assert (both, "collectives.all_reduce.multi_node", "4 ranks, gloo") in judged
     assert any(n.startswith("nccl-tests skipped: no /opt/nccl-tests") for n in report["notes"])
     folder = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"]
     for name in ("report.json", "report.md", "report.html", "junit.xml"):
@@ -441,12 +447,23 @@ def planted_tree(lab):
     on("controller", "rm -rf /shared/.kiln-validate")
 
 
-def test_validate_named_suite_without_its_prerequisite(lab, provisioned):
-    result = run_kiln("validate", "-i", lab, "--suite", "collectives", timeout=600)
+def without_torch(lab: str, tmp_path: Path) -> str:
+    """The lab's inventory, with a Python that has no torch for the benchmarks."""
+    copy = tmp_path / "inventory"
+    shutil.copytree(lab, copy)
+    (copy / "group_vars" / "all" / "no-torch.yml").write_text(
+        "validate_torch_python: /usr/bin/python3-without-torch\n"
+    )
+    return str(copy)
+
+
+def test_validate_named_suite_without_its_prerequisite(lab, provisioned, tmp_path):
+    inventory = without_torch(lab, tmp_path)
+    result = run_kiln("validate", "-i", inventory, "--suite", "collectives", timeout=600)
     assert result.returncode == ExitCode.BAD_INPUT, result.stderr
     assert result.stderr.strip().splitlines() == [
-        "kiln: error: collectives suite: neither torch (python3) nor nccl-tests "
-        f"(/opt/nccl-tests/build) on {LAB}-compute01,{LAB}-compute02 (set "
+        "kiln: error: collectives suite: neither torch (/usr/bin/python3-without-torch) nor "
+        f"nccl-tests (/opt/nccl-tests/build) on {LAB}-compute01,{LAB}-compute02 (set "
         "validate_torch_python, validate_nccl_tests_dir or validate_nccl_tests_image)"
     ]
     # Stopped before any node was held or changed.
@@ -645,6 +662,105 @@ def test_the_scheduled_validation_tests_only_idle_nodes_into_the_history(
     assert "No reservations" in on("controller", "scontrol show reservation")
     listed = run_kiln("report", "list")
     assert report["id"] in listed.stdout, listed.stdout
+
+
+def burn_in(inventory: str, *extra: str) -> tuple[int, dict]:
+    result = run_kiln("burn-in", "-i", inventory, "--json", *extra, timeout=900)
+    assert result.stdout, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def round_of(subject: str) -> int:
+    return int(subject.rsplit("round ", 1)[1])
+
+
+def test_a_short_burn_in_loads_both_nodes_in_rounds_and_passes(lab, provisioned):
+    code, report = burn_in(lab, "--duration", "3m")
+    assert code == ExitCode.OK, report["node_verdicts"]
+    nodes = [f"{LAB}-compute01", f"{LAB}-compute02"]
+    assert (report["suites"], report["nodes"], report["profile"]) == (["burn-in"], nodes, "lab-cpu")
+    assert report["node_verdicts"] == {n: {"verdict": "pass", "reasons": []} for n in nodes}
+    rounds = max(round_of(j["subject"]) for j in report["judgements"] if "round" in j["subject"])
+    assert rounds >= 2, report["notes"]
+    judged = {(j["node"], j["test"], j["subject"]) for j in report["judgements"]}
+    both = f"{LAB}-compute[01-02]"
+    for index in range(1, rounds + 1):
+        # Every round: the stress on each node's CPU, then the suites under load.
+        for node in nodes:
+            for test, subject in [
+                ("burn_in.tflops", "cpu"),
+                ("storage.seq_write", "/shared"),
+                ("storage.seq_read", "/shared"),
+                ("storage.rand_read_iops", "/shared"),
+                ("storage.metadata_ops", "/shared"),
+                ("collectives.all_reduce.single_node", "2 ranks, gloo"),
+            ]:
+                assert (node, test, f"{subject}, round {index}") in judged, (node, test, index)
+        assert (
+            both,
+            "collectives.all_reduce.multi_node",
+            f"4 ranks, gloo, round {index}",
+        ) in judged
+    assert {j["verdict"] for j in report["judgements"]} == {"pass"}
+    # The figures over time: one TFLOP/s series per node, from every round.
+    series = {(s["node"], s["device"], s["metric"]): s["points"] for s in report["series"]}
+    for node in nodes:
+        points = series[(node, "cpu", "tflops")]
+        assert len(points) >= 2 * rounds and all(v > 0 for _, v in points)
+        assert [t for t, _ in points] == sorted(t for t, _ in points)
+    assert len(series[(both, "all_reduce", "busbw_gbps")]) == rounds
+    assert report["actions"] == {"drain": {}, "resume": [], "left": {}}
+    assert "No reservations" in on("controller", "scontrol show reservation")
+    folder = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"]
+    page = (folder / "report.html").read_text()
+    assert "aria-label='TFLOP/s per device'" in page
+    listed = run_kiln("report", "list")
+    assert report["id"] in listed.stdout, listed.stdout
+
+
+# CPU hogs on one node, while its stress runs: its container's share of the host's
+# cores (one of two, while the other node's stress wants the other) is split among them
+# and the stress, which then runs at a small fraction of the other node's speed
+# (measured: 0.0004 against 0.0022 TFLOP/s), far below the lab profile's 60% drop.
+# Only during the stress: starved of CPU, the node's suites would take minutes.
+HOG = "for i in $(seq 23); do timeout 300 sha256sum /dev/zero >/dev/null 2>&1 & done"
+# Waits on the controller itself: polling from here would take the CPU being measured.
+STRESS_STARTED = (
+    "timeout 280 sh -c 'until squeue -h -n kiln-burn-in-stress | grep -q .; do sleep 0.5; done'"
+)
+STRESS_ENDED = (
+    "timeout 280 sh -c 'while squeue -h -n kiln-burn-in-stress | grep -q .; do sleep 1; done'"
+)
+
+
+def test_a_burn_in_fails_and_drains_only_the_node_slowed_on_purpose(lab, provisioned):
+    slow, fine = f"{LAB}-compute01", f"{LAB}-compute02"
+    command = [sys.executable, "-m", "kiln", "burn-in", "-i", lab, "--json", "--duration", "30s"]
+    burning = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        on("controller", STRESS_STARTED)
+        on("compute01", HOG)
+        on("controller", STRESS_ENDED)
+    finally:
+        on("compute01", "pkill sha256sum || true")
+    out, err = burning.communicate(timeout=900)
+    report = json.loads(out)
+    try:
+        assert burning.returncode == ExitCode.VALIDATION_FAILED, (err, report["node_verdicts"])
+        assert report["node_verdicts"][fine] == {"verdict": "pass", "reasons": []}
+        verdict = report["node_verdicts"][slow]
+        assert verdict["verdict"] == "fail"
+        assert re.fullmatch(
+            r"cpu, round 1: \S+ TFLOP/s, \d+% below the fleet median \(\S+\)", verdict["reasons"][0]
+        ), verdict
+        [(node, reason)] = report["actions"]["drain"].items()
+        assert (node, reason) == (slow, f"kiln: burn-in: {verdict['reasons'][0]}")
+        line = on("controller", f"scontrol show node {slow} --oneliner")
+        assert "DRAIN" in line and "Reason=kiln: burn-in: cpu, round 1" in line
+        assert "DRAIN" not in on("controller", f"scontrol show node {fine} --oneliner")
+        assert "No reservations" in on("controller", "scontrol show reservation")
+    finally:
+        on("controller", f"scontrol update NodeName={slow} State=RESUME")
 
 
 def test_the_mpi_check_fails_a_node_without_its_pmix_library(lab, provisioned):

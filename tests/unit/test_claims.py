@@ -59,8 +59,8 @@ def test_every_kiln_command_shown_exists():
 
 
 def test_the_check_catches_a_claim():
-    """The check itself: a README that promised burn-in would fail it."""
-    text = "Kiln runs a burn-in on new nodes.\n\nComing: pyxis.\n"
+    """The check itself: a README that promised the migration procedure would fail it."""
+    text = "Kiln documents a region migration.\n\nComing: pyxis.\n"
     said = re.sub(r"(?ms)^Coming:.*?(?:\n\n|\Z)", "", text)
-    assert re.search(r"burn-in", said) and not _exists("command burn-in")
+    assert re.search(r"\bmigration\b", said) and not _exists("docs/migration.md")
     assert not re.search(r"\bpyxis\b", said)

@@ -119,8 +119,16 @@ def test_validate_paths_come_from_the_results_layout(tmp_path):
         "collectives_steps": "/state/raw/collectives_steps.json",
         "nccl_tests": "/state/raw/nccl_tests.json",
         "pairs": "/state/raw/pairs.json",
+        "burn_in_steps": "/state/raw/burn_in_steps.json",
+        "health": "/state/raw/health",
         "node_dir": "/var/lib/kiln/validate/20261123-1200-ab",
-        "node_kinds": ["storage", "cold_import", "collectives_node", "collectives_all"],
+        "node_kinds": [
+            "storage",
+            "cold_import",
+            "collectives_node",
+            "collectives_all",
+            "burn_stress",
+        ],
         "mpi_check": "/usr/local/libexec/kiln/kiln-mpi-check",
     }
     layout = results.make(tmp_path / "raw")

@@ -23,7 +23,7 @@ def test_first_round_pairs_every_node_and_the_odd_one_with_the_first():
 
 def test_one_slow_node_is_found_in_two_rounds():
     run_round, rounds = fake_fabric({"n3"})
-    found = session._bisect(["n1", "n2", "n3", "n4", "n5", "n6"], run_round)
+    found = session.bisect(["n1", "n2", "n3", "n4", "n5", "n6"], run_round)
     assert found.slow == ["n3"]
     assert found.cleared == ["n1", "n2", "n4", "n5", "n6"]
     assert found.suspects == []
@@ -35,14 +35,14 @@ def test_one_slow_node_is_found_in_two_rounds():
 
 def test_every_pair_failing_blames_no_node():
     run_round, rounds = fake_fabric({"a", "b", "c", "d"})
-    found = session._bisect(["a", "b", "c", "d"], run_round)
+    found = session.bisect(["a", "b", "c", "d"], run_round)
     assert found.slow == [] and len(rounds) == 1
     assert found.note.startswith("every pair failed")
 
 
 def test_a_healthy_first_round_needs_no_second():
     run_round, rounds = fake_fabric(set())
-    found = session._bisect(["a", "b", "c"], run_round)
+    found = session.bisect(["a", "b", "c"], run_round)
     assert found.slow == [] and found.suspects == [] and len(rounds) == 1
 
 

@@ -642,13 +642,13 @@ def test_a_missing_prerequisite_travels_as_data_not_as_message_text(tmp_path):
         json.dumps({"missing": ["collectives suite: neither torch nor nccl-tests on gpu001"]})
     )
     with pytest.raises(PrerequisiteError) as found:
-        session._stop_on_controller_failure(stopped, "ctl1", tmp_path)
+        session.stop_on_controller_failure(stopped, "ctl1", tmp_path)
     assert found.value.message == "collectives suite: neither torch nor nccl-tests on gpu001"
     assert found.value.exit_code == ExitCode.BAD_INPUT
     # Without the file, a failure on the controller is the run's failure, with its words.
     (tmp_path / "prerequisites.json").unlink()
     with pytest.raises(KilnError) as failed:
-        session._stop_on_controller_failure(stopped, "ctl1", tmp_path)
+        session.stop_on_controller_failure(stopped, "ctl1", tmp_path)
     assert failed.value.message == "validation could not run on ctl1: anything (kiln runs show r1)"
     assert failed.value.exit_code == ExitCode.FAILED
 

@@ -22,11 +22,12 @@ svg { margin: 0.5em 1em 1em 0; } text { font-size: 11px; }
 
 def render(report: Report) -> str:
     verdict = report.verdict.value
+    kind = report.kind
     parts = [
         "<!DOCTYPE html>",
-        f"<html><head><meta charset='utf-8'><title>Kiln validation {escape(report.id)}</title>",
+        f"<html><head><meta charset='utf-8'><title>Kiln {kind} {escape(report.id)}</title>",
         f"<style>{STYLE}</style></head><body>",
-        f"<h1>Kiln validation {escape(report.id)}: <span class='{verdict}'>"
+        f"<h1>Kiln {kind} {escape(report.id)}: <span class='{verdict}'>"
         f"{verdict.upper()}</span></h1>",
         f"<p>Started {escape(report.started)}; inventory <code>{escape(report.inventory)}</code>;"
         f" profile {escape(report.profile or 'none (fleet only)')};"
@@ -46,6 +47,12 @@ def render(report: Report) -> str:
         for collective in sorted({c["collective"] for c in report.curves}):
             curves = [c for c in report.curves if c["collective"] == collective]
             parts.append(_curve_plot(collective, curves))
+    if report.series:
+        parts.append("<h2>Over time (seconds since the start)</h2>")
+        for metric, title in METRICS.items():
+            chosen = [s for s in report.series if s["metric"] == metric]
+            if chosen:
+                parts.append(_time_plot(title, chosen))
     measured = [j for j in report.judgements if j.value is not None]
     if measured:
         parts.append("<h2>Measured per node, against the threshold</h2>")
@@ -75,6 +82,68 @@ def render(report: Report) -> str:
     return "\n".join(parts) + "\n"
 
 
+# The burn-in's series, in the order the page shows them.
+METRICS = {
+    "tflops": "TFLOP/s per device",
+    "temperature_c": "GPU temperature (C)",
+    "power_w": "power draw (W)",
+    "sm_clock_mhz": "SM clock (MHz)",
+    "busbw_gbps": "multi-node all_reduce busbw (GB/s), per round",
+}
+
+
+def _frame(
+    width: int, height: int, left: int, bottom: int, lines: int, label: str, title: str
+) -> list[str]:
+    """An SVG plot's opening: room for a legend line per series, the title, the axes."""
+    return [
+        f"<svg width='{width}' height='{height + 20 * lines}' role='img' "
+        f"aria-label='{escape(label)}'>",
+        f"<text x='{left}' y='14'>{escape(title)}</text>",
+        f"<line x1='{left}' y1='{height - bottom}' x2='{width - 20}' y2='{height - bottom}' "
+        "stroke='#444'/>",
+        f"<line x1='{left}' y1='20' x2='{left}' y2='{height - bottom}' stroke='#444'/>",
+    ]
+
+
+def _time_plot(title: str, series: list[dict]) -> str:
+    """Each series (a node's device) as a line: value against seconds since the start."""
+    width, height, left, bottom = 640, 300, 60, 40
+    points = [p for s in series for p in s["points"]]
+    if not points:
+        return ""
+    x1 = max(p[0] for p in points) or 1.0
+    y1 = max(p[1] for p in points) * 1.1 or 1.0
+
+    def at(t: float, value: float) -> tuple[float, float]:
+        x = left + t / x1 * (width - left - 20)
+        y = height - bottom - value / y1 * (height - bottom - 20)
+        return round(x, 1), round(y, 1)
+
+    svg = [
+        *_frame(width, height, left, bottom, len(series), title, title),
+        f"<text x='4' y='28'>{fmt(y1)}</text>",
+        f"<text x='{width - 60}' y='{height - bottom + 16}'>{fmt(x1)} s</text>",
+    ]
+    for index, one in enumerate(series):
+        colour = COLOURS[index % len(COLOURS)]
+        path = " ".join(f"{x},{y}" for x, y in (at(t, v) for t, v in one["points"]))
+        shape = "polyline" if len(one["points"]) > 1 else "circle"
+        if shape == "circle":
+            x, y = at(*one["points"][0])
+            svg.append(f"<circle cx='{x}' cy='{y}' r='3' fill='{colour}'/>")
+        else:
+            svg.append(
+                f"<polyline fill='none' stroke='{colour}' stroke-width='1.5' points='{path}'/>"
+            )
+        svg.append(
+            f"<text x='{left}' y='{height + 14 + 20 * index}' fill='{colour}'>"
+            f"{escape(one['node'])} {escape(one['device'])}</text>"
+        )
+    svg.append("</svg>")
+    return "".join(svg)
+
+
 def _size(size: float) -> str:
     for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
         if size >= 1 << shift:
@@ -97,12 +166,15 @@ def _curve_plot(collective: str, curves: list[dict]) -> str:
         return round(x, 1), round(y, 1)
 
     svg = [
-        f"<svg width='{width}' height='{height + 20 * len(curves)}' role='img' "
-        f"aria-label='{escape(collective)} busbw'>",
-        f"<text x='{left}' y='14'>{escape(collective)}: busbw (GB/s) by message size</text>",
-        f"<line x1='{left}' y1='{height - bottom}' x2='{width - 20}' y2='{height - bottom}' "
-        "stroke='#444'/>",
-        f"<line x1='{left}' y1='20' x2='{left}' y2='{height - bottom}' stroke='#444'/>",
+        *_frame(
+            width,
+            height,
+            left,
+            bottom,
+            len(curves),
+            f"{collective} busbw",
+            f"{collective}: busbw (GB/s) by message size",
+        ),
         f"<text x='4' y='28'>{fmt(y1)}</text>",
     ]
     for size in sorted({p[0] for p in points})[:: max(1, len(points) // 8 or 1)]:

@@ -8,7 +8,7 @@ from kiln.validation.verdicts import fmt
 
 def render(report: Report) -> str:
     lines = [
-        f"# Kiln validation {report.id}: {report.verdict.value.upper()}",
+        f"# Kiln {report.kind} {report.id}: {report.verdict.value.upper()}",
         "",
         f"- started {report.started}, inventory `{report.inventory}`",
         f"- profile: {report.profile or 'none (judged against the fleet only)'}",

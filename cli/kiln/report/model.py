@@ -43,6 +43,15 @@ class Curve(TypedDict):
     points: list[Point]
 
 
+class Series(TypedDict):
+    """A figure over time (burn-in): [seconds since the start, value] points."""
+
+    node: str
+    device: str  # "gpu0", "cpu"; the collective for busbw
+    metric: str  # tflops, temperature_c, power_w, sm_clock_mhz, busbw_gbps
+    points: list[Point]
+
+
 class Actions(TypedDict, total=False):
     drain: dict[str, str]  # node -> reason
     resume: list[str]
@@ -60,6 +69,7 @@ class Report:
     judgements: list[Judgement] = field(default_factory=list)
     node_verdicts: dict[str, NodeVerdict] = field(default_factory=dict)
     curves: list[Curve] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     actions: Actions = field(default_factory=lambda: Actions())
     runs: list[str] = field(default_factory=list)  # the ansible runs (kiln runs show)
@@ -70,6 +80,12 @@ class Report:
         found = {Verdict(v["verdict"]) for v in self.node_verdicts.values()}
         found |= {j.verdict for j in self.judgements}
         return worst(found)
+
+    @property
+    def kind(self) -> str:
+        """What the report is of: a validation, a burn-in, a drift check."""
+        named = {"burn-in": "burn-in", "drift": "drift check"}
+        return named.get(self.suites[0], "validation") if len(self.suites) == 1 else "validation"
 
     def action_lines(self) -> list[str]:
         """What the run did in Slurm, a line each: drained, resumed, left alone."""

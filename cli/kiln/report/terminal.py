@@ -27,10 +27,15 @@ def _console() -> Console:
 
 def show(report: Report, console: Console | None = None) -> None:
     console = console or _console()
-    table = Table(title=f"validation {report.id}: profile {report.profile or 'none'}", box=None)
+    table = Table(title=f"{report.kind} {report.id}: profile {report.profile or 'none'}", box=None)
     for column in ("node", "test", "subject", "value", "threshold", "verdict"):
         table.add_column(column)
-    for j in report.judgements:
+    # A burn-in judges every device every round: the terminal shows what did not pass
+    # (the HTML report and report.json keep them all).
+    shown = report.judgements
+    if report.kind == "burn-in":
+        shown = [j for j in shown if j.verdict.value != "pass"]
+    for j in shown:
         style = STYLES[j.verdict.value]
         table.add_row(
             escape(j.node),
@@ -40,7 +45,10 @@ def show(report: Report, console: Console | None = None) -> None:
             f"{fmt(j.threshold)} {j.unit}" if j.threshold is not None else "",
             f"[{style}]{j.verdict.value}[/{style}]",
         )
-    console.print(table)
+    if shown or not report.judgements:
+        console.print(table)
+    else:
+        console.print(f"{report.kind} {report.id}: all {len(report.judgements)} judgements passed")
     for node in report.nodes:
         entry = report.node_verdicts.get(node)
         if entry and entry["verdict"] in ("warn", "fail") and entry["reasons"]:

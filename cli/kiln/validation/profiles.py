@@ -84,6 +84,26 @@ COLLECTIVES_DEFAULTS: dict[str, object] = {
     "iters": 20,
     "timeout_s": 900,
 }
+# `kiln burn-in`'s settings: a profile without a `burn_in:` section cannot burn in
+# (the load and the limits depend on the hardware); keys it leaves out take these.
+BURN_IN_DEFAULTS: dict[str, object] = {
+    "round_s": 600,  # stress per round; collectives, storage and checks follow it
+    "device": "cuda",  # cuda: every GPU; cpu: the lab
+    "dtype": "bfloat16",
+    "size": 16384,  # n of the n x n matrix products
+    "memory_fraction": 0.8,  # of each GPU's free memory the operands fill
+    "threads": 0,  # CPU threads (device cpu); 0: torch's own choice
+    "sample_s": 5,  # seconds between figures and nvidia-smi samples
+    "drop_percent": 10.0,  # below a GPU's own first round, or below the fleet median
+    "tflops_min": 0.0,  # per GPU; 0: judged against itself and the fleet only
+    "temperature_max_c": 85.0,
+    "throttle_percent": 5.0,  # of samples with a thermal or power-brake slowdown
+}
+SECTIONS = {
+    "storage": STORAGE_DEFAULTS,
+    "collectives": COLLECTIVES_DEFAULTS,
+    "burn_in": BURN_IN_DEFAULTS,
+}
 
 
 class ProfileError(InputError):
@@ -99,6 +119,7 @@ class Profile:
     outlier_percent: float = 15.0
     storage: dict[str, object] = field(default_factory=lambda: dict(STORAGE_DEFAULTS))
     collectives: dict[str, object] = field(default_factory=lambda: dict(COLLECTIVES_DEFAULTS))
+    burn_in: dict[str, object] | None = None  # None: the profile has no `burn_in:` section
 
     def threshold(self, test: str) -> Threshold | None:
         if test not in self.thresholds:
@@ -134,6 +155,7 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Profile:
         "outlier_percent",
         "storage",
         "collectives",
+        "burn_in",
     }
     if unknown_keys:
         raise ProfileError(f"{label}: unknown key {sorted(unknown_keys)[0]!r}")
@@ -145,8 +167,13 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Profile:
         profile.outlier_percent = base.outlier_percent
         profile.storage = dict(base.storage)
         profile.collectives = dict(base.collectives)
+        profile.burn_in = dict(base.burn_in) if base.burn_in is not None else None
     for section in ("storage", "collectives"):
         getattr(profile, section).update(_section(data, section, label))
+    if "burn_in" in data:
+        given = _section(data, "burn_in", label)
+        profile.burn_in = {**(profile.burn_in or BURN_IN_DEFAULTS), **given}
+        _check_burn_in(profile.burn_in, label)
     for key in ("warn_band_percent", "outlier_percent"):
         if key in data:
             setattr(profile, key, _number(data[key], f"{label}: {key}"))
@@ -178,7 +205,7 @@ def _read(name_or_path: str) -> tuple[str, str, str]:
 def _section(data: dict, section: str, label: str) -> dict[str, object]:
     """A profile's suite settings: known keys only, each of its default's type."""
     given = data.get(section) or {}
-    defaults = STORAGE_DEFAULTS if section == "storage" else COLLECTIVES_DEFAULTS
+    defaults = SECTIONS[section]
     if not isinstance(given, dict):
         raise ProfileError(f"{label}: '{section}' must be a mapping")
     for key, value in given.items():
@@ -186,10 +213,36 @@ def _section(data: dict, section: str, label: str) -> dict[str, object]:
             raise ProfileError(
                 f"{label}: unknown {section} setting {key!r}; known: {', '.join(defaults)}"
             )
-        if type(value) is not type(defaults[key]):
-            kind = type(defaults[key]).__name__
-            raise ProfileError(f"{label}: {section}.{key} must be a {kind}, got {value!r}")
+        wanted = type(defaults[key])
+        if wanted is float and type(value) is int:
+            value = given[key] = float(value)  # 10 means 10.0 where a number is asked
+        if type(value) is not wanted:
+            raise ProfileError(
+                f"{label}: {section}.{key} must be a {wanted.__name__}, got {value!r}"
+            )
     return given
+
+
+def _check_burn_in(settings: dict, label: str) -> None:
+    """Burn-in settings the stress program could not run or judge with."""
+    choices = {"device": ("cuda", "cpu"), "dtype": ("bfloat16", "float16", "float32")}
+    for key, allowed in choices.items():
+        if settings[key] not in allowed:
+            raise ProfileError(f"{label}: burn_in.{key} must be one of {', '.join(allowed)}")
+    ranges = {
+        "round_s": (10, 86400),
+        "size": (16, 1 << 17),
+        "sample_s": (1, settings["round_s"]),
+        "memory_fraction": (0, 0.95),
+        "threads": (0, 4096),
+        "drop_percent": (0, 100),
+        "throttle_percent": (0, 100),
+        "tflops_min": (0, 1e6),
+        "temperature_max_c": (1, 150),
+    }
+    for key, (low, high) in ranges.items():
+        if not low <= settings[key] <= high:
+            raise ProfileError(f"{label}: burn_in.{key} {settings[key]!r}: must be {low} to {high}")
 
 
 def _number(value: object, where: str) -> float:

@@ -16,6 +16,10 @@ On the control node, in the run's results directory:
     storage_steps.json, collectives_steps.json
                                   how each srun step ended, and why a suite was skipped
     pairs.json                    the pairwise runs
+    burn_stress/NODE.json         a burn-in round's stress figures (kiln burn-in)
+    burn_in_steps.json            how the round's stress step ended
+    health/NODE.json              kiln-health's passive check after the round
+A burn-in keeps one such directory per round.
 On each node, while the run lasts: NODE_ROOT/RUN/KIND.json for each of NODE_KINDS, which
 the role brings back as KIND/NODE.json.
 """
@@ -38,8 +42,11 @@ STORAGE_STEPS = "storage_steps.json"
 COLLECTIVES_STEPS = "collectives_steps.json"
 NCCL_TESTS = "nccl_tests.json"
 PAIRS = "pairs.json"
-# Written on each node by the probe or the benchmark, then brought back per node.
-NODE_KINDS = ("storage", "cold_import", "collectives_node", "collectives_all")
+# `kiln burn-in`: the srun outcome of the round's stress, and each node's passive check.
+BURN_IN_STEPS = "burn_in_steps.json"
+HEALTH = "health"
+# Written on each node by the probe or the benchmarks, then brought back per node.
+NODE_KINDS = ("storage", "cold_import", "collectives_node", "collectives_all", "burn_stress")
 
 
 @dataclass(frozen=True)
@@ -385,6 +392,8 @@ def for_role(results_dir: str, run: str) -> dict[str, Any]:
         "collectives_steps": str(root / COLLECTIVES_STEPS),
         "nccl_tests": str(root / NCCL_TESTS),
         "pairs": str(root / PAIRS),
+        "burn_in_steps": str(root / BURN_IN_STEPS),
+        "health": str(root / HEALTH),
         "node_dir": f"{NODE_ROOT}/{run}",
         "node_kinds": list(NODE_KINDS),
         "mpi_check": mpi.CHECK_PROGRAM,
@@ -394,7 +403,7 @@ def for_role(results_dir: str, run: str) -> dict[str, Any]:
 def make(root: Path) -> Layout:
     """A new results directory with its per-node folders, private to the operator."""
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for kind in (MUNGE, *NODE_KINDS):
+    for kind in (MUNGE, HEALTH, *NODE_KINDS):
         (root / kind).mkdir(mode=0o700, exist_ok=True)
     return Layout(root)
 

@@ -86,7 +86,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
             )
         )
         report.runs.append(summary.run)
-        _stop_on_controller_failure(summary, controller, results)
+        stop_on_controller_failure(summary, controller, results)
         return summary
 
     summary = suites(raw, request.suites, [])
@@ -109,13 +109,13 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
                 suites(results, [], chosen)
                 return collect.pair_results(results, chosen, limit)
 
-            found_pairs = _bisect(tested, run_round)
+            found_pairs = bisect(tested, run_round)
             report.judgements += _pair_judgements(found_pairs, limit, profile.name)
             if found_pairs.note:
                 found.notes.append(f"pairwise runs: {found_pairs.note}")
     actions = conclude(report, found, nodes, request.no_drain)
     if actions.drain or actions.resume:
-        _act(report, request, controller, {"drain": actions.drain, "resume": actions.resume})
+        act(report, request, controller, {"drain": actions.drain, "resume": actions.resume})
     report.finished = model.now()
     write.write_all(report)
     failed = report.verdict is Verdict.FAIL
@@ -154,14 +154,14 @@ def _canceled(
     redrain = {n: states.get(n, {}).get("reason", "") for n in plan.get("resume_to_test", [])}
     report.notes.append("canceled: nothing was judged and no node drained")
     release = {"reservation": _reservation(report), "redrain": redrain}
-    _act(report, request, controller, {"drain": {}, "resume": [], "release": release})
+    act(report, request, controller, {"drain": {}, "resume": [], "release": release})
     report.finished = model.now()
     write.write_all(report)
     return report, ExitCode.INTERRUPTED
 
 
-def _act(report: model.Report, request: Request, controller: str, act: dict) -> None:
-    """validate-drain.yml on the controller with validate_<key> for each of `act`."""
+def act(report: model.Report, request: Request, controller: str, acts: dict) -> None:
+    """validate-drain.yml on the controller with validate_<key> for each of `acts`."""
     from kiln.run.execute import RunRequest, run_playbook
 
     acted = run_playbook(
@@ -171,7 +171,7 @@ def _act(report: model.Report, request: Request, controller: str, act: dict) -> 
             limit=controller,
             display=request.display,
             lock=request.lock,
-            extravars={f"validate_{key}": value for key, value in act.items()},
+            extravars={f"validate_{key}": value for key, value in acts.items()},
         )
     )
     report.runs.append(acted.run)
@@ -192,7 +192,7 @@ PAIR_TEST = "collectives.all_reduce.multi_node"
 
 
 # What validate.yml brings back, one directory per kind (kiln.validation.collect).
-def _stop_on_controller_failure(summary: RunSummary, controller: str, results: Path) -> None:
+def stop_on_controller_failure(summary: RunSummary, controller: str, results: Path) -> None:
     missing = collect.missing_prerequisites(results)
     if missing:
         raise PrerequisiteError("; ".join(missing))
@@ -208,7 +208,7 @@ def _multi_node_failed(judgements: list[Judgement]) -> bool:
     return any(j.test == PAIR_TEST and j.verdict is Verdict.FAIL for j in judgements)
 
 
-def _bisect(tested: list[str], run_round) -> pairs.Findings:
+def bisect(tested: list[str], run_round) -> pairs.Findings:
     """Two rounds of pairwise all_reduce (kiln.validation.pairs)."""
     first = run_round(1, pairs.first_round(tested))
     findings, second = pairs.after_first(first)

@@ -132,13 +132,22 @@ def main() -> int:
         device = torch.device("cuda")
     else:
         device = torch.device("cpu")
-    dist.init_process_group(
+    address = f"tcp://{args.master_addr or master_address()}:{args.master_port}"
+    join = functools.partial(
+        dist.init_process_group,
         args.backend,
-        init_method=f"tcp://{args.master_addr or master_address()}:{args.master_port}",
         rank=rank,
         world_size=world,
         timeout=datetime.timedelta(seconds=args.init_timeout),
     )
+    try:
+        join(init_method=address)
+    except RuntimeError as exc:
+        # Distribution builds of torch (Debian's) lack libuv, which torch >= 2.4 asks
+        # for by default; every rank fails the same way before any socket is opened.
+        if "libuv" not in str(exc):
+            raise
+        join(init_method=address + "?use_libuv=0")
 
     def sync() -> None:
         if device.type == "cuda":
@@ -199,9 +208,15 @@ def main() -> int:
                 handle.write(text)
         else:
             print(text)
-    dist.destroy_process_group()
+    # Every rank is done once all pass this barrier; then each leaves at once. Tearing
+    # gloo down (destroy_process_group, or the interpreter's exit) hung a rank now and
+    # then in the lab once the rank serving the rendezvous store had gone.
+    dist.barrier()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

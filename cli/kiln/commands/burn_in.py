@@ -1,0 +1,65 @@
+"""`kiln burn-in`: hours of load on the nodes through Slurm, judged round by round."""
+
+import sys
+from pathlib import Path
+
+import click
+
+from kiln import inventory, lock
+from kiln.commands import inventory_option, parse_nodes
+from kiln.errors import InputError
+from kiln.run import display
+
+
+@click.command("burn-in")
+@inventory_option
+@click.option("--nodes", help="Only these compute nodes (a Slurm hostlist, e.g. gpu[001-004]).")
+@click.option("--duration", required=True, help="How long to load the nodes: 4h, 90m, 1h30m, 2d.")
+@click.option(
+    "--profile",
+    help="Load and limits: a profile with a burn_in: section, shipped or a YAML file "
+    "(default: the inventory's validate_profile).",
+)
+@click.option("--no-drain", is_flag=True, help="Change no node's Slurm state.")
+@click.option("--json", "json_mode", is_flag=True, help="Print the report as one JSON object.")
+def burn_in(
+    inventory_path: Path | None,
+    nodes: str | None,
+    duration: str,
+    profile: str | None,
+    no_drain: bool,
+    json_mode: bool,
+) -> None:
+    """Burn the compute nodes in: GPU stress, collectives and storage under load, in
+    rounds until DURATION is spent, inside a maintenance reservation.
+
+    Exit 0 when every node passes, 5 when a node fails, 130 when stopped (Ctrl-C ends
+    the current round; the rounds that ended are judged and the nodes let go)."""
+    from kiln.validation import burn_in as burn
+
+    try:  # bad input stops before the inventory is read
+        seconds = burn.parse_duration(duration)
+    except InputError as exc:
+        raise InputError(f"--duration {exc.message}") from None
+    spec = inventory.load(inventory_path)
+    if not json_mode:
+        for warning in spec.warnings:
+            click.echo(f"kiln: warning: {warning}", err=True)
+    request = burn.Request(
+        inventory=spec,
+        duration_s=seconds,
+        profile=profile,
+        nodes=parse_nodes(nodes),
+        no_drain=no_drain,
+        display=display.for_output(json_mode),
+    )
+    with lock.held(spec.path, "kiln burn-in") as request.lock:
+        report, code = burn.burn_in(request)
+    if json_mode:
+        display.emit_json(report.to_json())
+    else:
+        from kiln.report import terminal
+
+        terminal.show(report)
+        click.echo(f"report: {burn.report_path(report)}")
+    sys.exit(int(code))
