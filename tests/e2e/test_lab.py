@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -407,9 +408,13 @@ def test_validate_passes_a_healthy_lab_and_writes_every_report(lab, provisioned,
             ("storage.cold_import_s", ""),
         ]:
             assert (node, test, subject) in judged, (node, test)
-    # The lab's Debian nodes have neither torch nor nccl-tests: each part of the suite
-    # is skipped with a note, not failed.
-    assert any(n.startswith("Kiln's collectives benchmark skipped: torch") for n in report["notes"])
+    # The lab's compute nodes have Debian's CPU torch: Kiln's benchmark runs on gloo,
+    # within each node (2 ranks) and across both; nccl-tests is skipped with a note.
+    both = f"{LAB}-compute[01-02]"
+    for node in nodes:
+        for collective in ("all_reduce", "all_gather", "reduce_scatter"):
+            assert (node, f"collectives.{collective}.single_node", "2 ranks, gloo") in judged
+    assert (both, "collectives.all_reduce.multi_node", "4 ranks, gloo") in judged
     assert any(n.startswith("nccl-tests skipped: no /opt/nccl-tests") for n in report["notes"])
     folder = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"]
     for name in ("report.json", "report.md", "report.html", "junit.xml"):
@@ -442,12 +447,23 @@ def planted_tree(lab):
     on("controller", "rm -rf /shared/.kiln-validate")
 
 
-def test_validate_named_suite_without_its_prerequisite(lab, provisioned):
-    result = run_kiln("validate", "-i", lab, "--suite", "collectives", timeout=600)
+def without_torch(lab: str, tmp_path: Path) -> str:
+    """The lab's inventory, with a Python that has no torch for the benchmarks."""
+    copy = tmp_path / "inventory"
+    shutil.copytree(lab, copy)
+    (copy / "group_vars" / "all" / "no-torch.yml").write_text(
+        "validate_torch_python: /usr/bin/python3-without-torch\n"
+    )
+    return str(copy)
+
+
+def test_validate_named_suite_without_its_prerequisite(lab, provisioned, tmp_path):
+    inventory = without_torch(lab, tmp_path)
+    result = run_kiln("validate", "-i", inventory, "--suite", "collectives", timeout=600)
     assert result.returncode == ExitCode.BAD_INPUT, result.stderr
     assert result.stderr.strip().splitlines() == [
-        "kiln: error: collectives suite: neither torch (python3) nor nccl-tests "
-        f"(/opt/nccl-tests/build) on {LAB}-compute01,{LAB}-compute02 (set "
+        "kiln: error: collectives suite: neither torch (/usr/bin/python3-without-torch) nor "
+        f"nccl-tests (/opt/nccl-tests/build) on {LAB}-compute01,{LAB}-compute02 (set "
         "validate_torch_python, validate_nccl_tests_dir or validate_nccl_tests_image)"
     ]
     # Stopped before any node was held or changed.
@@ -658,10 +674,6 @@ def round_of(subject: str) -> int:
     return int(subject.rsplit("round ", 1)[1])
 
 
-@pytest.mark.skip(
-    reason="the lab carries no torch yet: with Debian's python3-torch on the compute nodes, "
-    "gloo runs of the collectives benchmark across nodes left the lab unusable in CI (issue 22)"
-)
 def test_a_short_burn_in_loads_both_nodes_in_rounds_and_passes(lab, provisioned):
     code, report = burn_in(lab, "--duration", "3m")
     assert code == ExitCode.OK, report["node_verdicts"]
@@ -721,10 +733,6 @@ STRESS_ENDED = (
 )
 
 
-@pytest.mark.skip(
-    reason="the lab carries no torch yet: with Debian's python3-torch on the compute nodes, "
-    "gloo runs of the collectives benchmark across nodes left the lab unusable in CI (issue 22)"
-)
 def test_a_burn_in_fails_and_drains_only_the_node_slowed_on_purpose(lab, provisioned):
     slow, fine = f"{LAB}-compute01", f"{LAB}-compute02"
     command = [sys.executable, "-m", "kiln", "burn-in", "-i", lab, "--json", "--duration", "30s"]
