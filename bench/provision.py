@@ -31,26 +31,26 @@ def timed(*args: str) -> tuple[float, subprocess.CompletedProcess]:
     return time.monotonic() - start, result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def lab_options(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The bench lab's options, shared with the other lab benchmarks."""
     parser.add_argument("--compute", type=int, default=2)
     parser.add_argument("--distro", default="trixie")
     parser.add_argument("--keep", action="store_true")
-    options = parser.parse_args()
+    return parser.parse_args()
 
+
+def lab_up(options: argparse.Namespace) -> tuple[float, str]:
+    """Bring up the bench lab: seconds it took and its inventory."""
     up_s, up = timed(
         "lab", "up", "--name", LAB, "--compute", str(options.compute), "--distro", options.distro
     )
     if up.returncode != 0:
         sys.exit(f"lab up failed: {up.stderr.strip()}")
-    inventory = up.stdout.strip().splitlines()[-1].removeprefix("inventory: ")
-    figures = {"lab_up_s": round(up_s, 1)}
-    for label in ("first_provision", "reprovision"):
-        seconds, run = timed("provision", "-i", inventory, "--json")
-        report = json.loads(run.stdout)
-        figures[f"{label}_s"] = round(seconds, 1)
-        figures[f"{label}_changed"] = sum(h["changed"] for h in report["hosts"].values())
-        figures[f"{label}_exit"] = run.returncode
+    return up_s, up.stdout.strip().splitlines()[-1].removeprefix("inventory: ")
+
+
+def finish(options: argparse.Namespace, figures: dict) -> None:
+    """Take the lab down (unless --keep) and print the figures with the machine's."""
     if not options.keep:
         kiln("lab", "down", "--name", LAB)
     figures.update(
@@ -60,6 +60,19 @@ def main() -> None:
         host=platform.platform(),
     )
     print(json.dumps(figures, indent=2))
+
+
+def main() -> None:
+    options = lab_options(argparse.ArgumentParser())
+    up_s, inventory = lab_up(options)
+    figures = {"lab_up_s": round(up_s, 1)}
+    for label in ("first_provision", "reprovision"):
+        seconds, run = timed("provision", "-i", inventory, "--json")
+        report = json.loads(run.stdout)
+        figures[f"{label}_s"] = round(seconds, 1)
+        figures[f"{label}_changed"] = sum(h["changed"] for h in report["hosts"].values())
+        figures[f"{label}_exit"] = run.returncode
+    finish(options, figures)
 
 
 if __name__ == "__main__":

@@ -236,6 +236,7 @@ def to_report(
         profile=None,
         suites=[SUITE],
         nodes=hosts,
+        positions=spec.positions(hosts),
         judgements=judgements,
         node_verdicts=verdicts,
         finished=model.now(),

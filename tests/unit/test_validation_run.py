@@ -9,11 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from kiln import inventory
 from kiln.report import compare, html, junit, markdown, model, write
 from kiln.run import ids
 from kiln.validation import assess, collect, drain, profiles, session
 from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict
+from tests.conftest import cluster_inventory
+
+MULTI = "collectives.all_reduce.multi_node"
 
 FIO = Path(__file__).parent.parent / "fixtures" / "fio"
 NODES = ["gpu001", "gpu002", "gpu003"]
@@ -839,3 +843,65 @@ def test_the_mpi_records_read_whole():
     report = layout.MpiReport.from_json(json.loads(mpi_output()))
     assert report.to_json() == json.loads(mpi_output())
     assert report.pair_list()[0] == layout.MpiPair("gpu001", "gpu002", 2.1, 24.0)
+
+
+def test_compare_lines_up_two_clusters_by_role_and_place(write_inventory):
+    """After a migration renamed every node: the old cluster's gpu00N is compared with
+    the new one's gpx00N, multi-node and pair runs included, whatever the host order."""
+    old = inventory.load(write_inventory(cluster_inventory(compute=("gpu[001:003]",)), name="old"))
+    new = inventory.load(
+        write_inventory(
+            cluster_inventory(controllers=("ctl-b",), compute=("gpx003", "gpx001", "gpx002")),
+            name="new",
+        )
+    )
+    assert new.positions(["ctl-b", "gpx001", "gpx002", "gpx003"]) == {
+        "ctl-b": "slurm_controller 1",
+        "gpx001": "slurm_compute 1",
+        "gpx002": "slurm_compute 2",
+        "gpx003": "slurm_compute 3",
+    }
+
+    def kept(spec, rates, multi, pair):
+        nodes = sorted(rates)
+        return model.Report(
+            id=ids.new_id(),
+            started=model.now(),
+            inventory=str(spec.path),
+            profile=None,
+            suites=["storage", "collectives"],
+            nodes=nodes,
+            positions=spec.positions(nodes),
+            judgements=[
+                Judgement(n, "storage.seq_write", "/shared", v, "MB/s", verdict, "")
+                for n, (v, verdict) in rates.items()
+            ]
+            + [
+                Judgement(multi[0], MULTI, "16 ranks", multi[1], "GB/s", Verdict.PASS, ""),
+                Judgement(pair, "collectives.pairwise", "all_reduce", None, "", Verdict.FAIL, ""),
+            ],
+        )
+
+    ok = (1000.0, Verdict.PASS)
+    before = kept(
+        old,
+        {"gpu001": ok, "gpu002": ok, "gpu003": ok},
+        ("gpu[001-003]", 300.0),
+        "gpu001,gpu003",
+    )
+    after = kept(
+        new,
+        {"gpx001": ok, "gpx002": ok, "gpx003": (200.0, Verdict.FAIL)},
+        ("gpx[001-003]", 310.0),
+        "gpx001,gpx003",
+    )
+    fleet, write_test, pair = compare.FLEET, "storage.seq_write", "collectives.pairwise"
+    C = compare.Change
+    assert compare.compare(before, after) == [
+        C(fleet, write_test, "/shared", 1000.0, 1000.0, "MB/s", "pass", "fail"),
+        C("gpx001", write_test, "/shared", 1000.0, 1000.0, "MB/s", "pass", "pass", "gpu001"),
+        C("gpx001,gpx003", pair, "all_reduce", None, None, "", "fail", "fail", "gpu001,gpu003"),
+        C("gpx002", write_test, "/shared", 1000.0, 1000.0, "MB/s", "pass", "pass", "gpu002"),
+        C("gpx003", write_test, "/shared", 1000.0, 200.0, "MB/s", "pass", "fail", "gpu003"),
+        C("gpx[001-003]", MULTI, "16 ranks", 300.0, 310.0, "GB/s", "pass", "pass", "gpu[001-003]"),
+    ]

@@ -86,7 +86,8 @@ def _json(found: model.Report) -> str:
 @click.option("--all", "show_all", is_flag=True, help="Also list tests that did not change.")
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
 def compare(run_a: str, run_b: str, show_all: bool, json_mode: bool) -> None:
-    """What got better or worse from RUN_A to RUN_B, per node and test."""
+    """What got better or worse from RUN_A to RUN_B, per node and test (nodes that
+    RUN_B names differently, after a migration, matched by role and place)."""
     changes = comparing.compare(model.load(run_a), model.load(run_b))
     if not show_all:
         changes = [c for c in changes if c.direction != "same"]
@@ -95,6 +96,7 @@ def compare(run_a: str, run_b: str, show_all: bool, json_mode: bool) -> None:
             [
                 {
                     "node": c.node,
+                    "node_before": c.node_before,
                     "test": c.test,
                     "subject": c.subject,
                     "before": c.before,

@@ -55,6 +55,18 @@ class ClusterSpec(BaseModel):
     def kiln_roles(self, host: str) -> list[str]:
         return [g for g in KILN_GROUPS if host in self.groups.get(g, [])]
 
+    def positions(self, hosts: list[str]) -> dict[str, str]:
+        """Each host's role and place in it, e.g. "slurm_compute 3": its first Kiln
+        group and its 1-based index there in hostlist order. Hosts keep their position
+        when a migration renames them, so reports of two clusters line up by it."""
+        found = {}
+        for host in hosts:
+            roles = self.kiln_roles(host)
+            if roles:
+                members = sorted(self.group(roles[0]), key=hostlist.sort_key)
+                found[host] = f"{roles[0]} {members.index(host) + 1}"
+        return found
+
 
 class InventoryError(InputError):
     """One or more problems in an inventory; each is one line of the message."""

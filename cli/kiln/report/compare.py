@@ -1,11 +1,14 @@
 """What got better or worse between two validation runs, per node and test.
 
-Nodes are matched by name; after a region migration with new names, the tests still
-line up under the fleet's medians (`node` is `fleet median` there)."""
+Nodes are matched by name, and a node the second run does not have by name is matched
+by its role and place in the inventory (the report's positions): after a region
+migration renamed every node, gpu007 of the old cluster lines up with gpx007 of the new
+one. The fleet's medians line up either way (`node` is `fleet median` there)."""
 
 import statistics
 from dataclasses import dataclass
 
+from kiln import hostlist
 from kiln.report.model import Report
 from kiln.validation.profiles import TESTS
 from kiln.validation.verdicts import Judgement, worst
@@ -23,6 +26,7 @@ class Change:
     unit: str
     verdict_before: str
     verdict_after: str
+    node_before: str | None = None  # the first run's name, where it differs
 
     @property
     def percent(self) -> float | None:
@@ -60,8 +64,42 @@ def _medians(report: Report) -> dict[tuple[str, str, str], Judgement]:
     return out
 
 
+def matching(a: Report, b: Report) -> dict[str, str]:
+    """Each node of A that B has under another name: A's name -> B's, by position."""
+    named_a, named_b = set(a.nodes) | set(a.positions), set(b.nodes) | set(b.positions)
+    # B's nodes that A does not have by name, by position
+    free = {place: node for node, place in b.positions.items() if node not in named_a}
+    return {
+        node: free[place]
+        for node, place in a.positions.items()
+        if node not in named_b and place in free
+    }
+
+
+def _renamed(node: str, names: dict[str, str]) -> str:
+    """NODE in B's names: one node, or a hostlist of several (a multi-node run)."""
+    if not names or node == FLEET:
+        return node
+    try:
+        members = hostlist.expand(node)
+    except ValueError:  # not a hostlist
+        return node
+    if not all(m in names for m in members):
+        return node
+    if "[" not in node:  # one node, or a pair "a,b" as the pairwise search writes it
+        return ",".join(names[m] for m in members)
+    return hostlist.compress(names[m] for m in members)
+
+
 def compare(a: Report, b: Report) -> list[Change]:
-    before = {**_index(a.judgements), **_medians(a)}
+    names = matching(a, b)
+    was = {}
+    before = {}
+    for key, judgement in {**_index(a.judgements), **_medians(a)}.items():
+        node = _renamed(key[0], names)
+        if node != key[0]:
+            was[node] = key[0]
+        before[(node, *key[1:])] = judgement
     after = {**_index(b.judgements), **_medians(b)}
     changes = []
     for key in sorted(set(before) | set(after)):
@@ -74,6 +112,7 @@ def compare(a: Report, b: Report) -> list[Change]:
                 (old or new).unit if (old or new) else "",
                 old.verdict.value if old else "",
                 new.verdict.value if new else "",
+                was.get(key[0]),
             )
         )
     return changes

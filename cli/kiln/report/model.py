@@ -66,6 +66,9 @@ class Report:
     profile: str | None
     suites: list[str]
     nodes: list[str]
+    # node -> its role and place in the inventory ("slurm_compute 3"): how `kiln report
+    # compare` lines up two clusters' nodes when their names differ
+    positions: dict[str, str] = field(default_factory=dict)
     judgements: list[Judgement] = field(default_factory=list)
     node_verdicts: dict[str, NodeVerdict] = field(default_factory=dict)
     curves: list[Curve] = field(default_factory=list)

@@ -81,7 +81,7 @@ def show_changes(changes: list[Change], console: Console | None = None) -> None:
         percent = f"{c.percent:+.0f}%" if c.percent is not None else ""
         style = STYLES.get(c.direction, "")
         table.add_row(
-            escape(c.node),
+            escape(f"{c.node_before} -> {c.node}" if c.node_before else c.node),
             escape(c.test),
             escape(c.subject),
             f"{fmt(c.before)} {c.unit} {c.verdict_before}"

@@ -93,6 +93,7 @@ class _Run:
             profile=profile.name,
             suites=[SUITE],
             nodes=nodes,
+            positions=request.inventory.positions(nodes),
         )
         self.raw = layout.make(model.directory(self.report.id) / "raw").root
         self.began = time.time()

@@ -59,6 +59,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
         profile=profile.name if profile else None,
         suites=request.suites,
         nodes=nodes,
+        positions=spec.positions(nodes),
     )
     raw = layout.make(model.directory(report.id) / "raw").root
     params = profile or profiles.Profile(name="")
