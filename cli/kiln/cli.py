@@ -15,6 +15,7 @@ from kiln import __version__
 from kiln.errors import ExitCode, KilnError
 
 COMMANDS = {
+    "accounting": ("kiln.commands.accounting", "accounting", "Move Slurm accounting to a cluster."),
     "burn-in": ("kiln.commands.burn_in", "burn_in", "Load new nodes for hours; drain bad ones."),
     "provision": ("kiln.commands.playbook", "provision", "Provision the cluster (site.yml)."),
     "run": ("kiln.commands.playbook", "run", "Run one of Kiln's playbooks."),

@@ -105,6 +105,23 @@ def burn_in(*options: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["burn-in", "-i", str(inventory(tmp)), *given]
 
 
+ACCOUNTING = {"group_vars/all.yml": {"slurm_accounting_enabled": True}}
+GOOD_DUMP = {
+    "kiln_accounting": 1,
+    "associations": "Cluster - 'old':Fairshare=1:QOS='normal'\nParent - 'root'\n",
+    "qos": [{"Name": "normal", "Priority": "0"}],
+}
+
+
+def accounting_load(dump: str | bytes | dict, files=ACCOUNTING) -> Callable[[Path], list[str]]:
+    def setup(tmp: Path) -> list[str]:
+        text = json.dumps(dump) if isinstance(dump, dict) else dump
+        path = a_file("old.json", text)(tmp)
+        return ["accounting", "load", "-i", str(inventory(tmp, files=files)), str(path)]
+
+    return setup
+
+
 def a_file(name: str, data: str | bytes) -> Callable[[Path], Path]:
     def write(tmp: Path) -> Path:
         path = tmp / name
@@ -608,6 +625,54 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "burn_in.device must be one of cuda, cpu",
     ),
     ("burn-nodes-unknown", burn_in("--nodes", "gpu009"), BAD, "gpu009"),
+    # accounting
+    (
+        "accounting-dump-disabled",
+        lambda t: ["accounting", "dump", "-i", str(inventory(t)), "-o", str(t / "a.json")],
+        BAD,
+        "slurm_accounting_enabled is not true: this cluster keeps no accounting",
+    ),
+    (
+        "accounting-dump-no-controller",
+        lambda t: [
+            "accounting",
+            "dump",
+            "-i",
+            str(inventory(t, cluster_inventory(controllers=()), files=ACCOUNTING)),
+            "-o",
+            str(t / "a.json"),
+        ],
+        BAD,
+        "slurm_controller has 0 hosts",
+    ),
+    ("accounting-load-disabled", accounting_load(GOOD_DUMP, files={}), BAD, "keeps no accounting"),
+    ("accounting-load-missing", lambda t: ["accounting", "load", str(t / "x.json")], BAD, "x.json"),
+    ("accounting-load-binary", accounting_load(BINARY), BAD, "not a text file"),
+    ("accounting-load-not-json", accounting_load("Cluster - 'old'\n"), BAD, "not JSON"),
+    (
+        "accounting-load-other-json",
+        accounting_load({"runs": []}),
+        BAD,
+        'not a Kiln accounting dump (no "kiln_accounting": 1)',
+    ),
+    (
+        "accounting-load-no-cluster",
+        accounting_load({**GOOD_DUMP, "associations": "Parent - 'root'\n"}),
+        BAD,
+        "not a sacctmgr dump",
+    ),
+    (
+        "accounting-load-bad-qos",
+        accounting_load({**GOOD_DUMP, "qos": [{"Name": "x", "MaxCPUs": "4; rm -rf /"}]}),
+        BAD,
+        "unknown QOS setting MaxCPUs",
+    ),
+    (
+        "accounting-load-unnamed-qos",
+        accounting_load({**GOOD_DUMP, "qos": [{"Priority": "1"}]}),
+        BAD,
+        "qos is not a list of named QOS",
+    ),
     # judge
     ("judge-missing-file", lambda t: ["judge", "nccl-tests", str(t / "none.txt")], BAD, "none.txt"),
     (
@@ -808,7 +873,18 @@ def test_a_vault_encrypted_vars_file_is_left_to_ansible_when_a_password_is_set(
 def test_the_table_covers_every_command():
     """Each command that reads operator input has rows here."""
     covered = {c[0].split("-")[0] for c in CASES}
-    assert covered >= {"inv", "run", "validate", "burn", "judge", "topo", "report", "runs", "lab"}
+    assert covered >= {
+        "inv",
+        "run",
+        "validate",
+        "burn",
+        "accounting",
+        "judge",
+        "topo",
+        "report",
+        "runs",
+        "lab",
+    }
     assert len(CASES) >= 80
 
 

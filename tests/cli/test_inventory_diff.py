@@ -4,7 +4,7 @@ only endpoints, host names and secrets change."""
 import json
 
 from kiln.errors import ExitCode
-from tests.conftest import run_kiln
+from tests.conftest import REPO, run_kiln
 
 KEY_A = "a2lsbi1tdW5nZS1rZXktQS0xMjM0NTY3ODkwMTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNA=="
 KEY_B = "a2lsbi1tdW5nZS1rZXktQi0xMjM0NTY3ODkwMTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNA=="
@@ -144,3 +144,34 @@ def test_an_invalid_inventory_is_refused(write_inventory, tmp_path):
     shown = run_kiln("inventory", "diff", str(good), str(tmp_path / "missing"))
     assert shown.returncode == ExitCode.BAD_INPUT
     assert shown.stderr.startswith("kiln: error: ") and len(shown.stderr.splitlines()) == 1
+
+
+def test_the_two_region_example_differs_only_in_endpoints_and_names():
+    """inventories/examples/two-regions: both regions link the same cluster.yml; the
+    diff is the site layers and the host lists, nothing of the cluster's settings."""
+    example = REPO / "inventories" / "examples" / "two-regions"
+    old, new = example / "us-east", example / "eu-west"
+    assert (old / "group_vars/all/cluster.yml").resolve() == example / "cluster.yml"
+    assert (new / "group_vars/all/cluster.yml").resolve() == example / "cluster.yml"
+    shown = run_kiln("inventory", "diff", str(old), str(new), "--json")
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    found = json.loads(shown.stdout)
+    changed = {g["group"]: {v["name"] for v in g["variables"]} for g in found["groups"]}
+    assert changed == {
+        "all": {
+            "autofs_mounts",
+            "base_apt_proxy",
+            "base_ntp_servers",
+            "nccl_env_overrides",
+            "slurm_topology_fabric_hosts",
+        },
+        "slurm_compute": set(),
+        "slurm_controller": {"ansible_host"},
+    }
+    moved = {g["group"]: (g["hosts_removed"], g["hosts_added"]) for g in found["groups"]}
+    gpu, gpx = [f"gpu00{i}" for i in range(1, 5)], [f"gpx00{i}" for i in range(1, 5)]
+    assert moved == {
+        "all": ([*gpu, "head01"], ["ctl01", *gpx]),
+        "slurm_compute": (gpu, gpx),
+        "slurm_controller": (["head01"], ["ctl01"]),
+    }

@@ -797,6 +797,65 @@ def test_validate_never_resumes_a_node_drained_by_someone_else(lab, provisioned)
         assert "Reason=e2e: RMA 42" in on("controller", f"scontrol show node {node} --oneliner")
 
 
+# What an operator's accounting holds: a QOS with limits, an account, a user in it.
+ACCOUNTS = (
+    "sacctmgr -i add qos e2e_long Priority=10 MaxWall=2-00:00:00 Flags=DenyOnLimit"
+    " Description=long-jobs"
+    " && sacctmgr -i add account e2e_team Description=team Organization=lab"
+    " && sacctmgr -i add user e2e_alice Account=e2e_team QOS=normal,e2e_long"
+    " DefaultQOS=normal MaxJobs=7 Fairshare=3"
+)
+REMOVE_ACCOUNTS = (
+    "sacctmgr -i remove user e2e_alice; sacctmgr -i remove account e2e_team;"
+    " sacctmgr -i remove qos e2e_long; true"
+)
+SHOW_ACCOUNTS = (
+    "sacctmgr -n -P show assoc where account=e2e_team"
+    " format=cluster,account,user,qos,defaultqos,maxjobs,fairshare"
+    " && sacctmgr -n -P show qos where name=e2e_long format=name,priority,maxwall,flags,description"
+)
+
+
+def changes_of_the_last_run() -> dict[str, int]:
+    record = json.loads(run_kiln("runs", "show", "latest", "--json").stdout)
+    return {host: counts["changed"] for host, counts in record["hosts"].items()}
+
+
+def test_accounting_moves_to_a_cluster_of_another_name(lab, provisioned, tmp_path):
+    on("controller", ACCOUNTS)
+    try:
+        declared = on("controller", SHOW_ACCOUNTS)
+        dumped = run_kiln("accounting", "dump", "-i", lab, "-o", str(tmp_path / "old.json"))
+        assert dumped.returncode == ExitCode.OK, dumped.stderr
+        assert dumped.stdout.splitlines()[-1] == (
+            f"dumped cluster kiln-lab: 1 account, 2 users, 2 QOS to {tmp_path / 'old.json'}"
+        )
+        assert changes_of_the_last_run() == {f"{LAB}-controller": 0}
+        assert (tmp_path / "old.json").stat().st_mode & 0o777 == 0o600
+        # As if from the old region's cluster, "old": loaded under this one's name.
+        data = json.loads((tmp_path / "old.json").read_text())
+        data["associations"] = data["associations"].replace("'kiln-lab'", "'old'")
+        (tmp_path / "old.json").write_text(json.dumps(data))
+        on("controller", REMOVE_ACCOUNTS)
+        assert on("controller", SHOW_ACCOUNTS) == ""
+        loaded = run_kiln("accounting", "load", "-i", lab, str(tmp_path / "old.json"))
+        assert loaded.returncode == ExitCode.OK, loaded.stderr
+        assert loaded.stdout.splitlines()[-1] == (
+            f"loaded cluster old: 1 account, 2 users, 2 QOS from {tmp_path / 'old.json'}"
+        )
+        # The QOS created, then set; the associations loaded.
+        assert changes_of_the_last_run() == {f"{LAB}-controller": 3}
+        assert on("controller", SHOW_ACCOUNTS) == declared
+        assert on("controller", "sacctmgr -n -P show cluster format=cluster") == "kiln-lab\n"
+        # Loaded again: nothing new.
+        again = run_kiln("accounting", "load", "-i", lab, str(tmp_path / "old.json"))
+        assert again.returncode == ExitCode.OK, again.stderr
+        assert changes_of_the_last_run() == {f"{LAB}-controller": 0}
+        assert on("controller", SHOW_ACCOUNTS) == declared
+    finally:
+        on("controller", REMOVE_ACCOUNTS)
+
+
 def test_secrets_never_reach_run_artifacts(lab, provisioned):
     key = on("controller", "base64 -w0 /etc/munge/munge.key").strip()
     password = on("controller", "sed -n 's/^StoragePass=//p' /etc/slurm/slurmdbd.conf").strip()

@@ -22,6 +22,8 @@ CAPABILITIES = {
     r"health[- ]check": "command health",
     r"burn-in": "command burn-in",
     r"\bmigration\b": "docs/migration.md",
+    r"\baccounting (dump|load)\b": "command accounting",
+    r"Ansible collection": "galaxy.yml",
 }
 
 
@@ -59,8 +61,8 @@ def test_every_kiln_command_shown_exists():
 
 
 def test_the_check_catches_a_claim():
-    """The check itself: a README that promised the migration procedure would fail it."""
-    text = "Kiln documents a region migration.\n\nComing: pyxis.\n"
+    """The check itself: a README that promised the Ansible collection would fail it."""
+    text = "Kiln ships as an Ansible collection.\n\nComing: pyxis.\n"
     said = re.sub(r"(?ms)^Coming:.*?(?:\n\n|\Z)", "", text)
-    assert re.search(r"\bmigration\b", said) and not _exists("docs/migration.md")
+    assert re.search(r"Ansible collection", said) and not _exists("galaxy.yml")
     assert not re.search(r"\bpyxis\b", said)

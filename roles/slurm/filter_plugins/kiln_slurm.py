@@ -11,7 +11,7 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import hostlist, slurm
+from kiln import accounting, hostlist, slurm
 from kiln.topology import for_slurm
 from kiln.topology.model import TopologyError
 
@@ -94,4 +94,5 @@ class FilterModule:
             "kiln_slurm_node_state": slurm.node_state,
             "kiln_conf_value": slurm.conf_value,
             "kiln_topology": kiln_topology,
+            "kiln_slurm_qos_to_set": accounting.qos_to_set,
         }
