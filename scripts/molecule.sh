@@ -62,14 +62,20 @@ if [ "${1:-}" = "--ci" ]; then
   # One scenario at a time: on CI's two cores, scenarios run side by side slowed Slurm's
   # past its time limit. Slurm runs once, on what the lab (tests/e2e) does not: Debian
   # 12's Slurm 22.05 and pushed config files; the lab runs Debian 13's configless.
+  # Every scenario runs; the failed ones are named at the end.
+  failed=()
   for dir in molecule/*/molecule.yml; do
     name="$(basename "$(dirname "$dir")")"
     if [ "$name" = slurm ]; then
-      KILN_MOLECULE_DISTRO=bookworm KILN_SLURM_CONFIG_MODE=pushed scenario slurm
+      KILN_MOLECULE_DISTRO=bookworm KILN_SLURM_CONFIG_MODE=pushed scenario slurm || failed+=(slurm)
     else
-      scenario "$name"
+      scenario "$name" || failed+=("$name")
     fi
   done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "== molecule scenarios failed: ${failed[*]}"
+    exit 1
+  fi
   exit
 fi
 
