@@ -4,7 +4,7 @@ VENV := .venv
 KILN := $(VENV)/bin/kiln
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: lab test prereqs venv lint unit molecule e2e lab-down docs
+.PHONY: lab test prereqs venv lint unit molecule e2e e2e-migration lab-down docs
 
 ## Bring up the local lab cluster and provision it.
 lab: prereqs venv
@@ -45,7 +45,11 @@ molecule: prereqs venv
 	scripts/molecule.sh --ci
 
 e2e: prereqs venv
-	pytest tests/e2e --durations=0
+	pytest tests/e2e -m "not migration" --durations=0
+
+## The region migration between two labs (about 20 minutes): not in `make test`.
+e2e-migration: prereqs venv
+	pytest tests/e2e -m migration --durations=0
 
 lab-down: venv
 	$(KILN) lab down

@@ -17,6 +17,7 @@ import yaml
 from kiln import inventory
 from kiln.errors import ExitCode
 from tests.conftest import run_kiln
+from tests.e2e.accounts import ACCOUNTS, REMOVE_ACCOUNTS, SHOW_ACCOUNTS
 
 pytestmark = pytest.mark.e2e
 LAB = "e2e"
@@ -795,25 +796,6 @@ def test_validate_never_resumes_a_node_drained_by_someone_else(lab, provisioned)
         }
         assert report["actions"]["resume"] == []
         assert "Reason=e2e: RMA 42" in on("controller", f"scontrol show node {node} --oneliner")
-
-
-# What an operator's accounting holds: a QOS with limits, an account, a user in it.
-ACCOUNTS = (
-    "sacctmgr -i add qos e2e_long Priority=10 MaxWall=2-00:00:00 Flags=DenyOnLimit"
-    " Description=long-jobs"
-    " && sacctmgr -i add account e2e_team Description=team Organization=lab"
-    " && sacctmgr -i add user e2e_alice Account=e2e_team QOS=normal,e2e_long"
-    " DefaultQOS=normal MaxJobs=7 Fairshare=3"
-)
-REMOVE_ACCOUNTS = (
-    "sacctmgr -i remove user e2e_alice; sacctmgr -i remove account e2e_team;"
-    " sacctmgr -i remove qos e2e_long; true"
-)
-SHOW_ACCOUNTS = (
-    "sacctmgr -n -P show assoc where account=e2e_team"
-    " format=cluster,account,user,qos,defaultqos,maxjobs,fairshare"
-    " && sacctmgr -n -P show qos where name=e2e_long format=name,priority,maxwall,flags,description"
-)
 
 
 def changes_of_the_last_run() -> dict[str, int]:
