@@ -441,6 +441,11 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     assert [(s["node"], s["device"], len(s["points"])) for s in tflops] == [
         (n, "gpu0", 2 * len(recorded_rounds())) for n in nodes
     ]
+    # The multi-node busbw: one series, a point per judged round.
+    busbw = [s for s in report.series if s["metric"] == "busbw_gbps"]
+    assert [(s["node"], s["device"], len(s["points"])) for s in busbw] == [
+        ("gpu[001-002]", "all_reduce", 2)
+    ]
     # The temperatures of both rounds, from the recorded samples.
     temperatures = [s for s in report.series if s["metric"] == "temperature_c"]
     assert len(temperatures) == 2 and len(temperatures[0]["points"]) == 2 * 38

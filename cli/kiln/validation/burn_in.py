@@ -293,14 +293,8 @@ def _multi_node(run: _Run, suites: list[Judgement], index: int, tested: list[str
     figure = next((j.value for j in suites if j.test == MULTI_NODE and j.value), None)
     if figure is None:
         return []
-    run.report.series.append(
-        model.Series(
-            node=hostlist.compress(tested),
-            device="all_reduce",
-            metric="busbw_gbps",
-            points=[[round(time.time() - run.began, 1), figure]],
-        )
-    )
+    point = [round(time.time() - run.began, 1), figure]
+    _extend(run.report, hostlist.compress(tested), "all_reduce", "busbw_gbps", [point])
     if run.first_multi is None:
         run.first_multi = figure
         return []
