@@ -54,6 +54,11 @@ def labs(tmp_path_factory):
                 run_kiln("lab", "down", "--name", name, timeout=300)
 
 
+@pytest.fixture(autouse=True)
+def state_dir(labs):
+    """Overrides the per-test state dir: the test drives the labs' (kiln lab ssh)."""
+
+
 def test_a_cluster_moves_to_another_lab_and_proves_equivalent(labs, tmp_path):
     old, new = labs["old"], labs["new"]
     # The old region: provisioned, with accounts, validated; its accounting kept.
