@@ -19,9 +19,20 @@ from tests.e2e.accounts import ACCOUNTS, SHOW_ACCOUNTS
 pytestmark = [pytest.mark.e2e, pytest.mark.migration]
 LABS = ("old", "new")
 # What differs between two labs from the same settings: where each one is (addresses,
-# the apt cache on its own subnet's gateway, the stand-in artifacts each lab serves from
-# its own state directory) and its name.
-ENDPOINTS = {"ansible_host", "base_apt_proxy", "enroot_base_url", "pyxis_base_url", "kiln_lab_name"}
+# the apt cache on its own subnet's gateway, each lab's SSH key) and its name, and the
+# stand-in enroot and pyxis artifacts each lab builds and serves from its own state
+# directory (a site's own mirror: its URLs, and the enroot packages' sha256).
+ENDPOINTS = {
+    "ansible_host",
+    "ansible_ssh_private_key_file",
+    "base_apt_proxy",
+    "enroot_base_url",
+    "enroot_sha256",
+    "enroot_caps_sha256",
+    "pyxis_base_url",
+    "pyxis_sha256",
+    "kiln_lab_name",
+}
 
 
 def kiln(*args: str, timeout: float = 1200) -> tuple[int, dict]:
