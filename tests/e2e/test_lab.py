@@ -16,7 +16,7 @@ import yaml
 
 from kiln import inventory
 from kiln.errors import ExitCode
-from tests.conftest import run_kiln
+from tests.conftest import REPO, run_kiln
 from tests.e2e.accounts import ACCOUNTS, REMOVE_ACCOUNTS, SHOW_ACCOUNTS
 
 pytestmark = pytest.mark.e2e
@@ -92,6 +92,57 @@ def start_times() -> dict[str, str]:
     }
 
 
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory) -> Path:
+    """kiln.cluster built from this tree and installed, as an AWX or ansible-navigator
+    user would have it: a collections path of its own."""
+    where = tmp_path_factory.mktemp("collection")
+    ansible_galaxy = str(Path(sys.executable).parent / "ansible-galaxy")
+
+    def collection_step(*args: str) -> None:
+        done = subprocess.run(
+            [ansible_galaxy, "collection", *args], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    collection_step("build", "--output-path", str(where), str(REPO))
+    (built,) = where.glob("kiln-cluster-*.tar.gz")
+    collection_step("install", "-p", str(where / "collections"), str(built))
+    return where / "collections"
+
+
+def test_plain_ansible_playbook_with_the_collection_changes_nothing_after_kiln(
+    lab, provisioned, collection, tmp_path
+):
+    """Parity: after `kiln provision`, the collection's site playbook run by plain
+    ansible-playbook (no kiln, none of Kiln's ansible.cfg, no variable only the CLI
+    passes) changes nothing and restarts nothing; the no-op `kiln provision` after it
+    (next test) shows the way back."""
+    before = start_times()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env |= {
+        "ANSIBLE_COLLECTIONS_PATH": str(collection),
+        # The operator's own connection settings, as an AWX job template has them.
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=120s",
+        "ANSIBLE_FORKS": "8",
+    }
+    ansible_playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    done = subprocess.run(
+        [ansible_playbook, "-i", lab, "kiln.cluster.site"],
+        cwd=tmp_path,  # no ansible.cfg here
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    recap = dict(re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", done.stdout, re.MULTILINE))
+    assert recap == dict.fromkeys(provisioned["hosts"], "0"), done.stdout[-4000:]
+    assert start_times() == before, "a daemon was restarted by a run that changed nothing"
+
+
 def test_provision_then_reprovision_changes_and_restarts_nothing(lab, provisioned):
     first = provisioned
     assert sorted(first["hosts"]) == [
@@ -102,6 +153,7 @@ def test_provision_then_reprovision_changes_and_restarts_nothing(lab, provisione
     ]
     assert all(h["changed"] > 0 for h in first["hosts"].values())
     before = start_times()
+    # After kiln's first run and the collection's (previous test): kiln changes nothing.
     # Relative, as the README writes it (`-i inventories/mycluster`): the same hosts.
     where = Path(lab)
     code, second = provision(f"{where.parent.name}/{where.name}", cwd=where.parent.parent)
@@ -676,7 +728,8 @@ def round_of(subject: str) -> int:
 
 
 def test_a_short_burn_in_loads_both_nodes_in_rounds_and_passes(lab, provisioned):
-    code, report = burn_in(lab, "--duration", "3m")
+    # Two rounds of about a minute each: a round is 30 s of stress, then the suites.
+    code, report = burn_in(lab, "--duration", "2m")
     assert code == ExitCode.OK, report["node_verdicts"]
     nodes = [f"{LAB}-compute01", f"{LAB}-compute02"]
     assert (report["suites"], report["nodes"], report["profile"]) == (["burn-in"], nodes, "lab-cpu")
@@ -931,6 +984,19 @@ def slurm_nodes() -> list[str]:
 def test_add_a_node_with_limit_then_remove_it(lab, provisioned):
     """One test: the lab ends with the two compute nodes it started with, whatever runs
     next."""
+    # The new node skips the lab's torch (three minutes of packages on two cores): what
+    # is tested is that adding it touches no other node. A host_vars file, as an operator
+    # would give one node its own settings.
+    added = Path(lab) / "host_vars" / f"{LAB}-compute03.yml"
+    added.parent.mkdir(exist_ok=True)
+    added.write_text("base_extra_packages: []\n")
+    try:
+        _add_then_remove_compute03(lab)
+    finally:
+        added.unlink()
+
+
+def _add_then_remove_compute03(lab: str) -> None:
     assert run_kiln("lab", "up", "--name", LAB, "--compute", "3", timeout=600).returncode == 0
     before = on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd")
     code, report = provision(lab, "--limit", f"slurm_controller:{LAB}-compute03")
