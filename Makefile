@@ -4,7 +4,7 @@ VENV := .venv
 KILN := $(VENV)/bin/kiln
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: lab test prereqs venv lint unit molecule e2e e2e-migration lab-down docs
+.PHONY: lab test prereqs venv lint unit molecule e2e e2e-migration lab-down docs collection
 
 ## Bring up the local lab cluster and provision it.
 lab: prereqs venv
@@ -31,8 +31,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 lint: venv
-	ruff check cli tests bench roles molecule
-	ruff format --check cli tests bench roles molecule
+	ruff check cli tests bench roles plugins molecule
+	ruff format --check cli tests bench roles plugins molecule
 	yamllint --strict .
 	ansible-lint
 
@@ -50,6 +50,13 @@ e2e: prereqs venv
 ## The region migration between two labs (about 20 minutes): not in `make test`.
 e2e-migration: prereqs venv
 	pytest tests/e2e -m migration --durations=0
+
+## The collection kiln.cluster and the kiln wheel in dist/: what
+## execution-environment.yml builds from (docs/ansible.md).
+collection: venv
+	rm -rf dist
+	$(VENV)/bin/pip wheel -q --no-deps --no-build-isolation -w dist .
+	$(VENV)/bin/ansible-galaxy collection build --output-path dist .
 
 lab-down: venv
 	$(KILN) lab down

@@ -36,6 +36,33 @@ def roles_dir() -> Path:
     return content_root() / "roles"
 
 
+def plugins_dir() -> Path:
+    """The roles' filter and lookup plugins (plugins/filter, plugins/lookup)."""
+    return content_root() / "plugins"
+
+
+# The collection the roles belong to: they name their filters and lookups
+# kiln.cluster.NAME, as they must inside the collection built from this same tree
+# (galaxy.yml), so the CLI and Molecule reach the plugins as that collection too.
+COLLECTION = ("kiln", "cluster")
+
+
+def collections_dir() -> Path:
+    """A collections path holding kiln.cluster: a link to the content root, kept in the
+    state directory (a checkout or a wheel's content is not laid out as a collection)."""
+    top = state_dir() / "collections"
+    link = top.joinpath("ansible_collections", *COLLECTION)
+    target = content_root()
+    if not (link.is_symlink() and link.resolve() == target.resolve()):
+        link.parent.mkdir(parents=True, exist_ok=True)
+        # A new link renamed over the old one: runs starting together never see none.
+        fresh = link.with_name(f".{link.name}.{os.getpid()}")
+        fresh.unlink(missing_ok=True)
+        fresh.symlink_to(target, target_is_directory=True)
+        fresh.replace(link)
+    return top
+
+
 def ansible_cfg() -> Path:
     return content_root() / "ansible.cfg"
 

@@ -61,8 +61,8 @@ def test_every_kiln_command_shown_exists():
 
 
 def test_the_check_catches_a_claim():
-    """The check itself: a README that promised the Ansible collection would fail it."""
-    text = "Kiln ships as an Ansible collection.\n\nComing: pyxis.\n"
+    """The check itself: a README that promised what the tree lacks would fail it."""
+    text = "Kiln ships a Terraform provider.\n\nComing: pyxis.\n"
     said = re.sub(r"(?ms)^Coming:.*?(?:\n\n|\Z)", "", text)
-    assert re.search(r"Ansible collection", said) and not _exists("galaxy.yml")
+    assert re.search(r"Terraform provider", said) and not _exists("terraform/provider")
     assert not re.search(r"\bpyxis\b", said)

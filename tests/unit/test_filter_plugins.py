@@ -1,4 +1,4 @@
-"""Every role's filter plugin, imported as Ansible imports it: each filter it offers is
+"""Every filter plugin of the roles, imported as Ansible imports it: each filter it offers is
 a thin call into kiln.*, and errors become AnsibleFilterError with one line."""
 
 import importlib.util
@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 
 from tests.conftest import REPO
 
-PLUGINS = sorted(REPO.glob("roles/*/filter_plugins/*.py"))
+PLUGINS = sorted(REPO.glob("plugins/filter/*.py"))
 
 
 def plugin(path) -> ModuleType:
@@ -25,7 +25,7 @@ def filters(name: str) -> dict:
     return plugin(path).FilterModule().filters()
 
 
-@pytest.mark.parametrize("path", PLUGINS, ids=lambda p: f"{p.parts[-3]}/{p.name}")
+@pytest.mark.parametrize("path", PLUGINS, ids=lambda p: p.name)
 def test_every_plugin_imports_and_offers_kiln_filters(path):
     offered = plugin(path).FilterModule().filters()
     assert offered and all(name.startswith("kiln_") and callable(f) for name, f in offered.items())

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import kiln
+from kiln import paths
 from tests.conftest import REPO
 
 
@@ -24,6 +25,7 @@ def test_kiln_version_lookup_is_the_packages_version(tmp_path):
     env = {
         **os.environ,
         "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_COLLECTIONS_PATH": str(paths.collections_dir()),
         "ANSIBLE_STDOUT_CALLBACK": "json",
         "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
     }

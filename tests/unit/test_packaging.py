@@ -38,6 +38,8 @@ def test_wheel_ships_playbooks_roles_and_lab_settings(wheel):
         "kiln/ansible/playbooks/site.yml",
         "kiln/ansible/roles/base/tasks/main.yml",
         "kiln/ansible/roles/base/meta/argument_specs.yml",
+        "kiln/ansible/plugins/filter/kiln_slurm.py",
+        "kiln/ansible/plugins/lookup/kiln_version.py",
         "kiln/ansible/inventories/lab/group_vars/all/kiln.yml",
         "kiln/cli.py",
     ):
@@ -49,13 +51,17 @@ def test_installed_wheel_finds_its_own_content(wheel, tmp_path):
     zipfile.ZipFile(wheel).extractall(tmp_path / "site")
     code = (
         "from kiln import paths; print(paths.content_root()); print(paths.is_checkout());"
-        "print(paths.lab_inventory_dir())"
+        "print(paths.lab_inventory_dir());"
+        "print((paths.collections_dir() / 'ansible_collections/kiln/cluster').resolve())"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(tmp_path / "site"), "KILN_STATE_DIR": "/st"},
+        env={"PYTHONPATH": str(tmp_path / "site"), "KILN_STATE_DIR": str(tmp_path / "st")},
         check=True,
     ).stdout.split()
-    assert out == [str(tmp_path / "site/kiln/ansible"), "False", "/st/lab/kiln/inventory"]
+    content = str(tmp_path / "site/kiln/ansible")
+    inventory = str(tmp_path / "st/lab/kiln/inventory")
+    # The roles' plugins as kiln.cluster: the wheel's own content, linked.
+    assert out == [content, "False", inventory, content]

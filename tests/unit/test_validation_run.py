@@ -553,8 +553,8 @@ def test_a_node_drained_by_someone_else_during_the_run_is_not_drained_by_kiln():
 
     from kiln import paths
 
-    source = paths.content_root() / "roles/validate/filter_plugins"
-    spec = importlib.util.spec_from_file_location("f", next(source.glob("*.py")))
+    source = paths.plugins_dir() / "filter" / "kiln_validate.py"
+    spec = importlib.util.spec_from_file_location("f", source)
     assert spec and spec.loader
     plugin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plugin)

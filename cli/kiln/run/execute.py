@@ -67,6 +67,9 @@ def ansible_env() -> dict[str, str]:
         "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
         "ANSIBLE_CONFIG": str(paths.ansible_cfg()),
         "ANSIBLE_ROLES_PATH": str(paths.roles_dir()),
+        # Only Kiln's link: an installed copy of kiln.cluster (another version) never
+        # shadows the roles being run. The ansible package's collections still load.
+        "ANSIBLE_COLLECTIONS_PATH": str(paths.collections_dir()),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
     }
@@ -171,11 +174,9 @@ def run_playbook(request: RunRequest) -> RunSummary:
     # Extra variables may hold secrets (-e munge_key_b64=...): ansible-runner would put a
     # dict of them on ansible-playbook's command line (visible in ps) and in the run's
     # artifacts/command. A 0600 file, removed after the run, keeps them off both.
-    # kiln_cache_dir: what roles download once to the control node (HPC-X's tarball).
-    cache = str(paths.state_dir() / "cache")
-    extravars = _secret_file(
-        {"kiln_version": __version__, "kiln_cache_dir": cache, **request.extravars}
-    )
+    # (The roles find the download cache themselves, as plain ansible-playbook does:
+    # the kiln_cache_dir lookup.)
+    extravars = _secret_file({"kiln_version": __version__, **request.extravars})
     with _Interrupt() as interrupt, display, _removed(extravars):
         result = ansible_runner.run(
             private_data_dir=str(run_dir),

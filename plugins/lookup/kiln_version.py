@@ -12,7 +12,7 @@ from ansible.plugins.lookup import LookupBase
 try:
     import kiln
 except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cli"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
     import kiln
 
 DOCUMENTATION = """

@@ -7,7 +7,7 @@ from pathlib import Path
 try:
     import kiln  # noqa: F401
 except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cli"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
 
 from kiln.validation import drain, results
 

@@ -1,0 +1,254 @@
+"""The collection kiln.cluster: built from this tree with ansible-galaxy, installed into a
+collections path, run by plain ansible-playbook (no kiln CLI, no Kiln ansible.cfg), and
+the execution environment definition that packs it for AWX and ansible-navigator."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+import kiln
+from kiln import paths
+from tests.conftest import REPO
+
+BIN = Path(sys.executable).parent
+VERSION = kiln.__version__
+
+
+def run(*command: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    # Only the test's own settings: nothing of Kiln's ansible.cfg or the CLI's environment.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "KILN_"))}
+    return subprocess.run(
+        [str(BIN / command[0]), *command[1:]],
+        cwd=cwd,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    done = run(
+        "ansible-galaxy", "collection", "build", "--output-path", str(out), str(REPO), cwd=out
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out / f"kiln-cluster-{VERSION}.tar.gz"
+
+
+@pytest.fixture(scope="module")
+def installed(built, tmp_path_factory) -> Path:
+    where = tmp_path_factory.mktemp("collections")
+    done = run("ansible-galaxy", "collection", "install", "-p", str(where), str(built), cwd=where)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return where
+
+
+def test_the_collection_and_the_kiln_package_share_one_version():
+    galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
+    assert (galaxy["namespace"], galaxy["name"], galaxy["version"]) == ("kiln", "cluster", VERSION)
+    requirements = (REPO / "meta/requirements.txt").read_text().split("\n")
+    assert [line for line in requirements if line and not line.startswith("#")] == [
+        f"kiln=={VERSION}"
+    ]
+    ee_collections = yaml.safe_load((REPO / "execution-environment/requirements.yml").read_text())
+    assert ee_collections == {
+        "collections": [{"name": f"/dist/kiln-cluster-{VERSION}.tar.gz", "type": "file"}]
+    }
+    assert f"## {VERSION}" in (REPO / "CHANGELOG.md").read_text()
+
+
+def test_the_collection_holds_the_roles_playbooks_and_plugins_and_nothing_else(built):
+    with tarfile.open(built) as tar:
+        names = tar.getnames()
+        manifest = json.loads(tar.extractfile("MANIFEST.json").read())
+    top = {n.split("/")[0] for n in names}
+    assert top == {
+        "CHANGELOG.md",
+        "FILES.json",
+        "MANIFEST.json",
+        "README.md",
+        "meta",
+        "playbooks",
+        "plugins",
+        "roles",
+    }
+    # The same files as the tree `kiln` runs: one source, not a copy.
+    for folder in ("roles", "playbooks", "plugins"):
+        files = {
+            str(p.relative_to(REPO))
+            for p in (REPO / folder).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        }
+        assert {n for n in names if n.startswith(f"{folder}/") and n in files} == files
+    assert {n for n in names if n.startswith("meta/")} == {
+        "meta/execution-environment.yml",
+        "meta/requirements.txt",
+        "meta/runtime.yml",
+    }
+    assert manifest["collection_info"]["version"] == VERSION
+
+
+def test_plain_ansible_playbook_runs_the_collections_roles_and_plugins(installed, tmp_path):
+    """The base role's defaults through its lookup, and a filter, with only the
+    collection installed: what an AWX or ansible-navigator run finds."""
+    playbook = tmp_path / "probe.yml"
+    playbook.write_text(
+        "- hosts: localhost\n"
+        "  gather_facts: false\n"
+        "  roles: [kiln.cluster.base]\n"
+        "  post_tasks:\n"
+        "    - ansible.builtin.debug:\n"
+        '        msg: "{{ base_kiln_version }}'
+        " {{ ['gpu001', 'gpu002'] | kiln.cluster.kiln_hostlist }}\"\n"
+        "      tags: [show]\n"
+    )
+    env = {
+        "ANSIBLE_COLLECTIONS_PATH": str(installed),
+        "ANSIBLE_STDOUT_CALLBACK": "json",
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+    }
+    # --tags show: the role's tasks are skipped; its defaults and plugins still load.
+    done = run(
+        "ansible-playbook",
+        *("-i", "localhost,", "-c", "local", str(playbook), "--tags", "show"),
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [shown] = [
+        task["hosts"]["localhost"]["msg"]
+        for task in json.loads(done.stdout)["plays"][0]["tasks"]
+        if task["task"]["name"] == "ansible.builtin.debug"
+    ]
+    assert shown == f"{VERSION} gpu[001-002]"
+    # The collection's playbooks by name, their roles found in the collection.
+    listed = run(
+        "ansible-playbook",
+        *("-i", "localhost,", "kiln.cluster.site", "--list-tasks"),
+        cwd=tmp_path,
+        env={"ANSIBLE_COLLECTIONS_PATH": str(installed)},
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    roles = {line.split(" : ")[0].strip() for line in listed.stdout.splitlines() if " : " in line}
+    assert {"kiln.cluster.base", "kiln.cluster.slurm", "kiln.cluster.munge"} <= roles
+    assert all(role.startswith("kiln.cluster.") for role in roles), roles
+
+
+def test_the_execution_environment_definition_makes_a_build_context(built, installed, tmp_path):
+    """ansible-builder checks the definition's schema and lays out the build (no image:
+    that needs a registry). Its introspection finds the collection's Python requirement."""
+    for name in ("execution-environment.yml", "execution-environment"):
+        source = REPO / name
+        target = tmp_path / name
+        if source.is_dir():
+            target.mkdir()
+            for f in source.iterdir():
+                (target / f.name).write_text(f.read_text())
+        else:
+            target.write_text(source.read_text())
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist" / built.name).write_bytes(built.read_bytes())
+    context = tmp_path / "context"
+    done = run(
+        "ansible-builder",
+        *("create", "-f", "execution-environment.yml", "--context", str(context)),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (context / "_build/dist" / built.name).is_file()
+    containerfile = (context / "Containerfile").read_text()
+    for line in (
+        'ARG ANSIBLE_INSTALL_REFS="ansible-core>=2.19,<2.20 ansible-runner>=2.4"',
+        "COPY _build/dist/ /dist/",
+        "ENV PIP_FIND_LINKS=/dist",
+    ):
+        assert line in containerfile
+    introspect = context / "_build/scripts/introspect.py"
+    found = subprocess.run(
+        [
+            *(sys.executable, str(introspect), "introspect"),
+            *("--user-pip", str(context / "_build/requirements.txt"), str(installed)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert found.returncode == 0, found.stdout + found.stderr
+    python = yaml.safe_load(found.stdout)["python"]
+    assert python == [
+        f"kiln=={VERSION}  # from collection kiln.cluster",
+        "ansible>=12,<13  # from collection user",
+    ]
+
+
+def test_the_roles_name_their_plugins_as_the_collections():
+    """Inside a collection, Ansible finds a role's filters and lookups only by their full
+    name: a bare one works from a checkout and breaks in the collection."""
+    bare = re.compile(r"\|\s*kiln_\w+|lookup\(\s*['\"]kiln_")
+    found = [
+        f"{path.relative_to(REPO)}: {match.group(0)}"
+        for folder in ("roles", "playbooks")
+        for path in (REPO / folder).rglob("*")
+        if path.suffix in (".yml", ".j2")
+        for match in bare.finditer(path.read_text())
+    ]
+    assert found == []
+
+
+def test_kiln_reaches_its_own_content_as_the_collection(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path))
+    link = tmp_path / "collections/ansible_collections/kiln/cluster"
+    assert paths.collections_dir() == tmp_path / "collections"
+    assert link.resolve() == paths.content_root().resolve()
+    # A link left by another checkout or install is pointed at this one.
+    link.unlink()
+    link.symlink_to(tmp_path)
+    paths.collections_dir()
+    assert link.resolve() == paths.content_root().resolve()
+    assert sorted(p.name for p in link.parent.iterdir()) == ["cluster"]
+
+
+# ansible-test's sanity tests that need nothing from the network. The others (pep8,
+# pylint, import, yamllint, validate-modules, ansible-doc, runtime-metadata) first
+# bootstrap pip from ci-files.testing.ansible.com, which Kiln's CI cannot reach; shebang
+# rejects the node scripts' `#!/usr/bin/env python3` (Debian nodes have no `python`).
+OFFLINE_SANITY = [
+    "action-plugin-docs",
+    "changelog",
+    "compile",
+    "empty-init",
+    "ignores",
+    "line-endings",
+    "no-assert",
+    "no-get-exception",
+    "no-illegal-filenames",
+    "no-smart-quotes",
+    "pslint",
+    "replace-urlopen",
+    "shellcheck",
+    "symlinks",
+    "use-argspec-type-path",
+    "use-compat-six",
+]
+
+
+def test_ansible_test_sanity_passes_what_runs_offline(installed):
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    tests = [arg for name in OFFLINE_SANITY for arg in ("--test", name)]
+    done = run(
+        "ansible-test",
+        *("sanity", "--python", python, *tests),
+        cwd=installed / "ansible_collections/kiln/cluster",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = set(re.findall(r'Running sanity test "([^"]+)"', done.stdout + done.stderr))
+    assert ran == set(OFFLINE_SANITY)
