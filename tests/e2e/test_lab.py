@@ -98,16 +98,24 @@ def collection(tmp_path_factory) -> Path:
     user would have it: a collections path of its own."""
     where = tmp_path_factory.mktemp("collection")
     ansible_galaxy = str(Path(sys.executable).parent / "ansible-galaxy")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
 
     def collection_step(*args: str) -> None:
         done = subprocess.run(
-            [ansible_galaxy, "collection", *args], capture_output=True, text=True, check=False
+            [ansible_galaxy, "collection", *args],
+            cwd=where,  # none of the checkout's ansible.cfg
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert done.returncode == 0, done.stdout + done.stderr
 
     collection_step("build", "--output-path", str(where), str(REPO))
     (built,) = where.glob("kiln-cluster-*.tar.gz")
-    collection_step("install", "-p", str(where / "collections"), str(built))
+    # --force: a kiln.cluster installed elsewhere (~/.ansible/collections) is no reason to
+    # skip this path.
+    collection_step("install", "--force", "-p", str(where / "collections"), str(built))
     return where / "collections"
 
 

@@ -47,7 +47,13 @@ def built(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def installed(built, tmp_path_factory) -> Path:
     where = tmp_path_factory.mktemp("collections")
-    done = run("ansible-galaxy", "collection", "install", "-p", str(where), str(built), cwd=where)
+    # --force: a kiln.cluster installed elsewhere (~/.ansible/collections) is no reason to
+    # skip this path.
+    done = run(
+        "ansible-galaxy",
+        *("collection", "install", "--force", "-p", str(where), str(built)),
+        cwd=where,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return where
 
