@@ -15,6 +15,7 @@ import yaml
 
 import kiln
 from kiln import paths
+from kiln.run import execute
 from tests.conftest import REPO
 
 BIN = Path(sys.executable).parent
@@ -258,3 +259,13 @@ def test_ansible_test_sanity_passes_what_runs_offline(installed):
     assert done.returncode == 0, done.stdout + done.stderr
     ran = set(re.findall(r'Running sanity test "([^"]+)"', done.stdout + done.stderr))
     assert ran == set(OFFLINE_SANITY)
+
+
+def test_kilns_own_collection_comes_before_the_operators(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("ANSIBLE_COLLECTIONS_PATH", raising=False)
+    ours = str(tmp_path / "collections")
+    found = execute.ansible_env()["ANSIBLE_COLLECTIONS_PATH"]
+    assert found == f"{ours}:~/.ansible/collections:/usr/share/ansible/collections"
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", "/opt/site-collections")
+    assert execute.ansible_env()["ANSIBLE_COLLECTIONS_PATH"] == f"{ours}:/opt/site-collections"

@@ -60,6 +60,18 @@ def resolve_playbook(name: str) -> Path:
     return candidate
 
 
+# ansible-core's own default, which setting ANSIBLE_COLLECTIONS_PATH would replace.
+DEFAULT_COLLECTIONS_PATHS = ["~/.ansible/collections", "/usr/share/ansible/collections"]
+
+
+def collections_path() -> str:
+    """Kiln's link to its own content first (an installed copy of kiln.cluster, maybe
+    another version, never shadows the roles being run), then the operator's paths."""
+    theirs = os.environ.get("ANSIBLE_COLLECTIONS_PATH")
+    rest = [theirs] if theirs else DEFAULT_COLLECTIONS_PATHS
+    return os.pathsep.join([str(paths.collections_dir()), *rest])
+
+
 def ansible_env() -> dict[str, str]:
     # ansible-playbook comes with Kiln's own environment, which may not be on PATH.
     bin_dir = str(Path(sys.executable).parent)
@@ -67,9 +79,7 @@ def ansible_env() -> dict[str, str]:
         "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
         "ANSIBLE_CONFIG": str(paths.ansible_cfg()),
         "ANSIBLE_ROLES_PATH": str(paths.roles_dir()),
-        # Only Kiln's link: an installed copy of kiln.cluster (another version) never
-        # shadows the roles being run. The ansible package's collections still load.
-        "ANSIBLE_COLLECTIONS_PATH": str(paths.collections_dir()),
+        "ANSIBLE_COLLECTIONS_PATH": collections_path(),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
     }
