@@ -16,7 +16,8 @@ import yaml
 
 from kiln import inventory
 from kiln.errors import ExitCode
-from tests.conftest import REPO, run_kiln
+from tests.collection import build_collection, install_collection, plain_ansible
+from tests.conftest import run_kiln
 from tests.e2e.accounts import ACCOUNTS, REMOVE_ACCOUNTS, SHOW_ACCOUNTS
 
 pytestmark = pytest.mark.e2e
@@ -35,6 +36,9 @@ def lab(tmp_path_factory):
     # tests only: the environment is restored after them.
     with pytest.MonkeyPatch.context() as env:
         env.setenv("KILN_STATE_DIR", str(tmp_path_factory.mktemp("e2e-state")))
+        # A run stopped half way (a CI time limit) leaves its lab behind, provisioned:
+        # these tests start from raw nodes.
+        assert run_kiln("lab", "down", "--name", LAB, timeout=300).returncode == 0
         result = run_kiln("lab", "up", "--name", LAB, timeout=900)
         assert result.returncode == 0, result.stderr
         inventory = result.stdout.strip().splitlines()[-1].removeprefix("inventory: ")
@@ -97,26 +101,7 @@ def collection(tmp_path_factory) -> Path:
     """kiln.cluster built from this tree and installed, as an AWX or ansible-navigator
     user would have it: a collections path of its own."""
     where = tmp_path_factory.mktemp("collection")
-    ansible_galaxy = str(Path(sys.executable).parent / "ansible-galaxy")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-
-    def collection_step(*args: str) -> None:
-        done = subprocess.run(
-            [ansible_galaxy, "collection", *args],
-            cwd=where,  # none of the checkout's ansible.cfg
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-
-    collection_step("build", "--output-path", str(where), str(REPO))
-    (built,) = where.glob("kiln-cluster-*.tar.gz")
-    # --force: a kiln.cluster installed elsewhere (~/.ansible/collections) is no reason to
-    # skip this path.
-    collection_step("install", "--force", "-p", str(where / "collections"), str(built))
-    return where / "collections"
+    return install_collection(build_collection(where), where / "collections")
 
 
 def test_plain_ansible_playbook_with_the_collection_changes_nothing_after_kiln(
@@ -127,23 +112,17 @@ def test_plain_ansible_playbook_with_the_collection_changes_nothing_after_kiln(
     passes) changes nothing and restarts nothing; the no-op `kiln provision` after it
     (next test) shows the way back."""
     before = start_times()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    env |= {
+    env = {
         "ANSIBLE_COLLECTIONS_PATH": str(collection),
         # The operator's own connection settings, as an AWX job template has them.
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=120s",
         "ANSIBLE_FORKS": "8",
+        # The control node's download cache is the one kiln provision filled.
+        "KILN_STATE_DIR": os.environ["KILN_STATE_DIR"],
     }
-    ansible_playbook = str(Path(sys.executable).parent / "ansible-playbook")
-    done = subprocess.run(
-        [ansible_playbook, "-i", lab, "kiln.cluster.site"],
-        cwd=tmp_path,  # no ansible.cfg here
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
+    done = plain_ansible(
+        "ansible-playbook", "-i", lab, "kiln.cluster.site", cwd=tmp_path, env=env, timeout=900
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     recap = dict(re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", done.stdout, re.MULTILINE))

@@ -55,6 +55,8 @@ def labs(tmp_path_factory):
         found = {}
         try:
             for name in LABS:
+                # A run stopped half way leaves its lab behind: start from raw nodes.
+                assert run_kiln("lab", "down", "--name", name, timeout=300).returncode == 0
                 result = run_kiln("lab", "up", "--name", name, timeout=900)
                 assert result.returncode == 0, result.stderr
                 hosts = result.stdout.strip().splitlines()[-1].removeprefix("inventory: ")

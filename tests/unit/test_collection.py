@@ -3,7 +3,6 @@ collections path, run by plain ansible-playbook (no kiln CLI, no Kiln ansible.cf
 the execution environment definition that packs it for AWX and ansible-navigator."""
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,47 +15,22 @@ import yaml
 import kiln
 from kiln import paths
 from kiln.run import execute
+from tests.collection import build_collection, install_collection, plain_ansible
 from tests.conftest import REPO
 
-BIN = Path(sys.executable).parent
 VERSION = kiln.__version__
-
-
-def run(*command: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    # Only the test's own settings: nothing of Kiln's ansible.cfg or the CLI's environment.
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "KILN_"))}
-    return subprocess.run(
-        [str(BIN / command[0]), *command[1:]],
-        cwd=cwd,
-        env={**clean, **(env or {})},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    done = run(
-        "ansible-galaxy", "collection", "build", "--output-path", str(out), str(REPO), cwd=out
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out / f"kiln-cluster-{VERSION}.tar.gz"
+    tarball = build_collection(tmp_path_factory.mktemp("dist"))
+    assert tarball.name == f"kiln-cluster-{VERSION}.tar.gz"
+    return tarball
 
 
 @pytest.fixture(scope="module")
 def installed(built, tmp_path_factory) -> Path:
-    where = tmp_path_factory.mktemp("collections")
-    # --force: a kiln.cluster installed elsewhere (~/.ansible/collections) is no reason to
-    # skip this path.
-    done = run(
-        "ansible-galaxy",
-        *("collection", "install", "--force", "-p", str(where), str(built)),
-        cwd=where,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return where
+    return install_collection(built, tmp_path_factory.mktemp("collections"))
 
 
 def test_the_collection_and_the_kiln_package_share_one_version():
@@ -124,7 +98,7 @@ def test_plain_ansible_playbook_runs_the_collections_roles_and_plugins(installed
         "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
     }
     # --tags show: the role's tasks are skipped; its defaults and plugins still load.
-    done = run(
+    done = plain_ansible(
         "ansible-playbook",
         *("-i", "localhost,", "-c", "local", str(playbook), "--tags", "show"),
         cwd=tmp_path,
@@ -138,7 +112,7 @@ def test_plain_ansible_playbook_runs_the_collections_roles_and_plugins(installed
     ]
     assert shown == f"{VERSION} gpu[001-002]"
     # The collection's playbooks by name, their roles found in the collection.
-    listed = run(
+    listed = plain_ansible(
         "ansible-playbook",
         *("-i", "localhost,", "kiln.cluster.site", "--list-tasks"),
         cwd=tmp_path,
@@ -165,7 +139,7 @@ def test_the_execution_environment_definition_makes_a_build_context(built, insta
     (tmp_path / "dist").mkdir()
     (tmp_path / "dist" / built.name).write_bytes(built.read_bytes())
     context = tmp_path / "context"
-    done = run(
+    done = plain_ansible(
         "ansible-builder",
         *("create", "-f", "execution-environment.yml", "--context", str(context)),
         cwd=tmp_path,
@@ -251,7 +225,7 @@ OFFLINE_SANITY = [
 def test_ansible_test_sanity_passes_what_runs_offline(installed):
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     tests = [arg for name in OFFLINE_SANITY for arg in ("--test", name)]
-    done = run(
+    done = plain_ansible(
         "ansible-test",
         *("sanity", "--python", python, *tests),
         cwd=installed / "ansible_collections/kiln/cluster",

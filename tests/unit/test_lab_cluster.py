@@ -1,4 +1,5 @@
-"""kiln lab up's check that a node container keeps running after it starts."""
+"""kiln lab up: node containers that stop as they start, and records of containers
+that outlived their host."""
 
 import pytest
 
@@ -59,3 +60,83 @@ def test_a_node_that_stops_again_is_reported_with_its_last_log_line(monkeypatch)
         " 'Freezing execution.'); `podman logs t-controller` has the rest"
     )
     assert container.calls == [("start", "t-controller"), ("logs", "--tail", "5", "t-controller")]
+
+
+LAB = cluster.plan("t", 1, "trixie")
+
+
+class FakeRecord:
+    """podman's record of the lab's controller, which may have outlived the container."""
+
+    def __init__(self, running: bool, alive: bool):
+        self.running, self.alive = running, alive
+        self.calls: list[tuple[str, ...]] = []
+        self.logged: list[str] = []
+
+    def inspect(self, kind, name):
+        labels = {cluster.LABEL: "t"}
+        return {"Config": {"Labels": labels}, "State": {"Running": self.running}}
+
+    def podman(self, *args, check=True, stdin=None):
+        self.calls.append(args)
+        if args[0] == "start" and self.alive:
+            self.running = True
+        return ""
+
+    def answers(self, name):
+        return self.running and self.alive
+
+
+def ensure(monkeypatch, record):
+    for name in ("inspect", "podman", "answers"):
+        monkeypatch.setattr(cluster, name, getattr(record, name))
+    cluster._ensure_container(LAB, NODE, "kiln-node:trixie", record.logged.append)
+
+
+def test_a_running_container_that_answers_is_kept(monkeypatch):
+    record = FakeRecord(running=True, alive=True)
+    ensure(monkeypatch, record)
+    assert (record.calls, record.logged) == ([], [])
+
+
+def test_a_stopped_container_is_started(monkeypatch):
+    record = FakeRecord(running=False, alive=True)
+    ensure(monkeypatch, record)
+    assert (record.calls, record.logged) == ([("start", "t-controller")], [])
+
+
+@pytest.mark.parametrize("running", [True, False], ids=["listed-running", "stuck-stopping"])
+def test_a_container_that_outlived_its_host_is_made_again(monkeypatch, running):
+    # A host restored from a snapshot: podman lists the node running (or stuck stopping,
+    # after a stop) and answers every exec with "cannot exec in a stopped container".
+    record = FakeRecord(running=running, alive=False)
+    ensure(monkeypatch, record)
+    tried = [("start", "t-controller")] if not running else []
+    assert record.calls == [
+        *tried,
+        ("rm", "--force", "--time", "2", "t-controller"),
+        (
+            "run",
+            "--detach",
+            "--name",
+            "t-controller",
+            "--hostname",
+            "t-controller",
+            "--network",
+            "kiln-t",
+            "--ip",
+            NODE.address,
+            "--privileged",
+            "--systemd=always",
+            "--no-hosts",
+            "--label",
+            "io.kiln.lab=t",
+            "--label",
+            "io.kiln.role=controller",
+            "kiln-node:trixie",
+            "/sbin/init",
+        ),
+    ]
+    assert record.logged == [
+        "t-controller does not start (podman's record outlived it): making it again"
+    ]

@@ -16,7 +16,7 @@ import yaml
 from kiln import paths
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.lab import doctor, image, standins
-from kiln.lab.podman import containers_with_label, exists, inspect, podman
+from kiln.lab.podman import answers, containers_with_label, exists, inspect, podman
 
 LABEL = "io.kiln.lab"
 SSH_OPTIONS = [
@@ -133,14 +133,22 @@ def _ensure_network(lab: LabPlan) -> None:
     )
 
 
-def _ensure_container(lab: LabPlan, node: LabNode, image_name: str) -> None:
+def _ensure_container(
+    lab: LabPlan, node: LabNode, image_name: str, log: Callable[[str], None]
+) -> None:
     info = inspect("container", node.name)
     if info is not None:
         if ((info.get("Config") or {}).get("Labels") or {}).get(LABEL) != lab.name:
             raise InputError(f"container {node.name} exists but is not part of lab {lab.name}")
         if not info.get("State", {}).get("Running"):
-            podman("start", node.name)
-        return
+            podman("start", node.name, check=False)
+        if answers(node.name):
+            return
+        # podman's record outlived the container (a host restarted without podman's
+        # cleanup, or restored from a snapshot): it lists it running, or stuck stopping,
+        # and can neither stop nor start it. Only removing it works; the node comes back raw.
+        log(f"{node.name} does not start (podman's record outlived it): making it again")
+        podman("rm", "--force", "--time", "2", node.name)
     podman(
         "run",
         "--detach",
@@ -320,7 +328,7 @@ def up(name: str, compute: int, distro: str, log: Callable[[str], None]) -> tupl
             log(f"removing {extra} (no longer in the lab)")
             podman("rm", "--force", extra)
     for node in lab.nodes:
-        _ensure_container(lab, node, image_name)
+        _ensure_container(lab, node, image_name, log)
     for node in lab.nodes:
         _ensure_running(node)
         _authorize_key(node, key)

@@ -31,6 +31,14 @@ def exists(kind: str, name: str) -> bool:
     )
 
 
+def answers(container: str) -> bool:
+    """The container runs a command: podman's record of a running container outlives the
+    container when the host restarts without podman's cleanup (or is restored from a
+    snapshot), and only an exec tells the two apart."""
+    done = subprocess.run(["podman", "exec", container, "true"], capture_output=True, check=False)
+    return done.returncode == 0
+
+
 def inspect(kind: str, name: str) -> dict[str, Any] | None:
     out = podman(kind, "inspect", name, check=False)
     try:

@@ -25,6 +25,12 @@ def test_packages_installed(host, package):
     assert host.package(package).is_installed
 
 
+@pytest.mark.parametrize("package", ["publicsuffix", "gpg-wks-client"])
+def test_recommended_packages_are_left_out(host, package):
+    # curl's and gnupg's Recommends (base_install_recommends: false).
+    assert not host.package(package).is_installed
+
+
 def test_etc_hosts_lists_every_node(host):
     text = host.file("/etc/hosts").content_string
     block = text.split("# BEGIN Kiln cluster hosts")[1].split("# END Kiln cluster hosts")[0]

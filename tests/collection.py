@@ -1,0 +1,53 @@
+"""kiln.cluster built and installed as a user of plain Ansible has it: ansible-galaxy and
+ansible-playbook from this environment, with none of the checkout's ansible.cfg and
+none of the CLI's settings."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+BIN = Path(sys.executable).parent
+
+
+def plain_ansible(
+    *command: str, cwd: Path, env: dict | None = None, timeout: float | None = None
+) -> subprocess.CompletedProcess:
+    """Runs an Ansible command with only the caller's settings (env), from cwd: a
+    directory of the caller's, away from the checkout's ansible.cfg."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "KILN_"))}
+    return subprocess.run(
+        [str(BIN / command[0]), *command[1:]],
+        cwd=cwd,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def build_collection(out: Path) -> Path:
+    """The collection's tarball, built from this tree into out."""
+    done = plain_ansible(
+        "ansible-galaxy", "collection", "build", "--output-path", str(out), str(REPO), cwd=out
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (tarball,) = out.glob("kiln-cluster-*.tar.gz")
+    return tarball
+
+
+def install_collection(tarball: Path, where: Path) -> Path:
+    """The tarball installed into the collections path where."""
+    where.mkdir(parents=True, exist_ok=True)
+    # --force: a kiln.cluster installed elsewhere (~/.ansible/collections) is no reason to
+    # skip this path.
+    done = plain_ansible(
+        "ansible-galaxy",
+        *("collection", "install", "--force", "-p", str(where), str(tarball)),
+        cwd=where,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return where
