@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
-"""Wall time of the lab's first provision and of a re-provision (run by hand).
+"""Wall time of the lab's first provision and of a no-op re-provision, against the time
+`apt-get install` takes for the same packages, and how both grow with the lab (run by
+hand).
 
-    .venv/bin/python bench/provision.py [--compute N] [--distro trixie|bookworm] [--keep]
+    .venv/bin/python bench/provision.py [--compute N] [--distro trixie|bookworm]
+                                        [--sizes 8,16] [--no-apt] [--keep]
 
-Brings up a lab named "bench" (separate from the default lab), provisions it twice,
-prints one JSON object with the timings and the changed counts, and takes the lab
-down unless --keep. Record the figures in docs/lab.md with the date and the host.
+Brings up a lab named "bench" (separate from the default lab) of N compute nodes (lab
+nodes: N + a controller and a storage node), provisions it twice and, unless --no-apt,
+takes it down and up again to time plain `apt-get update && apt-get install` of the
+packages the first provision added, on every node at once, through the same apt cache.
+--sizes (lab nodes) then times a first and a no-op provision on a lab of each size: the
+growth curve, from the first lab's size. Prints one JSON object: the timings, the
+changed counts and issue 19's three ratios. Takes the lab down unless --keep. Record
+the figures in docs/performance.md with the date and the host.
 """
 
 import argparse
@@ -15,8 +23,16 @@ import platform
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
 
 LAB = "bench"
+# Lab nodes besides the compute nodes: the controller and the storage node.
+FIXED_NODES = 2
+# Every package's name, one per line: what a node has before and after provisioning.
+LIST_PACKAGES = "dpkg-query -W -f '${Package}\\n'"
 
 
 def kiln(*args: str) -> subprocess.CompletedProcess:
@@ -39,22 +55,27 @@ def lab_options(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return parser.parse_args()
 
 
-def lab_up(options: argparse.Namespace) -> tuple[float, str]:
+def lab_up(options: argparse.Namespace, compute: int | None = None) -> tuple[float, str]:
     """Bring up the bench lab: seconds it took and its inventory."""
+    compute = options.compute if compute is None else compute
     up_s, up = timed(
-        "lab", "up", "--name", LAB, "--compute", str(options.compute), "--distro", options.distro
+        "lab", "up", "--name", LAB, "--compute", str(compute), "--distro", options.distro
     )
     if up.returncode != 0:
         sys.exit(f"lab up failed: {up.stderr.strip()}")
     return up_s, up.stdout.strip().splitlines()[-1].removeprefix("inventory: ")
 
 
+def lab_down() -> None:
+    kiln("lab", "down", "--name", LAB)
+
+
 def finish(options: argparse.Namespace, figures: dict) -> None:
     """Take the lab down (unless --keep) and print the figures with the machine's."""
     if not options.keep:
-        kiln("lab", "down", "--name", LAB)
+        lab_down()
     figures.update(
-        nodes=options.compute + 2,
+        nodes=options.compute + FIXED_NODES,
         distro=options.distro,
         cpus=os.cpu_count(),
         host=platform.platform(),
@@ -62,16 +83,128 @@ def finish(options: argparse.Namespace, figures: dict) -> None:
     print(json.dumps(figures, indent=2))
 
 
+def provision(inventory: str, label: str) -> tuple[float, int]:
+    """One `kiln provision`: seconds and changed tasks; a failed run ends the bench."""
+    seconds, run = timed("provision", "-i", inventory, "--json")
+    if run.returncode != 0:
+        sys.exit(f"{label} failed (exit {run.returncode}): {run.stderr.strip()[-500:]}")
+    report = json.loads(run.stdout)
+    return seconds, sum(h["changed"] for h in report["hosts"].values())
+
+
+def lab_hosts(inventory: str) -> dict:
+    """The lab's generated inventory (`kiln lab up` prints its hosts.yml)."""
+    return yaml.safe_load(Path(inventory).read_text())["all"]
+
+
+def nodes(inventory: str) -> list[str]:
+    groups = lab_hosts(inventory)["children"].values()
+    return sorted(name for group in groups for name in group["hosts"])
+
+
+def on_node(node: str, command: str) -> subprocess.CompletedProcess:
+    return kiln("lab", "ssh", "--name", LAB, node, "--", command)
+
+
+def packages(inventory: str) -> dict[str, set[str]]:
+    """Each node's installed packages."""
+    names = nodes(inventory)
+    with ThreadPoolExecutor(len(names)) as pool:
+        listed = pool.map(lambda n: on_node(n, LIST_PACKAGES).stdout.split(), names)
+    return {name: set(found) for name, found in zip(names, listed, strict=True)}
+
+
+def apt_proxy(inventory: str) -> str | None:
+    return lab_hosts(inventory)["vars"].get("base_apt_proxy")
+
+
+def apt_install_command(names: set[str], proxy: str | None) -> str:
+    """apt-get update and install of the names the archive has (the rest came from
+    Kiln's artifact URLs, the lab's stand-ins), in one shell command for a fresh node."""
+    proxy_option = f"-o Acquire::http::Proxy={proxy} " if proxy else ""
+    listed = " ".join(sorted(names))
+    return (
+        "export DEBIAN_FRONTEND=noninteractive;"
+        f" apt-get {proxy_option}update -qq >/dev/null"
+        f" && wanted=$(for p in {listed}; do apt-cache show --no-all-versions $p"
+        " >/dev/null 2>&1 && echo $p; done)"
+        f" && apt-get {proxy_option}install -y -qq --no-install-recommends $wanted >/dev/null"
+    )
+
+
+def apt_baseline(options: argparse.Namespace, added: dict[str, set[str]], proxy: str | None):
+    """Seconds for plain apt-get to install `added` on fresh nodes, all at once."""
+    lab_down()
+    lab_up(options)
+    with ThreadPoolExecutor(len(added)) as pool:
+        start = time.monotonic()
+        runs = list(
+            pool.map(lambda n: on_node(n, apt_install_command(added[n], proxy)), sorted(added))
+        )
+        seconds = time.monotonic() - start
+    failed = [r.stderr.strip()[-300:] for r in runs if r.returncode != 0]
+    if failed:
+        sys.exit(f"apt-get baseline failed: {failed[0]}")
+    return seconds
+
+
+def first_and_noop(options: argparse.Namespace, size: int) -> dict:
+    """A lab of `size` nodes from scratch: its first and no-op provision."""
+    lab_down()
+    _, inventory = lab_up(options, compute=size - FIXED_NODES)
+    first_s, first_changed = provision(inventory, f"first provision of {size} nodes")
+    noop_s, noop_changed = provision(inventory, f"no-op provision of {size} nodes")
+    return {
+        "nodes": size,
+        "first_s": round(first_s, 1),
+        "first_changed": first_changed,
+        "noop_s": round(noop_s, 1),
+        "noop_changed": noop_changed,
+    }
+
+
+def growth(curve: list[dict], key: str) -> float:
+    """Wall time's growth from the smallest lab to the largest over the node count's:
+    under 1 is sub-linear."""
+    small, large = curve[0], curve[-1]
+    return round((large[key] / small[key]) / (large["nodes"] / small["nodes"]), 2)
+
+
 def main() -> None:
-    options = lab_options(argparse.ArgumentParser())
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="", help="more lab node counts for the curve: 8,16")
+    parser.add_argument("--no-apt", action="store_true", help="skip the apt-get baseline")
+    options = lab_options(parser)
     up_s, inventory = lab_up(options)
-    figures = {"lab_up_s": round(up_s, 1)}
-    for label in ("first_provision", "reprovision"):
-        seconds, run = timed("provision", "-i", inventory, "--json")
-        report = json.loads(run.stdout)
-        figures[f"{label}_s"] = round(seconds, 1)
-        figures[f"{label}_changed"] = sum(h["changed"] for h in report["hosts"].values())
-        figures[f"{label}_exit"] = run.returncode
+    figures: dict = {"lab_up_s": round(up_s, 1)}
+    before = packages(inventory)
+    first_s, figures["first_provision_changed"] = provision(inventory, "first provision")
+    noop_s, figures["reprovision_changed"] = provision(inventory, "re-provision")
+    figures.update(first_provision_s=round(first_s, 1), reprovision_s=round(noop_s, 1))
+    figures["ratios"] = {"noop_over_first": round(noop_s / first_s, 3)}
+    if not options.no_apt:
+        after = packages(inventory)
+        added = {node: after[node] - before[node] for node in after}
+        figures["packages_added"] = {node: len(names) for node, names in added.items()}
+        apt_s = apt_baseline(options, added, apt_proxy(inventory))
+        figures["apt_get_s"] = round(apt_s, 1)
+        figures["ratios"]["first_over_apt_get"] = round(first_s / apt_s, 3)
+    if options.sizes:
+        # The lab measured above is the curve's first point.
+        curve = [
+            {
+                "nodes": options.compute + FIXED_NODES,
+                "first_s": figures["first_provision_s"],
+                "first_changed": figures["first_provision_changed"],
+                "noop_s": figures["reprovision_s"],
+                "noop_changed": figures["reprovision_changed"],
+            }
+        ]
+        curve += [first_and_noop(options, int(size)) for size in options.sizes.split(",")]
+        figures["curve"] = curve
+        figures["ratios"].update(
+            first_growth=growth(curve, "first_s"), noop_growth=growth(curve, "noop_s")
+        )
     finish(options, figures)
 
 
