@@ -37,7 +37,8 @@ lint: venv
 	ansible-lint
 
 unit: venv
-	pytest tests/unit tests/cli
+	# A file's tests stay together: they share fixtures built once per module.
+	pytest -n auto --dist loadfile tests/unit tests/cli
 
 ## Every scenario on Debian 13 but Slurm's, on Debian 12 (Slurm 22.05) with config files
 ## pushed to every node: the e2e lab covers Debian 13's Slurm 24.11, configless.

@@ -62,10 +62,10 @@ scenario() {
 }
 
 # What --ci runs in each of its two lanes, side by side, before Slurm's scenario alone.
-# The lanes are balanced by the times in docs/performance.md (about 9 and 12 minutes
+# The lanes are balanced by the times in docs/performance.md (about 10.5 and 9 minutes
 # one at a time); scenarios use addresses of their own on the shared network, so any
 # two can run at once (tests/unit/test_molecule_scenarios.py).
-LANES=("nvidia_driver base" "storage hpcx enroot")
+LANES=("nvidia_driver hpcx" "storage enroot")
 
 # Runs the named scenarios one after another, each line of their output labelled with
 # the scenario's name; a failed one is added to the file $failures.

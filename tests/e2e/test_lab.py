@@ -156,10 +156,13 @@ def test_provision_then_reprovision_changes_and_restarts_nothing(lab, provisione
             f"{LAB}-compute01": [note],
             f"{LAB}-compute02": [note],
         }
-    assert (
-        on("compute01", "test -e /etc/apt/preferences.d/kiln-nvidia-driver || echo absent").strip()
-        == "absent"
+    touched = (
+        "for f in /etc/apt/sources.list.d/kiln-nvidia.sources"
+        " /etc/apt/preferences.d/kiln-nvidia-driver /etc/modprobe.d/kiln-nouveau.conf"
+        " /etc/ansible/facts.d/kiln_gpu.fact; do test -e $f && echo $f; done;"
+        " dpkg -s nvidia-smi >/dev/null 2>&1 && echo nvidia-smi; true"
     )
+    assert on("compute01", touched).strip() == ""
 
 
 def drift(inventory: str, *extra: str) -> tuple[int, dict]:
@@ -714,51 +717,6 @@ def round_of(subject: str) -> int:
     return int(subject.rsplit("round ", 1)[1])
 
 
-def test_a_short_burn_in_loads_both_nodes_in_rounds_and_passes(lab, provisioned):
-    # Two rounds of about a minute each: a round is 30 s of stress, then the suites.
-    code, report = burn_in(lab, "--duration", "2m")
-    assert code == ExitCode.OK, report["node_verdicts"]
-    nodes = [f"{LAB}-compute01", f"{LAB}-compute02"]
-    assert (report["suites"], report["nodes"], report["profile"]) == (["burn-in"], nodes, "lab-cpu")
-    assert report["node_verdicts"] == {n: {"verdict": "pass", "reasons": []} for n in nodes}
-    rounds = max(round_of(j["subject"]) for j in report["judgements"] if "round" in j["subject"])
-    assert rounds >= 2, report["notes"]
-    judged = {(j["node"], j["test"], j["subject"]) for j in report["judgements"]}
-    both = f"{LAB}-compute[01-02]"
-    for index in range(1, rounds + 1):
-        # Every round: the stress on each node's CPU, then the suites under load.
-        for node in nodes:
-            for test, subject in [
-                ("burn_in.tflops", "cpu"),
-                ("storage.seq_write", "/shared"),
-                ("storage.seq_read", "/shared"),
-                ("storage.rand_read_iops", "/shared"),
-                ("storage.metadata_ops", "/shared"),
-                ("collectives.all_reduce.single_node", "2 ranks, gloo"),
-            ]:
-                assert (node, test, f"{subject}, round {index}") in judged, (node, test, index)
-        assert (
-            both,
-            "collectives.all_reduce.multi_node",
-            f"4 ranks, gloo, round {index}",
-        ) in judged
-    assert {j["verdict"] for j in report["judgements"]} == {"pass"}
-    # The figures over time: one TFLOP/s series per node, from every round.
-    series = {(s["node"], s["device"], s["metric"]): s["points"] for s in report["series"]}
-    for node in nodes:
-        points = series[(node, "cpu", "tflops")]
-        assert len(points) >= 2 * rounds and all(v > 0 for _, v in points)
-        assert [t for t, _ in points] == sorted(t for t, _ in points)
-    assert len(series[(both, "all_reduce", "busbw_gbps")]) == rounds
-    assert report["actions"] == {"drain": {}, "resume": [], "left": {}}
-    assert "No reservations" in on("controller", "scontrol show reservation")
-    folder = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"]
-    page = (folder / "report.html").read_text()
-    assert "aria-label='TFLOP/s per device'" in page
-    listed = run_kiln("report", "list")
-    assert report["id"] in listed.stdout, listed.stdout
-
-
 # CPU hogs on one node, while its stress runs: its container's share of the host's
 # cores (one of two, while the other node's stress wants the other) is split among them
 # and the stress, which then runs at a small fraction of the other node's speed
@@ -772,14 +730,25 @@ STRESS_STARTED = (
 STRESS_ENDED = (
     "timeout 280 sh -c 'while squeue -h -n kiln-burn-in-stress | grep -q .; do sleep 1; done'"
 )
+# The second round's stress (about 30 s) must not run out of time: a round takes about
+# 80 s here, so round 2 starts with a minute left, and a third, if any, starts short.
+SLOWED_IN_ROUND_2 = (
+    r"cpu, round 2: \S+ TFLOP/s, \d+% below its round 1 \(\S+\)"
+    r"( and \d+% below the fleet median \(\S+\))?"
+)
 
 
-def test_a_burn_in_fails_and_drains_only_the_node_slowed_on_purpose(lab, provisioned):
+def test_a_burn_in_judges_every_round_and_drains_only_the_node_that_slowed_down(lab, provisioned):
+    """One burn-in for both outcomes (the slowest lab test, run once): both nodes pass
+    round 1; CPU hogs on compute01 during round 2's stress make it fall below its own
+    first round, so it alone fails and is drained, with every round judged on both."""
     slow, fine = f"{LAB}-compute01", f"{LAB}-compute02"
-    command = [sys.executable, "-m", "kiln", "burn-in", "-i", lab, "--json", "--duration", "30s"]
+    command = [sys.executable, "-m", "kiln", "burn-in", "-i", lab, "--json", "--duration", "2m20s"]
     burning = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        on("controller", STRESS_STARTED)
+        on("controller", STRESS_STARTED)  # round 1: left alone
+        on("controller", STRESS_ENDED)
+        on("controller", STRESS_STARTED)  # round 2
         on("compute01", HOG)
         on("controller", STRESS_ENDED)
     finally:
@@ -788,18 +757,59 @@ def test_a_burn_in_fails_and_drains_only_the_node_slowed_on_purpose(lab, provisi
     report = json.loads(out)
     try:
         assert burning.returncode == ExitCode.VALIDATION_FAILED, (err, report["node_verdicts"])
+        nodes = [slow, fine]
+        assert (report["suites"], report["nodes"], report["profile"]) == (
+            ["burn-in"],
+            nodes,
+            "lab-cpu",
+        )
         assert report["node_verdicts"][fine] == {"verdict": "pass", "reasons": []}
         verdict = report["node_verdicts"][slow]
         assert verdict["verdict"] == "fail"
-        assert re.fullmatch(
-            r"cpu, round 1: \S+ TFLOP/s, \d+% below the fleet median \(\S+\)", verdict["reasons"][0]
-        ), verdict
+        assert re.fullmatch(SLOWED_IN_ROUND_2, verdict["reasons"][0]), verdict
+        subjects = [j["subject"] for j in report["judgements"] if "round" in j["subject"]]
+        rounds = max(round_of(s) for s in subjects)
+        assert rounds >= 2, report["notes"]
+        judged = {(j["node"], j["test"], j["subject"]): j["verdict"] for j in report["judgements"]}
+        both = f"{LAB}-compute[01-02]"
+        for index in range(1, rounds + 1):
+            # Every round: the stress on each node's CPU, then the suites under load.
+            for node in nodes:
+                for test, subject in [
+                    ("burn_in.tflops", "cpu"),
+                    ("storage.seq_write", "/shared"),
+                    ("storage.seq_read", "/shared"),
+                    ("storage.rand_read_iops", "/shared"),
+                    ("storage.metadata_ops", "/shared"),
+                    ("collectives.all_reduce.single_node", "2 ranks, gloo"),
+                ]:
+                    assert (node, test, f"{subject}, round {index}") in judged, (node, test, index)
+            assert (both, "collectives.all_reduce.multi_node", f"4 ranks, gloo, round {index}") in (
+                judged
+            )
+        # Round 1 passes everywhere; compute02 passes every round.
+        first = {v for (_, _, s), v in judged.items() if "round" in s and round_of(s) == 1}
+        assert first == {"pass"}
+        assert {v for (n, _, _), v in judged.items() if n == fine} == {"pass"}
+        assert judged[(slow, "burn_in.tflops", "cpu, round 2")] == "fail"
+        # The figures over time: one TFLOP/s series per node, from every round.
+        series = {(s["node"], s["device"], s["metric"]): s["points"] for s in report["series"]}
+        for node in nodes:
+            points = series[(node, "cpu", "tflops")]
+            assert len(points) >= 2 * rounds and all(v > 0 for _, v in points)
+            assert [t for t, _ in points] == sorted(t for t, _ in points)
+        assert len(series[(both, "all_reduce", "busbw_gbps")]) == rounds
         [(node, reason)] = report["actions"]["drain"].items()
         assert (node, reason) == (slow, f"kiln: burn-in: {verdict['reasons'][0]}")
         line = on("controller", f"scontrol show node {slow} --oneliner")
-        assert "DRAIN" in line and "Reason=kiln: burn-in: cpu, round 1" in line
+        assert "DRAIN" in line and "Reason=kiln: burn-in: cpu, round 2" in line
         assert "DRAIN" not in on("controller", f"scontrol show node {fine} --oneliner")
         assert "No reservations" in on("controller", "scontrol show reservation")
+        folder = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"]
+        page = (folder / "report.html").read_text()
+        assert "aria-label='TFLOP/s per device'" in page
+        listed = run_kiln("report", "list")
+        assert report["id"] in listed.stdout, listed.stdout
     finally:
         on("controller", f"scontrol update NodeName={slow} State=RESUME")
 

@@ -216,8 +216,14 @@ def test_the_active_check_drains_its_failures_and_resumes_them_when_they_pass(ho
     metrics = ctl.file("/var/lib/prometheus/node-exporter/kiln_health_active.prom").content_string
     assert 'kiln_health_active_check{node="slurm-c2",check="dcgm_diag"} 0' in metrics
 
-    # Slurm's passive check (every 30 s) passes on slurm-c2 and leaves this drain alone.
-    time.sleep(40)
+    # Slurm's passive check (every 30 s) runs on slurm-c2 again, passes, and leaves this
+    # drain alone. Each run writes its metrics file anew (a new inode).
+    stamp = "stat -c %i /var/lib/prometheus/node-exporter/kiln_health.prom"
+    before = c2.check_output(stamp)
+    deadline = time.monotonic() + WAIT
+    while c2.check_output(stamp) == before and time.monotonic() < deadline:
+        time.sleep(2)
+    assert c2.check_output(stamp) != before, "Slurm did not run the health check again"
     assert f"Reason={reason} [root@" in node_line(ctl, "slurm-c2")
 
     # The next run tests slurm-c2 again (drained by this check) and resumes it.
