@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import yaml
 
 from kiln import inventory
 from kiln.errors import ExitCode
+from kiln.lab import standins
 from tests.collection import build_collection, install_collection, plain_ansible
 from tests.conftest import run_kiln
 from tests.e2e.accounts import ACCOUNTS, REMOVE_ACCOUNTS, SHOW_ACCOUNTS
@@ -190,11 +192,16 @@ def test_a_provisioned_lab_has_no_drift(lab, provisioned):
     }
 
 
+MOUNT_MAP = "/etc/auto.kiln-shared"
+HAND_EDIT = "# an option changed by hand, e2e"
+
+
 def test_drift_names_each_changed_task_with_its_diff_and_hides_the_munge_key(lab, provisioned):
     node = f"{LAB}-compute01"
     on(
         "compute01",
         "cp -a /etc/nccl.conf /root/nccl.conf.e2e && echo NCCL_DEBUG=INFO >> /etc/nccl.conf"
+        f" && cp -a {MOUNT_MAP} /root/map.e2e && echo '{HAND_EDIT}' >> {MOUNT_MAP}"
         " && cp -a /etc/munge/munge.key /root/munge.key.e2e"
         " && head -c 1024 /dev/urandom > /etc/munge/munge.key",
     )
@@ -203,12 +210,22 @@ def test_drift_names_each_changed_task_with_its_diff_and_hides_the_munge_key(lab
     finally:
         on(
             "compute01",
-            "mv /root/nccl.conf.e2e /etc/nccl.conf && mv /root/munge.key.e2e /etc/munge/munge.key",
+            "mv /root/nccl.conf.e2e /etc/nccl.conf && mv /root/munge.key.e2e /etc/munge/munge.key"
+            f" && mv /root/map.e2e {MOUNT_MAP}",
         )
     assert code == ExitCode.DRIFT, found
-    [nccl_conf] = [line for line in found["hosts"][node][1]["diff"].splitlines() if "eth" in line]
+    [nccl_conf] = [line for line in found["hosts"][node][3]["diff"].splitlines() if "eth" in line]
     assert found["hosts"] == {
         node: [
+            {
+                "task": "autofs : Write the autofs maps",
+                "action": "ansible.builtin.copy",
+                "diff": f"--- {MOUNT_MAP}\n+++ {MOUNT_MAP}\n@@ -1,3 +1,2 @@\n"
+                " # Managed by Kiln (autofs role): changes are overwritten.\n"
+                f" /shared -fstype=glusterfs,noatime {LAB}-storage:/shared\n-{HAND_EDIT}\n",
+            },
+            # Its handler: check mode runs what a changed task notifies, and says so.
+            {"task": "autofs : Reload autofs", "action": "ansible.builtin.service", "diff": ""},
             {
                 "task": "munge : Report that the munge key would be replaced",
                 "action": "ansible.builtin.debug",
@@ -1006,12 +1023,63 @@ def _add_then_remove_compute03(lab: str) -> None:
     ]
     assert on("controller", f"srun -w {LAB}-compute03 hostname").strip() == f"{LAB}-compute03"
     assert on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd") == before
+    # Three compute nodes: enough for a majority among their fingerprints.
+    _a_package_changed_by_hand_is_drift_until_provisioned(lab)
 
     assert run_kiln("lab", "up", "--name", LAB, "--compute", "2", timeout=600).returncode == 0
     code, report = provision(lab, "--tags", "slurm")
     assert code == ExitCode.OK, report["failures"]
     assert slurm_nodes() == [f"{LAB}-compute01 idle", f"{LAB}-compute02 idle"]
     assert f"{LAB}-compute03" not in on("controller", "cat /etc/slurm/slurm.conf")
+
+
+def _a_package_changed_by_hand_is_drift_until_provisioned(lab: str) -> None:
+    """enroot one release up on compute03, installed by hand: `kiln drift` names the
+    node, the role's task that would put the pinned release back, and the fingerprint
+    field that differs from its two peers'; `kiln provision` puts it back."""
+    node = f"{LAB}-compute03"
+    with tempfile.TemporaryDirectory() as built:
+        standins.enroot(Path(built), "3.5.1")
+        for deb in sorted(Path(built, "v3.5.1").glob("*.deb")):
+            subprocess.run(["podman", "cp", str(deb), f"{node}:/root/"], check=True)
+    on("compute03", "dpkg --install --force-confold /root/enroot*_3.5.1-1_*.deb >/dev/null")
+    code, found = drift(lab, "--limit", "slurm_compute")
+    assert code == ExitCode.DRIFT, found
+    # compute01 and compute02 were left alone when compute03 was added (--limit): their
+    # /etc/hosts lack it until they are provisioned, and drift says so.
+    address = on("controller", f"getent hosts {node}").split()[0]
+    for peer in (f"{LAB}-compute01", f"{LAB}-compute02"):
+        [entry] = found["hosts"][peer]
+        changed = [line for line in entry["diff"].splitlines()[2:] if line[:1] in "+-"]
+        assert (entry["task"], entry["action"], changed) == (
+            "base : List cluster hosts in /etc/hosts",
+            "ansible.builtin.blockinfile",
+            [f"+{address} {node}"],
+        )
+    assert found["hosts"][node] == [
+        {
+            "task": "enroot : Say what a real run would install",
+            "action": "ansible.builtin.debug",
+            "diff": "",
+        }
+    ]
+    assert sorted(found["hosts"]) == [f"{LAB}-compute01", f"{LAB}-compute02", node]
+    assert found["outliers"] == {
+        node: [
+            {
+                "field": "enroot",
+                "value": "3.5.1-1",
+                "majority": "3.5.0-1",
+                "count": 2,
+                "group": "slurm_compute",
+            }
+        ]
+    }
+    code, report = provision(lab, "--limit", node, "--tags", "enroot")
+    assert code == ExitCode.OK, report["failures"]
+    code, found = drift(lab, "--limit", node)
+    assert code == ExitCode.OK, found
+    assert (found["hosts"], found["fingerprints"][node]["enroot"]) == ({}, "3.5.0-1")
 
 
 def test_status_and_up_again_are_safe(lab):
