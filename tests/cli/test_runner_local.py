@@ -137,7 +137,8 @@ def test_unreachable_host_is_named_and_exit_4(local_inventory, playbook):
     # Plain output without a terminal: one line per event, then the summary.
     assert "changed     local-a  Make a change" in result.stdout
     assert (
-        "unreachable ghost01: Make a change: Failed to connect to the host via ssh" in result.stdout
+        "unreachable ghost01: Make a change: Failed to connect to the host via ssh: "
+        "ssh: connect to host 127.0.0.1 port 1: Connection refused\n" in result.stdout
     )
     assert "exit=4" in result.stdout
     shown = json.loads(run_kiln("runs", "show", "latest", "--json").stdout)
@@ -200,6 +201,29 @@ def test_an_interrupt_exits_130_and_keeps_the_record(local_inventory, tmp_path, 
     left = subprocess.run(["pgrep", "-f", str(slow)], capture_output=True, text=True, check=False)
     assert left.stdout == "", "ansible-playbook was left running"
     assert subprocess.run(["pgrep", "-f", "sleep 61"], check=False).returncode == 1
+
+
+MITOGEN_CHECK = """
+- name: Which strategy runs the tasks
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: The module's interpreter is one Mitogen keeps
+      ansible.builtin.shell: tr '\\0' ' ' < /proc/$PPID/cmdline | grep -q '(mitogen:'
+      changed_when: false
+"""
+
+
+def test_kiln_runs_mitogens_strategy_unless_the_operator_names_another(local_inventory, tmp_path):
+    playbook = tmp_path / "strategy.yml"
+    playbook.write_text(MITOGEN_CHECK)
+    inv = local_inventory({"local-a": LOCAL})
+    mitogen = run_kiln("run", str(playbook), "-i", inv, "--json", env={"ANSIBLE_STRATEGY": ""})
+    assert mitogen.returncode == ExitCode.OK, mitogen.stdout
+    linear = run_kiln("run", str(playbook), "-i", inv, "--json", env={"ANSIBLE_STRATEGY": "linear"})
+    assert linear.returncode == ExitCode.HOSTS_FAILED, linear.stdout
+    failed = {f["host"] for f in json.loads(linear.stdout)["failures"]}
+    assert failed == {"local-a", "local-ctl"}
 
 
 def test_a_relative_inventory_path_targets_the_inventory_hosts(local_inventory, playbook):
@@ -311,7 +335,12 @@ TIMED_PLAYBOOK = """
 def test_runs_show_lists_the_slowest_tasks_from_the_real_events(local_inventory, tmp_path):
     playbook = tmp_path / "timed.yml"
     playbook.write_text(TIMED_PLAYBOOK)
-    inv = local_inventory({"local-a": LOCAL, "local-b": LOCAL})
+    # Mitogen runs the tasks of hosts with the same connection in one interpreter, one
+    # after another; local-b gets its own, as every real node has.
+    own_python = tmp_path / "python3"
+    own_python.symlink_to(sys.executable)
+    local_b = {**LOCAL, "ansible_python_interpreter": str(own_python)}
+    inv = local_inventory({"local-a": LOCAL, "local-b": local_b})
     assert run_kiln("run", str(playbook), "-i", inv).returncode == ExitCode.OK
     shown = run_kiln("runs", "show", "latest", "--slowest", "1", "--json")
     assert shown.returncode == ExitCode.OK, shown.stderr

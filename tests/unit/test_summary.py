@@ -61,6 +61,14 @@ def test_failure_message_variants():
     assert len(failure_message({"msg": "x" * 1000})) == 400
 
 
+def test_mitogens_unreachable_messages_read_as_ansibles():
+    refused = "ssh: connect to host 10.0.0.7 port 22: Connection refused"
+    mitogen = {"msg": f"Task failed: EOF on stream; last 100 lines received:\n{refused}"}
+    assert failure_message(mitogen) == f"Failed to connect to the host via ssh: {refused}"
+    other = {"msg": "EOF on stream; last 3 lines received: sudo: a password is required"}
+    assert failure_message(other) == "Failed to connect to the host: sudo: a password is required"
+
+
 def test_exit_codes():
     ok = RunSummary("r", "p", "successful", {"a": HostCounts(ok=3)})
     assert ok.exit_code == ExitCode.OK

@@ -15,6 +15,9 @@ _MESSAGE_LIMIT = 400
 # ansible-core 2.19 wraps messages in "Task failed: Module failed: ..."; the summary
 # already says it failed.
 _ANSIBLE_PREFIX = re.compile(r"^(?:(?:Task|Module|Action) failed: )+")
+# Mitogen's word for a connection that closed before it started: what followed is the
+# transport's own stderr. Said as Ansible says it, so both strategies read the same.
+_MITOGEN_EOF = re.compile(r"^EOF on stream; last \d+ lines received:\s*(?=(ssh:)?)")
 # Tasks named so only read the nodes and refuse settings that cannot work on them
 # (playbooks/preflight.yml): failing before anything changed, the input was bad.
 PREFLIGHT = "Pre-flight"
@@ -111,7 +114,12 @@ def failure_message(result: dict[str, Any]) -> str:
         if stderr and stderr not in text:
             text += f": {stderr}"
     text = _ANSIBLE_PREFIX.sub("", " ".join(text.split()))
+    text = _MITOGEN_EOF.sub(_connection_failed, text)
     return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
+
+
+def _connection_failed(match: re.Match[str]) -> str:
+    return "Failed to connect to the host" + (" via ssh: " if match.group(1) else ": ")
 
 
 # A host's result of a task, by event; failed with ignore_errors reads "ignored".
