@@ -48,7 +48,7 @@ molecule: prereqs venv
 e2e: prereqs venv
 	pytest tests/e2e -m "not migration" --durations=0
 
-## The region migration between two labs (about 20 minutes): not in `make test`.
+## The region migration between two labs (about 15 minutes): not in `make test`.
 e2e-migration: prereqs venv
 	pytest tests/e2e -m migration --durations=0
 
