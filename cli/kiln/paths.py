@@ -37,7 +37,7 @@ def roles_dir() -> Path:
 
 
 def plugins_dir() -> Path:
-    """The roles' filter and lookup plugins (plugins/filter, plugins/lookup)."""
+    """The roles' plugins: filters, lookups, the apt_present action, the preload callback."""
     return content_root() / "plugins"
 
 

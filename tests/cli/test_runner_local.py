@@ -354,3 +354,59 @@ def test_runs_show_lists_the_slowest_tasks_from_the_real_events(local_inventory,
     people = run_kiln("runs", "show", "latest", "--slowest", "2")
     assert people.returncode == ExitCode.OK, people.stderr
     assert "slowest 2 tasks" in people.stdout and "Slow on one host" in people.stdout
+
+
+APT_PRESENT = """
+- name: apt_present through kiln
+  hosts: local-a
+  gather_facts: false
+  tasks:
+    - name: Installed as asked
+      kiln.cluster.apt_present:
+        name: [coreutils, "dpkg={{ dpkg_version }}", "dpkg={{ dpkg_version[:2] }}*"]
+        state: present
+      register: present
+    - name: Another version than the installed one
+      kiln.cluster.apt_present:
+        name: dpkg=0.0-kiln
+        state: present
+      check_mode: true
+      register: other
+      ignore_errors: true
+    - name: What each did
+      ansible.builtin.copy:
+        content: "{{ {'present': present, 'other': other} | to_json }}"
+        dest: "{{ out }}"
+        mode: "0644"
+"""
+
+
+def test_apt_present_asks_dpkg_and_leaves_the_rest_to_apt(local_inventory, tmp_path):
+    """Installed at the version asked: ok without apt. Otherwise ansible.builtin.apt runs
+    with the task's arguments, in check mode here: its answer is apt's."""
+    version = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", "dpkg"], capture_output=True, text=True, check=True
+    ).stdout
+    playbook, out = tmp_path / "apt.yml", tmp_path / "results.json"
+    playbook.write_text(APT_PRESENT)
+    # The system's interpreter: apt's module runs under it (python3-apt or not).
+    inv = local_inventory({"local-a": {**LOCAL, "ansible_python_interpreter": "/usr/bin/python3"}})
+    extra = ("-e", f"dpkg_version={version}", "-e", f"out={out}")
+    done = run_kiln("run", str(playbook), "-i", inv, "--json", *extra)
+    assert done.returncode == ExitCode.OK, done.stdout + done.stderr
+    results = json.loads(out.read_text())
+    assert results["present"] == {
+        "changed": False,
+        "failed": False,
+        "msg": f"installed: coreutils, dpkg={version}, dpkg={version[:2]}*",
+    }
+    # apt's own answer (its cache's time varies; no traceback is kept).
+    other = {
+        k: v for k, v in results["other"].items() if k not in {"cache_update_time", "exception"}
+    }
+    assert other == {
+        "cache_updated": False,
+        "changed": False,
+        "failed": True,
+        "msg": "no available installation candidate for dpkg=0.0-kiln",
+    }

@@ -243,3 +243,33 @@ def test_kilns_own_collection_comes_before_the_operators(tmp_path, monkeypatch):
     assert found == f"{ours}:~/.ansible/collections:/usr/share/ansible/collections"
     monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", "/opt/site-collections")
     assert execute.ansible_env()["ANSIBLE_COLLECTIONS_PATH"] == f"{ours}:/opt/site-collections"
+
+
+def test_kiln_enables_its_filter_preload_after_the_operators_callbacks(monkeypatch):
+    monkeypatch.delenv("ANSIBLE_CALLBACKS_ENABLED", raising=False)
+    assert execute.ansible_env()["ANSIBLE_CALLBACKS_ENABLED"] == "kiln.cluster.preload_filters"
+    monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "ansible.posix.profile_tasks,timer")
+    assert execute.ansible_env()["ANSIBLE_CALLBACKS_ENABLED"] == (
+        "ansible.posix.profile_tasks,timer,kiln.cluster.preload_filters"
+    )
+
+
+PRELOAD = """
+import sys
+from ansible.plugins.loader import callback_loader, init_plugin_loader
+init_plugin_loader(sys.argv[1].split(":"))
+callback_loader.get("kiln.cluster.preload_filters")
+prefix = "ansible_collections.kiln.cluster.plugins.filter."
+print(" ".join(sorted(m[len(prefix):] for m in sys.modules if m.startswith(prefix))))
+"""
+
+
+def test_the_preload_callback_loads_every_filter_file_of_the_collection():
+    """Loaded in ansible-playbook's own process, every worker it forks has them."""
+    done = subprocess.run(
+        [sys.executable, "-c", PRELOAD, execute.collections_path()],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == sorted(p.stem for p in REPO.glob("plugins/filter/*.py"))

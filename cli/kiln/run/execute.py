@@ -88,6 +88,17 @@ def strategy_env() -> dict[str, str]:
     return {"ANSIBLE_STRATEGY_PLUGINS": str(strategies), "ANSIBLE_STRATEGY": "mitogen_linear"}
 
 
+# plugins/callback/preload_filters.py: the roles' filters loaded once, before Ansible
+# forks a worker per host and task, not again in every worker.
+PRELOAD_CALLBACK = "kiln.cluster.preload_filters"
+
+
+def callbacks_enabled() -> str:
+    """The operator's callbacks_enabled, and Kiln's preload."""
+    theirs = os.environ.get("ANSIBLE_CALLBACKS_ENABLED", "")
+    return ",".join([*filter(None, theirs.split(",")), PRELOAD_CALLBACK])
+
+
 def ansible_env() -> dict[str, str]:
     # ansible-playbook comes with Kiln's own environment, which may not be on PATH.
     bin_dir = str(Path(sys.executable).parent)
@@ -96,6 +107,7 @@ def ansible_env() -> dict[str, str]:
         "ANSIBLE_CONFIG": str(paths.ansible_cfg()),
         "ANSIBLE_ROLES_PATH": str(paths.roles_dir()),
         "ANSIBLE_COLLECTIONS_PATH": collections_path(),
+        "ANSIBLE_CALLBACKS_ENABLED": callbacks_enabled(),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         **strategy_env(),
