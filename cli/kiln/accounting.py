@@ -8,6 +8,7 @@ users and limits of the old region exist in the new one before its first job. Jo
 history stays in the old database (slurmdbd's archive moves it, when wanted)."""
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,19 @@ def dumped_cluster(associations: str) -> str:
     raise ValueError("no \"Cluster - 'name'\" line: not a sacctmgr dump")
 
 
+# sacctmgr reads a QOS name as a list (`add qos a,b` adds two), turns quotes into
+# backticks, and prints one QOS a line: a QOS Slurm holds has a name, and none of these
+# in it. (Any other text is passed as it is, never as a template: kiln.run.extravars.)
+_NOT_IN_QOS_NAMES = re.compile(r"[,'\"\x00-\x1f\x7f]")
+
+
+def _check_qos_name(name: str) -> None:
+    if not name.strip():
+        raise ValueError("a QOS with an empty name")
+    if found := _NOT_IN_QOS_NAMES.search(name):
+        raise ValueError(f"QOS name {name!r} holds {found.group()!r}, which no Slurm QOS name has")
+
+
 def read(path: Path) -> Dump:
     """A dump file written by `kiln accounting dump`; InputError says what is wrong."""
     try:
@@ -142,6 +156,8 @@ def read(path: Path) -> Dump:
         unknown = sorted({k for q in qos for k in q} - set(QOS_FIELDS))
         if unknown:
             raise ValueError(f"unknown QOS setting {unknown[0]}")
+        for q in qos:
+            _check_qos_name(q["Name"])
         return Dump(dumped_cluster(associations), associations, qos)
     except KeyError as exc:
         raise InputError(f"{path}: not a Kiln accounting dump (no {exc})") from None

@@ -673,6 +673,31 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "qos is not a list of named QOS",
     ),
+    # Names no Slurm QOS has: `sacctmgr add qos ''` must never run (issue 39).
+    (
+        "accounting-load-empty-qos-name",
+        accounting_load({**GOOD_DUMP, "qos": [{"Name": " ", "Priority": "1"}]}),
+        BAD,
+        "not a Kiln accounting dump (a QOS with an empty name)",
+    ),
+    (
+        "accounting-load-qos-name-list",
+        accounting_load({**GOOD_DUMP, "qos": [{"Name": "normal,high"}]}),
+        BAD,
+        "QOS name 'normal,high' holds ',', which no Slurm QOS name has",
+    ),
+    (
+        "accounting-load-qos-name-jinja",
+        accounting_load({**GOOD_DUMP, "qos": [{"Name": "{{ lookup('pipe','touch /tmp/x') }}"}]}),
+        BAD,
+        "QOS name \"{{ lookup('pipe','touch /tmp/x') }}\" holds \"'\", which no Slurm QOS name has",
+    ),
+    (
+        "accounting-load-qos-name-newline",
+        accounting_load({**GOOD_DUMP, "qos": [{"Name": "normal\nhigh"}]}),
+        BAD,
+        "QOS name 'normal\\nhigh' holds '\\n', which no Slurm QOS name has",
+    ),
     # judge
     ("judge-missing-file", lambda t: ["judge", "nccl-tests", str(t / "none.txt")], BAD, "none.txt"),
     (

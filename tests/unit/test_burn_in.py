@@ -151,6 +151,31 @@ def slowed(factor: float) -> list[tuple[float, float]]:
     return [(t, v * factor) for t, v in recorded_rounds()]
 
 
+def write_round(store, nodes, slow=None, health=None) -> None:
+    """What a burn-in round leaves in its results directory, as the role lays it out:
+    each node's stress (SLOW: node -> factor on the recorded TFLOP/s), suites and
+    kiln-health (HEALTH: node -> (status, reason); OK otherwise)."""
+    from kiln.validation import results as layout
+    from tests.unit.test_validation_run import bench, storage_result
+
+    ok = layout.Step(rc=0).to_json()
+    store.write(layout.STORAGE_STEPS, layout.StorageSteps(storage=ok, cold_import=ok).to_json())
+    store.write(
+        layout.COLLECTIVES_STEPS,
+        layout.CollectivesSteps(single_node=ok, multi_node=ok, nccl_tests_skipped="absent")
+        .to_json(),
+    )  # fmt: skip
+    for n in nodes:
+        store.write_node("burn_stress", n, stress_json(intervals=slowed((slow or {}).get(n, 1.0))))
+        store.write_node("storage", n, storage_result(n))
+        store.write_node("cold_import", n, {"node": n, "module": "m", "seconds": 2.5})
+        store.write_node("collectives_node", n, bench(8, [n]))
+        status, reason = (health or {}).get(n, ("OK", "8"))
+        checked = {"check": "gpu", "status": status, "reason": reason}
+        store.write_node(layout.HEALTH, n, {"node": n, "results": [checked]})
+    store.write_node("collectives_all", "gpu001", bench(16, nodes, scale=0.9))
+
+
 def tflops(judgements):
     return {(j.node, j.subject): (j.verdict, j.reason) for j in judgements
             if j.test == "burn_in.tflops"}  # fmt: skip
@@ -353,7 +378,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     from kiln.run.events import RunSummary
     from kiln.validation import drain
     from kiln.validation import results as layout
-    from tests.unit.test_validation_run import bench, scontrol_line, storage_result
+    from tests.unit.test_validation_run import scontrol_line
 
     nodes = ["gpu001", "gpu002"]  # write_inventory's compute nodes
 
@@ -376,22 +401,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
         index = int(ev["validate_run"].rsplit("-r", 1)[1])
         if index == 3:
             return RunSummary(run="r3", playbook=request.playbook, status="canceled")
-        ok = layout.Step(rc=0).to_json()
-        store.write(layout.STORAGE_STEPS, layout.StorageSteps(storage=ok, cold_import=ok).to_json())
-        store.write(
-            layout.COLLECTIVES_STEPS,
-            layout.CollectivesSteps(single_node=ok, multi_node=ok, nccl_tests_skipped="absent")
-            .to_json(),
-        )  # fmt: skip
-        for n in nodes:
-            factor = 0.8 if (n, index) == ("gpu002", 2) else 1.0
-            store.write_node("burn_stress", n, stress_json(intervals=slowed(factor)))
-            store.write_node("storage", n, storage_result(n))
-            store.write_node("cold_import", n, {"node": n, "module": "m", "seconds": 2.5})
-            store.write_node("collectives_node", n, bench(8, [n]))
-            health = {"node": n, "results": [{"check": "gpu", "status": "OK", "reason": "8"}]}
-            store.write_node(layout.HEALTH, n, health)
-        store.write_node("collectives_all", "gpu001", bench(16, nodes, scale=0.9))
+        write_round(store, nodes, slow={"gpu002": 0.8} if index == 2 else {})
         return RunSummary(run=f"r{index}", playbook=request.playbook, status="successful")
 
     monkeypatch.setattr(execute, "run_playbook", fake_run)

@@ -55,7 +55,8 @@ playbook_options = stack(
 def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options: Any) -> None:
     from kiln.run.execute import RunRequest, resolve_playbook, run_playbook
 
-    extravars = parse_extravars(options.pop("extra_vars"))
+    operator_extravars = parse_extravars(options.pop("extra_vars"))
+    extravars: dict[str, Any] = {}
     if options.pop("no_reboot"):
         extravars["nvidia_driver_reboot"] = False  # the nvidia_driver role reports instead
     spec = inventory.load(inventory_path)
@@ -71,6 +72,7 @@ def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options:
                 playbook=playbook,
                 inventory=spec,
                 extravars=extravars,
+                operator_extravars=operator_extravars,
                 display=display.for_output(json_mode),
                 lock=held,
                 **options,

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import sys
 import tempfile
@@ -22,7 +23,7 @@ from kiln import __version__, paths, run_cleanup
 from kiln.errors import InputError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
-from kiln.run import record
+from kiln.run import extravars, record
 from kiln.run.display import Displays, for_people
 from kiln.run.events import EventAccumulator, RunSummary
 
@@ -36,7 +37,11 @@ class RunRequest:
     skip_tags: str | None = None
     check: bool = False
     diff: bool = False
+    # Kiln's variables for the playbook, what it read from dumps, Slurm, nodes and reports
+    # included: passed `!unsafe`, never rendered as a template (kiln.run.extravars).
     extravars: dict[str, Any] = field(default_factory=dict)
+    # The operator's own -e values: Ansible renders them as it would its own -e.
+    operator_extravars: dict[str, Any] = field(default_factory=dict)
     display: Displays = for_people  # how the run shows while it goes (silent for --json)
     lock: Lock | None = None  # the inventory's lock, told the run id
 
@@ -114,8 +119,10 @@ def ansible_env() -> dict[str, str]:
     }
 
 
-def _cmdline(request: RunRequest) -> str | None:
+def _cmdline(request: RunRequest, operator_file: Path | None) -> str | None:
     args = []
+    if operator_file:  # before Kiln's file (runner's extravars), which wins a clash
+        args += ["-e", shlex.quote(f"@{operator_file}")]
     if request.check:
         args.append("--check")
     if request.diff:
@@ -164,21 +171,23 @@ def _ansible_error(run_dir: Path) -> str | None:
     return None
 
 
-def _secret_file(data: dict[str, Any]) -> Path:
+def _secret_file(text: str, suffix: str) -> Path:
     directory = paths.state_dir() / "tmp"
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix="extravars-", suffix=".json", dir=directory)
+    handle, name = tempfile.mkstemp(prefix="extravars-", suffix=suffix, dir=directory)
     with os.fdopen(handle, "w") as out:  # mkstemp creates it 0600
-        json.dump(data, out)
+        out.write(text)
     return Path(name)
 
 
 @contextlib.contextmanager
-def _removed(path: Path) -> Iterator[None]:
+def _removed(*files: Path | None) -> Iterator[None]:
     try:
         yield
     finally:
-        path.unlink(missing_ok=True)
+        for path in files:
+            if path:
+                path.unlink(missing_ok=True)
 
 
 def run_playbook(request: RunRequest) -> RunSummary:
@@ -212,11 +221,16 @@ def run_playbook(request: RunRequest) -> RunSummary:
 
     # Extra variables may hold secrets (-e munge_key_b64=...): ansible-runner would put a
     # dict of them on ansible-playbook's command line (visible in ps) and in the run's
-    # artifacts/command. A 0600 file, removed after the run, keeps them off both.
+    # artifacts/command. 0600 files, removed after the run, keep them off both: Kiln's
+    # as one `!unsafe` mapping, the operator's -e (if any) as they gave them.
     # (The roles find the download cache themselves, as plain ansible-playbook does:
     # the kiln_cache_dir lookup.)
-    extravars = _secret_file({"kiln_version": __version__, **request.extravars})
-    with _Interrupt() as interrupt, display, _removed(extravars):
+    kiln_vars = {"kiln_version": __version__, **request.extravars}
+    kiln_file = _secret_file(extravars.unsafe_yaml(kiln_vars), ".yml")
+    operator_file = None
+    if request.operator_extravars:
+        operator_file = _secret_file(json.dumps(request.operator_extravars), ".json")
+    with _Interrupt() as interrupt, display, _removed(kiln_file, operator_file):
         result = ansible_runner.run(
             private_data_dir=str(run_dir),
             ident=record.RUNNER_IDENT,
@@ -226,8 +240,8 @@ def run_playbook(request: RunRequest) -> RunSummary:
             inventory=str(request.inventory.source),
             limit=request.limit,
             tags=request.tags,
-            cmdline=_cmdline(request),
-            extravars=str(extravars),
+            cmdline=_cmdline(request, operator_file),
+            extravars=str(kiln_file),
             envvars={**ansible_env(), run_cleanup.MARKER: run_id},
             # Absolute, so facts outlive the run (a --limit run needs its peers' facts).
             fact_cache=str(fact_cache),
