@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from kiln import redact
+
 _TYPE_NAMES = {
     "str": "a string",
     "path": "a path string",
@@ -73,41 +75,47 @@ def _type_ok(kind: str, value: Any) -> bool:
             return True
 
 
-def check_value(name: str, value: Any, spec: dict[str, Any]) -> Iterator[str]:
-    """Yield one message per problem, each naming the variable (dotted for nesting)."""
+def check_value(name: str, value: Any, spec: dict[str, Any], secret: bool = False) -> Iterator[str]:
+    """Yield one message per problem, each naming the variable (dotted for nesting).
+    The value of a secret (kiln.redact: no_log, a secret name, or inside one) is never
+    in a message, only its kind."""
     if is_opaque(value) or (value is None and not spec.get("required")):
         return
+    secret = secret or redact.secret_variable(name.rsplit(".", 1)[-1], spec)
     kind = spec.get("type", "str")
     if not _type_ok(kind, value):
-        yield f"{name} must be {_TYPE_NAMES.get(kind, kind)}, got {_describe(value)}"
+        yield f"{name} must be {_TYPE_NAMES.get(kind, kind)}, got {_describe(value, secret)}"
         return
     choices = spec.get("choices")
     if choices is not None and not isinstance(value, list) and value not in choices:
         allowed = ", ".join(str(c) for c in choices)
-        yield f"{name} must be one of {allowed}, got {value!r}"
+        shown = redact.HIDDEN if secret else repr(redact.hide(value))
+        yield f"{name} must be one of {allowed}, got {shown}"
     if kind == "list":
         element_spec = {"type": spec.get("elements", "raw"), "options": spec.get("options")}
         if choices is not None:
             element_spec["choices"] = choices
         for index, item in enumerate(value):
-            yield from check_value(f"{name}[{index}]", item, element_spec)
+            yield from check_value(f"{name}[{index}]", item, element_spec, secret)
     elif kind == "dict" and spec.get("options"):
-        yield from _check_options(name, value, spec["options"])
+        yield from _check_options(name, value, spec["options"], secret)
 
 
-def _check_options(name: str, value: dict[str, Any], options: dict[str, Any]) -> Iterator[str]:
+def _check_options(
+    name: str, value: dict[str, Any], options: dict[str, Any], secret: bool
+) -> Iterator[str]:
     for key in value:
         if key not in options:
             known = ", ".join(sorted(options))
             yield f"{name}.{key} is not a known key (known: {known})"
     for key, sub in options.items():
         if key in value:
-            yield from check_value(f"{name}.{key}", value[key], sub or {})
+            yield from check_value(f"{name}.{key}", value[key], sub or {}, secret)
         elif sub and sub.get("required"):
             yield f"{name}.{key} is required"
 
 
-def _describe(value: Any) -> str:
+def _describe(value: Any, secret: bool) -> str:
     kind = {
         bool: "a boolean",
         int: "an integer",
@@ -116,7 +124,9 @@ def _describe(value: Any) -> str:
         list: "a list",
         dict: "a mapping",
     }.get(type(value), type(value).__name__)
-    text = repr(value)
+    if secret:
+        return f"{kind} {redact.HIDDEN}"
+    text = repr(redact.hide(value))
     if len(text) > 40:
         text = text[:37] + "..."
     return f"{kind} {text}"

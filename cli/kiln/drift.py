@@ -10,6 +10,9 @@ Then each node's fingerprint (the versions that decide how jobs behave: the base
 kiln_fingerprint local fact) is compared with its peers': a node whose kernel, driver,
 firmware or package version differs from the one most nodes of its group have is an
 outlier, field by field.
+
+A node the run did not reach, or where a task failed (Ansible runs nothing more there),
+was not checked: it is never "no drift", and its verdict says why.
 """
 
 import difflib
@@ -18,15 +21,15 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kiln import files, hostlist
+from kiln import files, hostlist, redact
 from kiln.errors import ExitCode
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
 from kiln.report import model, write
 from kiln.run import ids
 from kiln.run.display import Displays, for_people
-from kiln.run.events import RunSummary, outcome
-from kiln.validation.verdicts import Judgement, Verdict
+from kiln.run.events import Failure, RunSummary, outcome
+from kiln.validation.verdicts import Judgement, Verdict, worst
 
 SUITE = "drift"
 HIDDEN = "(no_log: what would change is not shown)"
@@ -68,15 +71,32 @@ class DriftResult:
     fingerprints: dict[str, dict[str, str]] = field(default_factory=dict)
     outliers: dict[str, list[Outlier]] = field(default_factory=dict)  # host -> fields
     run: RunSummary | None = None
+    unchecked: dict[str, str] = field(default_factory=dict)  # host -> why it was not checked
 
     @property
     def found(self) -> bool:
         return any(self.tasks.values()) or any(self.outliers.values())
 
+    def summary(self) -> str:
+        """One line: whether anything drifted, and which nodes were not checked."""
+        hosts = self.report.nodes
+        missed = [h for h in hosts if h in self.unchecked]
+        if len(missed) == len(hosts):
+            said = "nothing was checked"
+        elif self.found:
+            said = "drift found"
+        elif missed:
+            checked = len(hosts) - len(missed)
+            said = f"no drift on the {checked} node{'' if checked == 1 else 's'} checked"
+        else:
+            said = "no drift"
+        return said + (f"; not checked: {hostlist.compress(missed)}" if missed else "")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "report": self.report.id,
             "drift": self.found,
+            "unchecked": dict(sorted(self.unchecked.items())),
             "hosts": {
                 host: [asdict(t) for t in tasks] for host, tasks in sorted(self.tasks.items())
             },
@@ -97,7 +117,7 @@ def _text(value: Any) -> list[str]:
 def rendered_diff(res: dict[str, Any]) -> str:
     """A module's diff (one dict or a list of them, per loop item too) as unified diff
     text; `prepared` diffs (apt's package list) as the module wrote them."""
-    diffs: list[Any] = []
+    diffs: list[Any] = []  # shown without URL credentials (kiln.redact)
     for source in [res, *(r for r in res.get("results", []) if isinstance(r, dict))]:
         found = source.get("diff")
         diffs += found if isinstance(found, list) else [found] if found else []
@@ -118,7 +138,7 @@ def rendered_diff(res: dict[str, Any]) -> str:
         )
     if len(out) > _DIFF_LIMIT:
         out = [*out[:_DIFF_LIMIT], f"... ({len(out) - _DIFF_LIMIT} more lines)\n"]
-    return "".join(line if line.endswith("\n") else line + "\n" for line in out)
+    return redact.text("".join(line if line.endswith("\n") else line + "\n" for line in out))
 
 
 def task_drift(events: list[dict[str, Any]]) -> dict[str, list[TaskDrift]]:
@@ -132,8 +152,7 @@ def task_drift(events: list[dict[str, Any]]) -> dict[str, list[TaskDrift]]:
         res, host = result.res, result.host
         name = data.get("task") or data.get("task_action", "")
         task = f"{data['role']} : {name}" if data.get("role") else name
-        hidden = "censored" in res
-        diff = HIDDEN if hidden else rendered_diff(res)
+        diff = HIDDEN if redact.censored(res) else rendered_diff(res)
         found.setdefault(host, []).append(TaskDrift(task, data.get("task_action", ""), diff))
     return found
 
@@ -192,6 +211,16 @@ def outliers(
     return found, ties
 
 
+def unchecked(failures: list[Failure]) -> dict[str, str]:
+    """Each host a task failed on or that was unreachable: Ansible ran nothing more
+    there, so the rest of it was not checked. Why, from its first failure."""
+    found: dict[str, str] = {}
+    for failure in failures:
+        kind = "unreachable" if failure.unreachable else "failed"
+        found.setdefault(failure.host, f"{kind} at {failure.task}: {failure.message}")
+    return found
+
+
 def to_report(
     report_id: str,
     started: str,
@@ -199,35 +228,43 @@ def to_report(
     hosts: list[str],
     tasks: dict,
     odd: dict[str, list[Outlier]] | None = None,
+    missed: dict[str, str] | None = None,
 ) -> model.Report:
     """Drift as a report in the history: a judgement per host and drifting task (fail:
-    the node is not as declared) and per field that differs from its peers (warn: what
-    is declared may allow both)."""
+    the node is not as declared), per host not checked (unchecked, never a pass) and
+    per field that differs from its peers (warn: what is declared may allow both)."""
     judgements = []
     verdicts = {}
-    odd = odd or {}
+    odd, missed = odd or {}, missed or {}
     for host in hosts:
         drifted = tasks.get(host, [])
-        for one in drifted:
-            why = "would change" + (" (no_log)" if one.diff == HIDDEN else "")
-            judgements.append(Judgement(host, "drift.task", one.task, None, "", Verdict.FAIL, why))
-        differs = odd.get(host, [])
-        for outlier in differs:
-            judgements.append(
-                Judgement(
-                    host,
-                    "drift.fingerprint",
-                    outlier.field,
-                    None,
-                    "",
-                    Verdict.WARN,
-                    outlier.describe(),
-                )
+        mine = [
+            Judgement(
+                host,
+                "drift.task",
+                one.task,
+                None,
+                "",
+                Verdict.FAIL,
+                "would change" + (" (no_log)" if one.diff == HIDDEN else ""),
             )
-        verdict = Verdict.FAIL if drifted else Verdict.WARN if differs else Verdict.PASS
+            for one in drifted
+        ]
+        why_not = [f"not checked: {missed[host]}"] if host in missed else []
+        mine += [
+            Judgement(host, "drift.run", "", None, "", Verdict.UNCHECKED, why) for why in why_not
+        ]
+        differs = odd.get(host, [])
+        mine += [
+            Judgement(host, "drift.fingerprint", o.field, None, "", Verdict.WARN, o.describe())
+            for o in differs
+        ]
+        judgements += mine
         verdicts[host] = model.NodeVerdict(
-            verdict=verdict,
-            reasons=[f"would change: {t.task}" for t in drifted] + [o.describe() for o in differs],
+            verdict=worst(j.verdict for j in mine),  # fail, unchecked, warn, else pass
+            reasons=[f"would change: {t.task}" for t in drifted]
+            + why_not
+            + [o.describe() for o in differs],
         )
     return model.Report(
         id=report_id,
@@ -268,13 +305,17 @@ def drift(request: DriftRequest) -> tuple[DriftResult, ExitCode]:
     hosts = sorted(
         (h for h in summary.hosts if h in request.inventory.hosts), key=hostlist.sort_key
     )
+    missed = {h: why for h, why in unchecked(summary.failures).items() if h in hosts}
     report_id = ids.new_id(SUITE)
-    report = to_report(report_id, started, request.inventory, hosts, tasks, odd)
+    report = to_report(report_id, started, request.inventory, hosts, tasks, odd, missed)
     report.runs.append(summary.run)
-    for failure in summary.failures:
-        report.notes.append(f"{failure.host}: {failure.task}: {failure.message}")
+    if summary.error:
+        report.notes.append(summary.error)
+    for failure in summary.failures:  # the nodes' own are their verdicts' reasons
+        if failure.host not in hosts:
+            report.notes.append(f"{failure.host}: {failure.task}: {failure.message}")
     report.notes += ties
-    missing = [h for h in hosts if h not in prints]
+    missing = [h for h in hosts if h not in prints and h not in missed]
     if missing:
         report.notes.append(
             f"no fingerprint from {hostlist.compress(missing)} (kiln provision installs it)"
@@ -285,6 +326,7 @@ def drift(request: DriftRequest) -> tuple[DriftResult, ExitCode]:
         {h: prints[h] for h in hosts if h in prints},
         {h: o for h, o in odd.items() if h in hosts},
         summary,
+        missed,
     )
     write.write_all(report)
     # Diffs show configuration files as they are on the nodes: private, like the runs.

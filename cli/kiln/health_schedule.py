@@ -129,7 +129,13 @@ def to_report(run: RunRecord, inventory: str) -> model.Report:
         reasons = [f"{r['check']}: {r['reason']}" for r in record["results"] if r["status"] != "OK"]
         if record["error"]:
             reasons.append(record["error"])
-        verdict = Verdict.FAIL if record["error"] else _VERDICTS.get(record["status"], Verdict.FAIL)
+        if not record["results"]:  # no check ran there (its srun step did not start)
+            verdict = Verdict.UNCHECKED
+            reasons = reasons or ["no check ran"]
+        elif record["error"]:
+            verdict = Verdict.FAIL
+        else:
+            verdict = _VERDICTS.get(record["status"], Verdict.FAIL)
         verdicts[node] = model.NodeVerdict(verdict=verdict, reasons=reasons)
     actions = model.Actions(
         drain={

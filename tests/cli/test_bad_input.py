@@ -208,6 +208,29 @@ def profile(text: str | bytes) -> Callable[[Path], list[str]]:
     )
 
 
+def validate_profile(text: str) -> Callable[[Path], list[str]]:
+    return lambda tmp: [
+        "validate",
+        "-i",
+        str(inventory(tmp)),
+        "--profile",
+        str(a_file("p.yaml", text)(tmp)),
+    ]
+
+
+def compare_reports(change: Callable[[dict], object]) -> Callable[[Path], list[str]]:
+    def setup(tmp: Path) -> list[str]:
+        with_report(change)(tmp)
+        return ["report", "compare", "latest", "latest"]
+
+    return setup
+
+
+def report_text(old: str, new: str) -> Callable[[dict], bytes]:
+    """A report whose JSON text is changed by hand (JSON has no Infinity or NaN)."""
+    return lambda report: json.dumps(report).replace(old, new).encode()
+
+
 def with_name_map(path: str) -> list[str]:
     return ["topology", "generate", "--from", "ibnetdiscover", str(DUMP), "--node-name-map", path]
 
@@ -340,6 +363,18 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "no slurm_controller group",
     ),
     ("inv-wrong-type", all_vars({"slurm_partitions": 5}), BAD, "slurm_partitions"),
+    (
+        "inv-secret-wrong-type",
+        all_vars({"slurm_dbd_password": ["hunter2"]}),
+        BAD,
+        "slurm_dbd_password must be a string, got a list (secret) (role slurm)",
+    ),
+    (
+        "inv-secret-url-in-error",
+        all_vars({"base_apt_proxy": ["http://kiln:hunter2@proxy:3142"]}),
+        BAD,
+        "base_apt_proxy must be a string, got a list ['http://(secret)@proxy:3142']",
+    ),
     (
         "inv-unknown-host-ref",
         all_vars({"slurm_dbd_host": "head9"}),
@@ -589,6 +624,54 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "not a text file",
     ),
+    (
+        "validate-profile-storage-range",
+        validate_profile("storage: {numjobs: -4, timeout_s: 0}\n"),
+        BAD,
+        "p.yaml: storage.numjobs -4: must be 1 to 1024",
+    ),
+    (
+        "validate-profile-collectives-range",
+        validate_profile("collectives: {min_bytes: -1, iters: 0, ranks_per_node: -8}\n"),
+        BAD,
+        "p.yaml: collectives.ranks_per_node -8: must be 1 to 1024",
+    ),
+    (
+        "validate-profile-min-over-max",
+        validate_profile("collectives: {min_bytes: 8192, max_bytes: 4096}\n"),
+        BAD,
+        "collectives.min_bytes 8192: must be at most collectives.max_bytes (4096)",
+    ),
+    (
+        "validate-profile-timeout-under-runtime",
+        validate_profile("storage: {runtime_s: 60, timeout_s: 30}\n"),
+        BAD,
+        "storage.runtime_s 60: must be under storage.timeout_s (30)",
+    ),
+    (
+        "validate-profile-block-size",
+        validate_profile("storage: {block_size: 1X}\n"),
+        BAD,
+        "storage.block_size '1X': must be a size fio reads, such as 1M or 128k",
+    ),
+    (
+        "validate-profile-backend",
+        validate_profile("collectives: {backend: mpi}\n"),
+        BAD,
+        "collectives.backend must be one of nccl, gloo",
+    ),
+    (
+        "validate-profile-outlier-zero",
+        validate_profile("outlier_percent: 0\n"),
+        BAD,
+        "outlier_percent 0: must be 1 to 1000",
+    ),
+    (
+        "validate-profile-maximum-zero",
+        validate_profile("thresholds: {slurm.srun_s: 0}\n"),
+        BAD,
+        "slurm.srun_s 0: a maximum must be above 0",
+    ),
     # burn-in
     ("burn-duration-unit", burn_in("--duration", "4x"), BAD, "--duration '4x': expected a length"),
     ("burn-duration-bare", burn_in("--duration", "240"), BAD, "expected a length such as 4h"),
@@ -828,6 +911,34 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "judgements.0.node",
     ),
     ("report-not-object", with_report(lambda r: [1]), BAD, "not a Kiln validation report"),
+    (
+        "report-infinity",
+        with_report(lambda r: r["judgements"][0].update(value=float("inf"))),
+        BAD,
+        "report.json: not a Kiln validation report (Infinity is not a number JSON allows)",
+    ),
+    (
+        "report-nan",
+        with_report(lambda r: r["judgements"][0].update(value=float("nan"))),
+        BAD,
+        "report.json: not a Kiln validation report (NaN is not a number JSON allows)",
+    ),
+    (
+        "report-overflowing-number",
+        with_report(report_text('"value": 100.0', '"value": 1e999')),
+        BAD,
+        "report.json: not a Kiln validation report (1e999 is not a finite number)",
+    ),
+    (
+        "report-compare-infinity",
+        compare_reports(
+            lambda r: r["curves"].append(
+                {"node": "gpu001", "collective": "all_reduce", "points": [[1024, float("-inf")]]}
+            )
+        ),
+        BAD,
+        "report.json: not a Kiln validation report (-Infinity is not a number JSON allows)",
+    ),
     ("report-binary", with_report(lambda r: BINARY), BAD, "not a text file"),
     (
         "report-compare-unknown",

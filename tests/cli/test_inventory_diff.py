@@ -175,3 +175,104 @@ def test_the_two_region_example_differs_only_in_endpoints_and_names():
         "slurm_compute": (gpu, gpx),
         "slurm_controller": (["head01"], ["ctl01"]),
     }
+
+
+def secrets_site(write_inventory, name, *, region, password, vaulted):
+    """A site whose Ansible connection secrets, proxy credentials and a vault value in
+    a nested setting change with the region."""
+    hosts = {
+        "all": {
+            "children": {
+                "slurm_controller": {"hosts": {"head01": {"ansible_ssh_pass": f"ssh-{password}"}}},
+                "slurm_compute": {"hosts": {"gpu[001:002]": {}}},
+            }
+        }
+    }
+    settings = f"""\
+ansible_become_pass: become-{password}
+ansible_become_password: become-{password}
+ansible_password: login-{password}
+ansible_ssh_private_key_passphrase: phrase-{password}
+base_apt_proxy: http://kiln:{password}@proxy.{region}:3142
+site_proxy: http://kiln:{password}@proxy:3128
+site_mirrors:
+  - name: debian
+    urls: ["https://mirror:{password}@deb.{region}/debian", "https://deb.debian.org/debian"]
+    AccountingStoragePass: {password}
+site_registry:
+  user: kiln
+  login: !vault |
+    $ANSIBLE_VAULT;1.1;AES256
+    {vaulted}
+"""
+    return write_inventory(hosts, {"group_vars/all/site.yml": settings}, name=name)
+
+
+def test_ansible_connection_secrets_url_credentials_and_nested_secrets_are_hidden(
+    write_inventory,
+):
+    old = secrets_site(write_inventory, "one", region="us", password="PW-one", vaulted="6162")
+    new = secrets_site(write_inventory, "two", region="eu", password="PW-two", vaulted="6364")
+    shown = run_kiln("inventory", "diff", str(old), str(new))
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    hidden = "differs (secret, not shown)"
+    assert shown.stdout.splitlines() == [
+        f"inventory diff: {old} -> {new}",
+        "group all:",
+        f"  ansible_become_pass: {hidden}",
+        f"  ansible_become_password: {hidden}",
+        f"  ansible_password: {hidden}",
+        f"  ansible_ssh_private_key_passphrase: {hidden}",
+        "  base_apt_proxy: 'http://(secret)@proxy.us:3142' -> 'http://(secret)@proxy.eu:3142'",
+        "  site_mirrors: [{'name': 'debian', 'urls': ['https://(secret)@deb.us/debian', "
+        "'https://deb.debian.org/debian'], 'AccountingStoragePass': '(secret)'}] -> "
+        "[{'name': 'debian', 'urls': ['https://(secret)@deb.eu/debian', "
+        "'https://deb.debian.org/debian'], 'AccountingStoragePass': '(secret)'}]",
+        f"  site_proxy: {hidden}",  # only its password changed
+        f"  site_registry: {hidden}",  # only its vault value changed
+        "group slurm_controller:",
+        f"  ansible_ssh_pass: {hidden}",
+    ]
+    as_json = run_kiln("inventory", "diff", str(old), str(new), "--json")
+    assert as_json.returncode == ExitCode.OK, as_json.stderr
+    secret = {"before": "(secret)", "after": "(secret)", "secret": True}
+
+    def mirrors(region):
+        urls = [f"https://(secret)@deb.{region}/debian", "https://deb.debian.org/debian"]
+        return [{"name": "debian", "urls": urls, "AccountingStoragePass": "(secret)"}]
+
+    assert json.loads(as_json.stdout)["groups"] == [
+        {
+            "group": "all",
+            "hosts_added": [],
+            "hosts_removed": [],
+            "variables": [
+                {"name": "ansible_become_pass", **secret},
+                {"name": "ansible_become_password", **secret},
+                {"name": "ansible_password", **secret},
+                {"name": "ansible_ssh_private_key_passphrase", **secret},
+                {
+                    "name": "base_apt_proxy",
+                    "before": "http://(secret)@proxy.us:3142",
+                    "after": "http://(secret)@proxy.eu:3142",
+                    "secret": False,
+                },
+                {
+                    "name": "site_mirrors",
+                    "before": mirrors("us"),
+                    "after": mirrors("eu"),
+                    "secret": False,
+                },
+                {"name": "site_proxy", **secret},
+                {"name": "site_registry", **secret},
+            ],
+        },
+        {
+            "group": "slurm_controller",
+            "hosts_added": [],
+            "hosts_removed": [],
+            "variables": [{"name": "ansible_ssh_pass", **secret}],
+        },
+    ]
+    for output in (shown, as_json):
+        assert "PW-" not in output.stdout + output.stderr

@@ -42,3 +42,33 @@ def test_list_of_dicts_checks_keys_and_required():
         "base_limits[0].type must be one of soft, hard, -, got 'both'",
         "base_limits[0].value is required",
     ]
+
+
+def test_no_error_shows_a_secrets_value():
+    """no_log variables (declared so by their role), secret names, and whatever is
+    nested in them: the error names the variable and the kind, never the value."""
+    catalogue = argspec.load_catalogue(paths.roles_dir())
+    dbd = catalogue["slurm_dbd_password"].spec
+    assert errors("slurm_dbd_password", ["hunter2-db"], dbd) == [
+        "slurm_dbd_password must be a string, got a list (secret)"
+    ]
+    munge = catalogue["munge_key_b64"].spec
+    assert errors("munge_key_b64", {"k": "hunter2-munge"}, munge) == [
+        "munge_key_b64 must be a string, got a mapping (secret)"
+    ]
+    # by name alone, with choices, and nested under a secret
+    assert errors("registry_token", "hunter2", {"type": "str", "choices": ["a"]}) == [
+        "registry_token must be one of a, got (secret)"
+    ]
+    spec = {"type": "dict", "no_log": True, "options": {"user": {"type": "int"}}}
+    assert errors("site_login", {"user": "hunter2"}, spec) == [
+        "site_login.user must be an integer, got a string (secret)"
+    ]
+    nested = {"type": "dict", "options": {"password": {"type": "str"}}}
+    assert errors("site", {"password": [1]}, nested) == [
+        "site.password must be a string, got a list (secret)"
+    ]
+    # Other values are shown, URL credentials hidden.
+    assert errors("base_apt_proxy", ["http://kiln:hunter2@proxy"], {"type": "str"}) == [
+        "base_apt_proxy must be a string, got a list ['http://(secret)@proxy']"
+    ]

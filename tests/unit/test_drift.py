@@ -20,6 +20,16 @@ NCCL_DIFF = (
 )
 
 
+# kiln-compute01's verdict in the recorded run's report
+DRIFTED = {
+    "verdict": Verdict.FAIL,
+    "reasons": [
+        "would change: munge : Report that the munge key would be replaced",
+        "would change: nccl_env : Write the NCCL site settings",
+    ],
+}
+
+
 def recorded() -> list[dict]:
     return [json.loads(line) for line in EVENTS.read_text().splitlines()]
 
@@ -114,13 +124,7 @@ def test_drift_as_a_report_for_the_history(tmp_path):
         },
     ]
     assert report.node_verdicts == {
-        "kiln-compute01": {
-            "verdict": Verdict.FAIL,
-            "reasons": [
-                "would change: munge : Report that the munge key would be replaced",
-                "would change: nccl_env : Write the NCCL site settings",
-            ],
-        },
+        "kiln-compute01": DRIFTED,
         "kiln-compute02": {"verdict": Verdict.PASS, "reasons": []},
     }
     assert (report.suites, report.nodes, report.verdict) == (["drift"], hosts, Verdict.FAIL)
@@ -221,3 +225,66 @@ def test_fingerprints_are_read_from_the_runs_last_task():
         },
     ]
     assert drift.fingerprints(events) == {"gpu001": {"kernel": "6.1.0-31-amd64"}}
+
+
+def test_a_host_not_reached_or_stopped_by_a_failure_is_unchecked_never_pass(tmp_path):
+    from kiln.run.events import Failure
+
+    refused = "Failed to connect to the host via ssh: ssh: connect to host c3 port 22"
+    missed = drift.unchecked(
+        [
+            Failure("kiln-compute03", "base : Install python3", refused, unreachable=True),
+            Failure("kiln-compute04", "slurm : Write slurm.conf", "Permission denied"),
+            Failure("kiln-compute04", "slurm : A later task", "not the first"),
+        ]
+    )
+    assert missed == {
+        "kiln-compute03": f"unreachable at base : Install python3: {refused}",
+        "kiln-compute04": "failed at slurm : Write slurm.conf: Permission denied",
+    }
+    spec = ClusterSpec(path=tmp_path, source=tmp_path, hosts={}, groups={})
+    hosts = ["kiln-compute01", "kiln-compute02", "kiln-compute03", "kiln-compute04"]
+    tasks = drift.task_drift(recorded())
+    report = drift.to_report("r1", "2026-11-25T06:00:00+00:00", spec, hosts, tasks, {}, missed)
+    assert report.node_verdicts == {
+        "kiln-compute01": DRIFTED,
+        "kiln-compute02": {"verdict": Verdict.PASS, "reasons": []},
+        "kiln-compute03": {
+            "verdict": Verdict.UNCHECKED,
+            "reasons": [f"not checked: unreachable at base : Install python3: {refused}"],
+        },
+        "kiln-compute04": {
+            "verdict": Verdict.UNCHECKED,
+            "reasons": ["not checked: failed at slurm : Write slurm.conf: Permission denied"],
+        },
+    }
+    result = drift.DriftResult(report, tasks, unchecked=missed)
+    assert result.summary() == "drift found; not checked: kiln-compute[03-04]"
+    result.tasks = {}
+    assert result.summary() == "no drift on the 2 nodes checked; not checked: kiln-compute[03-04]"
+    result.unchecked = {}
+    assert result.summary() == "no drift"
+    # Nothing in the report at all (a playbook that stopped before any host): unchecked.
+    empty = drift.to_report("r2", "2026-11-25T06:00:00+00:00", spec, [], {})
+    assert (empty.verdict, drift.DriftResult(empty).summary()) == (
+        Verdict.UNCHECKED,
+        "nothing was checked",
+    )
+
+
+def test_a_diff_never_shows_url_credentials():
+    proxy = 'Acquire::http::Proxy "http://kiln:{}@proxy:3142";\n'
+    assert drift.rendered_diff(
+        {
+            "diff": {
+                "before": proxy.format("old-PW"),
+                "after": proxy.format("new-PW"),
+                "before_header": "/etc/apt/apt.conf.d/01proxy",
+                "after_header": "/etc/apt/apt.conf.d/01proxy",
+            }
+        }
+    ) == (
+        "--- /etc/apt/apt.conf.d/01proxy\n+++ /etc/apt/apt.conf.d/01proxy\n@@ -1 +1 @@\n"
+        '-Acquire::http::Proxy "http://(secret)@proxy:3142";\n'
+        '+Acquire::http::Proxy "http://(secret)@proxy:3142";\n'
+    )

@@ -59,6 +59,17 @@ def test_failure_message_variants():
     assert failure_message(looped) == "item two broke"
     assert failure_message({}) == "failed without a message"
     assert len(failure_message({"msg": "x" * 1000})) == 400
+    # apt's words for a proxy that refused, as every run shows and keeps them
+    fetch = {
+        "msg": "Failed to update apt cache: W:Failed to fetch "
+        "http://deb.debian.org/debian/dists/trixie/InRelease  Could not connect to "
+        "proxy http://kiln:hunter2@proxy:3142"
+    }
+    assert failure_message(fetch) == (
+        "Failed to update apt cache: W:Failed to fetch "
+        "http://deb.debian.org/debian/dists/trixie/InRelease Could not connect to "
+        "proxy http://(secret)@proxy:3142"
+    )
 
 
 def test_mitogens_unreachable_messages_read_as_ansibles():

@@ -111,3 +111,20 @@ def test_outliers_need_three_peers_and_keep_failures():
     assert judged["d"].reason.startswith("storage.seq_read /shared 70 MB/s < 83")
     assert judged["e"] is fleet[4]
     assert {judged[n].verdict for n in "abc"} == {Verdict.PASS}
+
+
+def test_suite_settings_are_checked_after_extends(tmp_path):
+    """Each setting in its range, and pairs in order across the base and the profile:
+    lab-cpu's max_bytes is 4 MiB, so a min_bytes of 8 MiB would run no size at all."""
+    mine = tmp_path / "ours.yaml"
+    mine.write_text("extends: lab-cpu\ncollectives: {min_bytes: 8388608}\n")
+    with pytest.raises(ProfileError) as refused:
+        profiles.load(str(mine))
+    assert refused.value.message == (
+        f"{mine}: collectives.min_bytes 8388608: must be at most collectives.max_bytes (4194304)"
+    )
+    mine.write_text("extends: lab-cpu\nstorage: {numjobs: 8, block_size: 128k}\n")
+    assert (
+        profiles.load(str(mine)).storage["numjobs"],
+        profiles.load("lab-cpu").storage["numjobs"],
+    ) == (8, 2)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kiln import inventory
+from kiln.errors import ExitCode
 from kiln.report import compare, html, junit, markdown, model, write
 from kiln.run import ids
 from kiln.validation import assess, collect, drain, profiles, session
@@ -454,6 +455,32 @@ def test_compare_says_what_got_worse_per_node_and_for_the_fleet(raw):
         if c.node == "gpu003" and c.test == "storage.seq_write"
     ]
     assert back[0].direction == "better" and back[0].percent > 1000
+
+
+def test_compare_ranks_a_node_not_checked_between_a_warning_and_a_failure():
+    def change(before, after):
+        return compare.Change("gpu001", "drift.run", "", None, None, "", before, after)
+
+    assert [change("pass", "unchecked").direction, change("unchecked", "fail").direction] == [
+        "worse",
+        "worse",
+    ]
+    assert [change("unchecked", "warn").direction, change("unchecked", "").direction] == [
+        "better",
+        "worse",
+    ]
+
+
+def test_a_node_without_a_verdict_is_unchecked_in_every_rendering():
+    """Renderings once showed such a node as "pass, all tests passed"."""
+    report = model.Report(
+        id="r", started="s", inventory="inv", profile=None, suites=["storage"], nodes=["gpu001"]
+    )
+    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.HOSTS_FAILED)
+    assert markdown.render(report).splitlines()[0] == "# Kiln validation r: UNCHECKED"
+    assert "| gpu001 | unchecked | not checked |" in markdown.render(report).splitlines()
+    page = html.render(report)
+    assert "<tr><td>gpu001</td><td class='unchecked'>unchecked</td><td>not checked</td>" in page
 
 
 def test_unknown_report_is_an_input_error():
@@ -905,3 +932,94 @@ def test_compare_lines_up_two_clusters_by_role_and_place(write_inventory):
         C("gpx003", write_test, "/shared", 1000.0, 200.0, "MB/s", "pass", "fail", "gpu003"),
         C("gpx[001-003]", MULTI, "16 ranks", 300.0, 310.0, "GB/s", "pass", "pass", "gpu[001-003]"),
     ]
+
+
+LAB_NODES = ["kiln-compute01", "kiln-compute02", "kiln-compute03"]
+SHOW_NODE = Path(__file__).parent.parent / "fixtures" / "slurm" / "show-node-oneliner-24.11.txt"
+
+
+def test_a_node_kiln_health_drained_fails_with_its_reason_and_an_operators_drain_warns(tmp_path):
+    """The lab after the passive health check drained kiln-compute02 (autofs stopped)
+    and an operator drained kiln-compute03: Kiln's own check found a fault (fail, exit
+    5, the check keeps its drain to resume it); the operator's drain is maintenance."""
+    scontrol = SHOW_NODE.read_text()
+    plan = drain.plan(scontrol, LAB_NODES)
+    health_reason = (
+        "kiln-health: mounts: shared /shared: not mounted after access: "
+        "autofs could not mount kiln-storage:/"
+    )
+    assert plan.to_dict() | {"states": {}} == {
+        "states": {},
+        "test": ["kiln-compute01"],
+        "resume_to_test": [],
+        "skipped": {
+            "kiln-compute02": f"drained by Kiln's health check: {health_reason}",
+            "kiln-compute03": "drained by someone else: RMA 4711: replace the fan",
+        },
+    }
+    raw = Raw(layout.make(tmp_path / "raw").root)
+    raw.put(layout.SLURM_STATE, {"scontrol": scontrol, "plan": plan.to_dict()})
+    found = collect.collect(raw, LAB_NODES, [])
+    report = model.Report(
+        id="20261125-063000-abcd",
+        started="2026-11-25T06:30:00+00:00",
+        inventory="inv",
+        profile="lab-cpu",
+        suites=[],
+        nodes=LAB_NODES,
+        judgements=assess.judge(found, profiles.load("lab-cpu")),
+    )
+    actions = session.conclude(report, found, LAB_NODES, no_drain=False)
+    assert markdown.render(report).split("## Nodes\n\n")[1].split("\n\n")[0].splitlines() == [
+        "| node | verdict | reason |",
+        "|---|---|---|",
+        "| kiln-compute01 | pass | all tests passed |",
+        "| kiln-compute02 | fail | slurm.state: not tested: drained by Kiln's health check: "
+        f"{health_reason} |",
+        "| kiln-compute03 | warn | slurm.state: not tested: drained by someone else: "
+        "RMA 4711: replace the fan |",
+    ]
+    # Neither drain is Kiln validate's to change: the health check resumes its own.
+    assert actions.to_dict() == {
+        "drain": {},
+        "resume": [],
+        "left": {"kiln-compute02": f"already drained by Kiln's health check ({health_reason})"},
+    }
+    assert (report.verdict, report.exit_code) == (Verdict.FAIL, ExitCode.VALIDATION_FAILED)
+
+
+def test_the_health_checks_drain_prefixes_are_the_node_programs_own():
+    from kiln import health
+    from tests.node_scripts import health as passive
+    from tests.node_scripts import health_active as active
+
+    assert health.drain_prefixes() == (
+        passive.REASON_PREFIX.strip(),
+        active.REASON_PREFIX.strip(),
+    )
+    assert health.drain_prefixes() == ("kiln-health:", "kiln-active:")
+    active_drain = drain.NodeState("IDLE+DRAIN", "kiln-active: dcgm_diag: level 2 pcie GPU 0")
+    assert (active_drain.drained_by_health, active_drain.drained_by_kiln) == (True, False)
+
+
+def test_a_node_nothing_was_judged_on_is_unchecked_and_never_resumed():
+    """A node with no result but a skipped one was not checked: never a pass, not
+    drained for it, not resumed from Kiln's drain either, and the report exits 4."""
+    judgements = [
+        Judgement("gpu001", "slurm.state", "", None, "", Verdict.PASS, "slurm.state: IDLE"),
+        Judgement("gpu002", "collectives.run", "", None, "", Verdict.SKIP, "one rank"),
+    ]
+    nodes = ["gpu001", "gpu002"]
+    report = model.Report(
+        id="r", started="s", inventory="inv", profile=None, suites=[], nodes=nodes,
+        judgements=judgements,
+    )  # fmt: skip
+    found = collect.Collected(nodes)
+    found.states = {"gpu002": drain.NodeState("IDLE+DRAIN", "kiln: slurm.srun: failed")}
+    actions = session.conclude(report, found, nodes, no_drain=False)
+    assert report.node_verdicts == {
+        "gpu001": {"verdict": "pass", "reasons": []},
+        "gpu002": {"verdict": "unchecked", "reasons": ["nothing was checked on the node"]},
+    }
+    assert actions.to_dict() == {"drain": {}, "resume": [], "left": {}}
+    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.HOSTS_FAILED)

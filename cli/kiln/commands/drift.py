@@ -20,7 +20,7 @@ def drift(inventory_path: Path | None, limit: str | None, json_mode: bool) -> No
     of its group. Nothing on the nodes changes.
 
     Exit 0 when nothing drifted, 6 when something did, 4 when a host failed or was
-    unreachable."""
+    unreachable (it was not checked)."""
     from kiln import drift as drift_lib
     from kiln.run.execute import resolve_playbook
 
@@ -47,13 +47,15 @@ def _show(result) -> None:
     width = max((len(h) for h in hosts), default=4)
     click.echo(f"{'host':<{width}} tasks  fingerprint")
     for host in hosts:
-        tasks = len(result.tasks.get(host, []))
+        tasks = "-" if host in result.unchecked else len(result.tasks.get(host, []))
         odd = result.outliers.get(host, [])
         seen = (
             "-" if host not in result.fingerprints else f"{len(odd)} differ" if odd else "as peers"
         )
         click.echo(f"{host:<{width}} {tasks:<6} {seen}")
     for host in hosts:
+        if host in result.unchecked:
+            click.echo(f"{host}: not checked: {result.unchecked[host]}")
         for one in result.outliers.get(host, []):
             click.echo(f"{host}: {one.describe()}")
         for one in result.tasks.get(host, []):
@@ -62,5 +64,4 @@ def _show(result) -> None:
                 click.echo(one.diff.rstrip("\n"))
     for note in result.report.notes:
         click.echo(f"note: {note}")
-    verdict = "drift found" if result.found else "no drift"
-    click.echo(f"\n{verdict}; report: kiln report show {result.report.id}")
+    click.echo(f"\n{result.summary()}; report: kiln report show {result.report.id}")

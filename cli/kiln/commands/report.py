@@ -4,7 +4,6 @@ import sys
 
 import click
 
-from kiln.errors import ExitCode
 from kiln.report import compare as comparing
 from kiln.report import model, terminal
 from kiln.run import display
@@ -37,7 +36,7 @@ def list_(json_mode: bool) -> None:
         )
         return
     for r in found:
-        click.echo(f"{r.id}  {r.verdict.value:<4}  {len(r.nodes):>4} nodes  {r.profile or '-'}")
+        click.echo(f"{r.id}  {r.verdict.value:<9}  {len(r.nodes):>4} nodes  {r.profile or '-'}")
 
 
 @report.command()
@@ -71,7 +70,7 @@ def show(run: str, kind: str, output: str | None) -> None:
                 handle.write(text)
         else:
             click.echo(text, nl=False)
-    sys.exit(int(ExitCode.VALIDATION_FAILED if found.verdict.value == "fail" else ExitCode.OK))
+    sys.exit(int(found.exit_code))
 
 
 def _json(found: model.Report) -> str:

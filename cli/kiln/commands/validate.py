@@ -48,7 +48,8 @@ def validate(
 ) -> None:
     """Validate the cluster: Slurm, storage and collectives on every compute node.
 
-    Exit 0 when every node passes (warnings included), 5 when a node fails."""
+    Exit 0 when every node passes (warnings included), 5 when a node fails, 4 when a
+    node was not checked and none failed."""
     from kiln.validation import session
 
     spec = inventory.load(inventory_path)

@@ -21,6 +21,7 @@ from kiln import (
     nccl,
     paths,
     pyxis,
+    redact,
     slurm,
     storage,
 )
@@ -51,7 +52,8 @@ def run(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
     """Every problem, one line each. The topology is built only from an inventory that
     passes the rest (it needs the groups and the settings to be right)."""
     problems = [problem for each in CHECKS for problem in each(spec, definitions)]
-    return problems or _check_topology(spec)
+    # A value a check quotes (a mirror's URL) shows no credentials (kiln.redact).
+    return [redact.text(p) for p in problems or _check_topology(spec)]
 
 
 @check
@@ -71,7 +73,8 @@ def _check_names(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
             isinstance(value, str) and SAFE_NAME.match(value)
         ):
             problems.append(
-                f"{definition.source}: {definition.name} {definition.value!r} may hold only "
+                f"{definition.source}: {definition.name} "
+                f"{redact.shown(definition.name, definition.value)} may hold only "
                 "letters, digits, '.', '_' and '-'"
             )
     return problems
@@ -113,7 +116,8 @@ def _check_variables(spec: ClusterSpec, definitions: list[Definition]) -> list[s
         problems.extend(f"{definition.source}: {p}" for p in _value_problems(definition, spec))
         if _names_unknown_host(definition, spec):
             problems.append(
-                f"{definition.source}: {definition.name} names {definition.value!r},"
+                f"{definition.source}: {definition.name} names "
+                f"{redact.shown(definition.name, definition.value)},"
                 " which is not a host in the inventory"
             )
     return problems

@@ -3,22 +3,18 @@
 Made for a region migration: the operator writes the new site's layer and host list and
 checks that only endpoints changed. Per group, each variable's value in effect on the
 group's hosts (one value when they all agree, "per host" when they do not, as
-ansible_host does) is compared; hosts added and removed are listed per group. Secret
-values (a role's `no_log` variables, ansible-vault values, names that say key, password,
-secret or token) are never shown: only whether they differ.
+ansible_host does) is compared; hosts added and removed are listed per group. Secrets
+(kiln.redact: a role's `no_log` variables, Ansible's connection passwords, ansible-vault
+values, URL credentials, anywhere in a value) are never shown: only whether they differ.
 """
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kiln import argspec, hostlist, paths
+from kiln import argspec, hostlist, paths, redact
 from kiln.inventory.model import ClusterSpec
-from kiln.yaml_input import VaultValue
 
 PER_HOST = "(per host)"
-HIDDEN = "(secret)"  # what stands for a secret value anywhere Kiln shows it
-SECRET_NAME = re.compile(r"(password|passwd|secret|token|_key|_key_b64)$", re.IGNORECASE)
 
 
 @dataclass
@@ -90,11 +86,6 @@ def _show(value: Any) -> str:
     return value if value == PER_HOST else repr(value)
 
 
-def _secret_names() -> set[str]:
-    catalogue = argspec.load_catalogue(paths.roles_dir())
-    return {name for name, declared in catalogue.items() if declared.spec.get("no_log")}
-
-
 def _in_effect(spec: ClusterSpec, hosts: list[str]) -> dict[str, Any]:
     """Each variable set on any of HOSTS: its value where all agree, else PER_HOST."""
     values: dict[str, list[Any]] = {}
@@ -112,7 +103,7 @@ def _groups(spec: ClusterSpec) -> dict[str, list[str]]:
 
 
 def diff(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
-    secrets = _secret_names()
+    catalogue = argspec.load_catalogue(paths.roles_dir())  # which variables are no_log
     old_groups, new_groups = _groups(before), _groups(after)
     found: list[GroupDiff] = []
     everywhere: list[Change] = []
@@ -128,7 +119,7 @@ def diff(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
             old, new = old_vars.get(name), new_vars.get(name)
             if old == new:
                 continue
-            change = _change(name, old, new, secrets)
+            change = _change(name, old, new, catalogue)
             if group != "all" and change in everywhere:
                 continue  # said once, for all hosts
             result.variables.append(change)
@@ -145,21 +136,21 @@ def diff(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
         said = [c for g in found if g.group in member for c in g.variables]
         for name in sorted(per_host):
             old, new = old_vars.get(name), new_vars.get(name)
-            change = _change(name, old, new, secrets)
+            change = _change(name, old, new, catalogue)
             if old != new and change not in said:  # not already said for a group of it
                 result.variables.append(change)
         found.append(result)
     return InventoryDiff(str(before.path), str(after.path), found)
 
 
-def _change(name: str, old: Any, new: Any, secrets: set[str]) -> Change:
-    """A change, with secret values replaced before they are kept anywhere."""
-    secret = (
-        name in secrets
-        or bool(SECRET_NAME.search(name))
-        or any(isinstance(v, VaultValue) for v in (old, new))
-    )
-    if not secret:
-        return Change(name, old, new)
-    hidden = [None if v is None else HIDDEN for v in (old, new)]
+def _change(name: str, old: Any, new: Any, catalogue: dict[str, argspec.VariableSpec]) -> Change:
+    """A change, with secrets replaced before they are kept anywhere: a secret variable
+    whole; in any other, the secrets inside it, and whole when they are all that differs
+    (a proxy's password)."""
+    shown = [redact.hide(v) for v in (old, new)]
+    declared = catalogue.get(name)
+    secret = redact.secret_variable(name, declared.spec if declared else None)
+    if not secret and (shown[0] != shown[1] or old == new):
+        return Change(name, shown[0], shown[1])
+    hidden = [None if v is None else redact.HIDDEN for v in (old, new)]
     return Change(name, hidden[0], hidden[1], secret=True)

@@ -9,13 +9,19 @@ from kiln.report.model import Report
 from kiln.validation.verdicts import Judgement, fmt
 
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-VERDICT_COLOURS = {"pass": "#2ca02c", "warn": "#e6a700", "fail": "#d62728", "skip": "#7f7f7f"}
+VERDICT_COLOURS = {
+    "pass": "#2ca02c",
+    "warn": "#e6a700",
+    "fail": "#d62728",
+    "skip": "#7f7f7f",
+    "unchecked": "#9467bd",
+}
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; }
 td, th { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; font-size: 90%; }
 .pass { color: #2ca02c; } .warn { color: #b38200; } .fail { color: #d62728; font-weight: bold; }
-.skip { color: #7f7f7f; }
+.skip { color: #7f7f7f; } .unchecked { color: #9467bd; font-weight: bold; }
 svg { margin: 0.5em 1em 1em 0; } text { font-size: 11px; }
 """
 
@@ -35,7 +41,7 @@ def render(report: Report) -> str:
         "<h2>Nodes</h2><table><tr><th>node</th><th>verdict</th><th>reason</th></tr>",
     ]
     for node in report.nodes:
-        entry = report.node_verdicts.get(node, {"verdict": "pass", "reasons": []})
+        entry = report.node_verdict(node)
         reason = "; ".join(entry["reasons"]) or "all tests passed"
         parts.append(
             f"<tr><td>{escape(node)}</td><td class='{entry['verdict']}'>{entry['verdict']}</td>"

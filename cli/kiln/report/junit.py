@@ -14,12 +14,14 @@ def render(report: Report) -> str:
     for node, judgements in sorted(by_node.items()):
         failures = sum(j.verdict is Verdict.FAIL for j in judgements)
         skipped = sum(j.verdict is Verdict.SKIP for j in judgements)
+        errors = sum(j.verdict is Verdict.UNCHECKED for j in judgements)
         suite = ET.SubElement(
             root,
             "testsuite",
             name=node,
             tests=str(len(judgements)),
             failures=str(failures),
+            errors=str(errors),
             skipped=str(skipped),
         )
         for j in judgements:
@@ -27,6 +29,8 @@ def render(report: Report) -> str:
             case = ET.SubElement(suite, "testcase", classname=node, name=name)
             if j.verdict is Verdict.FAIL:
                 ET.SubElement(case, "failure", message=j.reason).text = j.reason
+            elif j.verdict is Verdict.UNCHECKED:  # it could not run: an error, not a failure
+                ET.SubElement(case, "error", message=j.reason).text = j.reason
             elif j.verdict is Verdict.SKIP:
                 ET.SubElement(case, "skipped", message=j.reason)
             elif j.verdict is Verdict.WARN:

@@ -20,7 +20,7 @@ def render(report: Report) -> str:
         "|---|---|---|",
     ]
     for node in report.nodes:
-        entry = report.node_verdicts.get(node, {"verdict": "pass", "reasons": []})
+        entry = report.node_verdict(node)
         reason = "; ".join(entry["reasons"][:2]) or "all tests passed"
         lines.append(f"| {_cell(node)} | {entry['verdict']} | {_cell(reason)} |")
     lines += ["", "## Tests", "", "| node | test | subject | value | threshold | verdict |"]

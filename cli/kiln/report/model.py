@@ -5,6 +5,7 @@ after the cluster is gone (for example after a region migration).
 """
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ import pydantic
 from typing_extensions import TypedDict  # pydantic validates these only on 3.12+ otherwise
 
 from kiln import paths
-from kiln.errors import InputError
+from kiln.errors import ExitCode, InputError
 from kiln.files import read_text
 from kiln.run import ids
 from kiln.validation.verdicts import Judgement, Verdict, worst
@@ -78,11 +79,28 @@ class Report:
     runs: list[str] = field(default_factory=list)  # the ansible runs (kiln runs show)
     finished: str | None = None
 
+    def node_verdict(self, node: str) -> NodeVerdict:
+        """A node's verdict; a node without one was not checked, which is never a pass."""
+        return self.node_verdicts.get(node) or NodeVerdict(
+            verdict=Verdict.UNCHECKED, reasons=["not checked"]
+        )
+
     @property
     def verdict(self) -> Verdict:
-        found = {Verdict(v["verdict"]) for v in self.node_verdicts.values()}
+        """The worst of its nodes' and judgements' verdicts; a report of nothing was not
+        checked."""
+        found = {Verdict(self.node_verdict(n)["verdict"]) for n in self.nodes}
+        found |= {Verdict(v["verdict"]) for v in self.node_verdicts.values()}
         found |= {j.verdict for j in self.judgements}
-        return worst(found)
+        return worst(found, default=Verdict.UNCHECKED)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """5 when something failed, else 4 when a node was not checked, else 0."""
+        return {
+            Verdict.FAIL: ExitCode.VALIDATION_FAILED,
+            Verdict.UNCHECKED: ExitCode.HOSTS_FAILED,
+        }.get(self.verdict, ExitCode.OK)
 
     @property
     def kind(self) -> str:
@@ -141,9 +159,23 @@ def load(report_id: str) -> Report:
     return _read(path)
 
 
+def _finite(token: str) -> float:
+    """JSON's numbers only: Python reads NaN, Infinity and 1e999 too, and a report
+    holding one compares as "+inf% better"."""
+    value = float(token)
+    if not math.isfinite(value):
+        raise ValueError(f"{token} is not a finite number")
+    return value
+
+
+def _not_a_number(token: str) -> None:
+    raise ValueError(f"{token} is not a number JSON allows")
+
+
 def _read(path: Path) -> Report:
     try:
-        return Report.from_json(json.loads(read_text(path)))
+        data = json.loads(read_text(path), parse_float=_finite, parse_constant=_not_a_number)
+        return Report.from_json(data)
     except ValueError as exc:
         raise InputError(f"{path}: not a Kiln validation report ({exc})") from None
 

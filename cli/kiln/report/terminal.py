@@ -15,6 +15,7 @@ STYLES = {
     "warn": "yellow",
     "fail": "bold red",
     "skip": "dim",
+    "unchecked": "bold magenta",
     "better": "green",
     "worse": "red",
 }
@@ -50,8 +51,8 @@ def show(report: Report, console: Console | None = None) -> None:
     else:
         console.print(f"{report.kind} {report.id}: all {len(report.judgements)} judgements passed")
     for node in report.nodes:
-        entry = report.node_verdicts.get(node)
-        if entry and entry["verdict"] in ("warn", "fail") and entry["reasons"]:
+        entry = report.node_verdict(node)
+        if entry["verdict"] in ("warn", "unchecked", "fail") and entry["reasons"]:
             style = STYLES[entry["verdict"]]
             # Names and reasons come from the cluster: "[/path]" in one is text, not markup.
             said = escape(f"{node}: {entry['reasons'][0]}")

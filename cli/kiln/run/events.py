@@ -9,6 +9,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kiln import redact
 from kiln.errors import ExitCode
 
 _MESSAGE_LIMIT = 400
@@ -114,7 +115,7 @@ def failure_message(result: dict[str, Any]) -> str:
         if stderr and stderr not in text:
             text += f": {stderr}"
     text = _ANSIBLE_PREFIX.sub("", " ".join(text.split()))
-    text = _MITOGEN_EOF.sub(_connection_failed, text)
+    text = redact.text(_MITOGEN_EOF.sub(_connection_failed, text))
     return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
 
 
@@ -148,7 +149,7 @@ class Outcome:
 def changed(event: dict[str, Any], res: dict[str, Any]) -> bool:
     # A no_log result is censored whole, `changed` with it: Ansible's own line for the
     # event ("changed: [host]") still says it.
-    if "censored" in res:
+    if redact.censored(res):
         return str(event.get("stdout", "")).lstrip().startswith("changed:")
     return bool(res.get("changed"))
 

@@ -49,10 +49,17 @@ def _check_reason(check) -> str:
     return f"{what}: {check.reason}"
 
 
+NOTHING_CHECKED = "nothing was checked on the node"
+
+
 def per_node(judgements: list[Judgement], nodes: list[str]) -> dict[str, NodeVerdict]:
-    """Each node's worst verdict. Results of several nodes together (a multi-node run)
-    are reported but decide no single node's verdict."""
+    """Each node's worst verdict; a node nothing was judged on was not checked. Results
+    of several nodes together (a multi-node run) are reported but decide no single
+    node's verdict."""
     found = {node: NodeVerdict(node, Verdict.PASS) for node in nodes}
+    judged = {j.node for j in judgements if j.verdict is not Verdict.SKIP}
+    for node in found.keys() - judged:
+        found[node] = NodeVerdict(node, Verdict.UNCHECKED, [NOTHING_CHECKED])
     # The cause first: a missing mount explains the failed import that follows from it.
     order = list(CHECKS)
     ranked = sorted(

@@ -200,7 +200,7 @@ def burn_in(request: Request) -> tuple[model.Report, ExitCode]:
         raise error
     if run.report.verdict is Verdict.FAIL:
         return run.report, ExitCode.VALIDATION_FAILED
-    return run.report, ExitCode.INTERRUPTED if canceled else ExitCode.OK
+    return run.report, ExitCode.INTERRUPTED if canceled else run.report.exit_code
 
 
 def _round(run: _Run, index: int, hold: Path, tested: list[str]) -> bool:
@@ -394,7 +394,7 @@ def _conclude(run: _Run, found: collect.Collected, nodes: list[str]) -> drain.Ac
         for n in nodes
         if verdicts[n].verdict is Verdict.FAIL
     }
-    passing = [n for n in nodes if verdicts[n].verdict is not Verdict.FAIL]
+    passing = [n for n in nodes if verdicts[n].verdict in drain.PASSING]
     actions = drain.decide(failing, passing, found.states, run.request.no_drain)
     report.actions = actions.to_dict()
     return actions

@@ -3,21 +3,27 @@
 Kiln marks its own drains: the reason starts with `kiln:`. A node Kiln drained is
 tested again on the next run (inside a maintenance reservation, so no user job lands
 on it meanwhile) and resumed when it passes. A node someone else drained keeps its
-drain and its reason: Kiln neither tests nor resumes it.
+drain and its reason: Kiln neither tests nor resumes it. A node Kiln's health check
+drained (kiln.health.drain_prefixes) is not tested or resumed either (the check
+resumes it once it passes), but it fails: the check found a fault on it.
 """
 
 import re
 from dataclasses import asdict, dataclass, field
 
-from kiln import slurm
+from kiln import health, slurm
+from kiln.validation.verdicts import Verdict
 
 PREFIX = "kiln:"
+# A node's verdicts that let Kiln resume it: one that was not checked stays drained.
+PASSING = (Verdict.PASS, Verdict.WARN)
 # Slurm state flags of a node that is not free for a test now: an idle-only run
 # (the scheduled one) leaves it for the next run rather than wait or preempt.
 BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING", "RESERVED", "MAINT", "PLANNED",
                   "REBOOT_ISSUED", "REBOOT_REQUESTED", "POWERING_UP", "POWERING_DOWN"})  # fmt: skip
 # Why a node was not tested, when that says nothing against the node itself.
 NOT_A_FAULT = ("drained by someone else", "busy")
+HEALTH_DRAINED = "drained by Kiln's health check"
 # slurmctld keeps reasons short in `sinfo`; a long one is cut, not refused.
 REASON_LIMIT = 200
 
@@ -42,6 +48,10 @@ class NodeState:
     @property
     def drained_by_others(self) -> bool:
         return self.drained and not self.drained_by_kiln
+
+    @property
+    def drained_by_health(self) -> bool:
+        return self.drained and self.reason.startswith(health.drain_prefixes())
 
 
 @dataclass
@@ -90,6 +100,8 @@ def plan(scontrol_text: str, nodes: list[str], idle_only: bool = False) -> Plan:
         elif seen.drained_by_kiln:
             result.test.append(node)
             result.resume_to_test.append(node)
+        elif seen.drained_by_health:
+            result.skipped[node] = f"{HEALTH_DRAINED}: {seen.reason}"
         elif seen.drained:
             result.skipped[node] = f"drained by someone else: {seen.reason or 'no reason'}"
         elif any(s in seen.state for s in ("DOWN", "NOT_RESPONDING", "FAIL", "FUTURE")):
@@ -122,7 +134,9 @@ def decide(
     actions = Actions()
     for node, why in sorted(failing.items()):
         seen = states.get(node)
-        if seen and seen.drained and not seen.drained_by_kiln:
+        if seen and seen.drained_by_health:  # the check resumes it once it passes
+            actions.left[node] = f"already {HEALTH_DRAINED} ({seen.reason})"
+        elif seen and seen.drained and not seen.drained_by_kiln:
             actions.left[node] = f"already drained by someone else ({seen.reason})"
         elif no_drain:
             actions.left[node] = "--no-drain"

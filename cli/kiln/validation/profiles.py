@@ -8,6 +8,7 @@ the operator's own, and overrides what it names.
 
 import difflib
 import math
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -104,6 +105,54 @@ SECTIONS = {
     "collectives": COLLECTIVES_DEFAULTS,
     "burn_in": BURN_IN_DEFAULTS,
 }
+# What each setting may be. A profile is checked before any node is touched: a value
+# the suites cannot run with fails every node, and drains it. Numbers: inclusive ranges.
+RANGES: dict[str, dict[str, tuple[float, float]]] = {
+    "storage": {
+        "file_size_mib": (1, 1 << 20),  # per fio job: up to 1 TiB
+        "numjobs": (1, 1024),
+        "runtime_s": (1, 3600),
+        "metadata_files": (1, 10_000_000),
+        "import_modules": (1, 1_000_000),
+        "timeout_s": (10, 86400),
+        "mount_timeout_s": (1, 600),
+    },
+    "collectives": {
+        "ranks_per_node": (1, 1024),  # 1: no within-node collectives
+        "min_bytes": (1, 1 << 40),
+        "max_bytes": (1, 1 << 40),
+        "warmup": (0, 10_000),
+        "iters": (1, 100_000),
+        "timeout_s": (10, 86400),
+    },
+    "burn_in": {
+        "round_s": (10, 86400),
+        "size": (16, 1 << 17),
+        "sample_s": (1, 86400),
+        "memory_fraction": (0, 0.95),
+        "threads": (0, 4096),
+        "drop_percent": (0, 100),
+        "throttle_percent": (0, 100),
+        "tflops_min": (0, 1e6),
+        "temperature_max_c": (1, 150),
+    },
+}
+CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
+    "collectives": {"backend": ("nccl", "gloo")},
+    "burn_in": {"device": ("cuda", "cpu"), "dtype": ("bfloat16", "float16", "float32")},
+}
+# (a setting, one it must stay under, whether equal is allowed): each fio run ends
+# within timeout_s; a sample is taken within a round.
+ORDERED: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    "storage": (("runtime_s", "timeout_s", False), ("mount_timeout_s", "timeout_s", False)),
+    "collectives": (("min_bytes", "max_bytes", True),),
+    "burn_in": (("sample_s", "round_s", True),),
+}
+# fio's sizes: a number with an optional unit (4k, 1M, 1MiB).
+FIO_SIZE = re.compile(r"[1-9][0-9]*([kmgtp]i?b?)?", re.IGNORECASE)
+# The profile's own percentages: a warn band past 100% warns of everything, and an
+# outlier band of 0 fails every node below the median.
+PERCENTS = {"warn_band_percent": (0, 100), "outlier_percent": (1, 1000)}
 
 
 class ProfileError(InputError):
@@ -170,13 +219,17 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Profile:
         profile.burn_in = dict(base.burn_in) if base.burn_in is not None else None
     for section in ("storage", "collectives"):
         getattr(profile, section).update(_section(data, section, label))
+        _check_settings(section, getattr(profile, section), label)
     if "burn_in" in data:
         given = _section(data, "burn_in", label)
         profile.burn_in = {**(profile.burn_in or BURN_IN_DEFAULTS), **given}
-        _check_burn_in(profile.burn_in, label)
-    for key in ("warn_band_percent", "outlier_percent"):
+        _check_settings("burn_in", profile.burn_in, label)
+    for key, (low, high) in PERCENTS.items():
         if key in data:
-            setattr(profile, key, _number(data[key], f"{label}: {key}"))
+            value = _number(data[key], f"{label}: {key}")
+            if not low <= value <= high:
+                raise ProfileError(f"{label}: {key} {data[key]!r}: must be {low} to {high}")
+            setattr(profile, key, value)
     thresholds = data.get("thresholds") or {}
     if not isinstance(thresholds, dict):
         raise ProfileError(f"{label}: 'thresholds' must map test names to numbers")
@@ -186,6 +239,9 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Profile:
             hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(TESTS)}"
             raise ProfileError(f"{label}: unknown test {test!r}{hint}")
         profile.thresholds[test] = _number(value, f"{label}: {test}")
+        if profile.thresholds[test] == 0 and not TESTS[test].higher_is_better:
+            # a maximum of 0 fails every node
+            raise ProfileError(f"{label}: {test} 0: a maximum must be above 0")
     return profile
 
 
@@ -223,26 +279,29 @@ def _section(data: dict, section: str, label: str) -> dict[str, object]:
     return given
 
 
-def _check_burn_in(settings: dict, label: str) -> None:
-    """Burn-in settings the stress program could not run or judge with."""
-    choices = {"device": ("cuda", "cpu"), "dtype": ("bfloat16", "float16", "float32")}
-    for key, allowed in choices.items():
+def _check_settings(section: str, settings: dict, label: str) -> None:
+    """A suite's settings (after `extends`) that its programs could not run or judge
+    with: each number in its range, each word one of its choices, and the pairs in
+    order."""
+    for key, allowed in CHOICES.get(section, {}).items():
         if settings[key] not in allowed:
-            raise ProfileError(f"{label}: burn_in.{key} must be one of {', '.join(allowed)}")
-    ranges = {
-        "round_s": (10, 86400),
-        "size": (16, 1 << 17),
-        "sample_s": (1, settings["round_s"]),
-        "memory_fraction": (0, 0.95),
-        "threads": (0, 4096),
-        "drop_percent": (0, 100),
-        "throttle_percent": (0, 100),
-        "tflops_min": (0, 1e6),
-        "temperature_max_c": (1, 150),
-    }
-    for key, (low, high) in ranges.items():
-        if not low <= settings[key] <= high:
-            raise ProfileError(f"{label}: burn_in.{key} {settings[key]!r}: must be {low} to {high}")
+            raise ProfileError(f"{label}: {section}.{key} must be one of {', '.join(allowed)}")
+    for key, (low, high) in RANGES[section].items():
+        value = settings[key]
+        if not (math.isfinite(value) and low <= value <= high):
+            raise ProfileError(f"{label}: {section}.{key} {value!r}: must be {low} to {high}")
+    for key, limit, equal in ORDERED.get(section, ()):
+        if settings[key] > settings[limit] or (not equal and settings[key] == settings[limit]):
+            relation = "at most" if equal else "under"
+            raise ProfileError(
+                f"{label}: {section}.{key} {settings[key]!r}: must be {relation} "
+                f"{section}.{limit} ({settings[limit]!r})"
+            )
+    if section == "storage" and not FIO_SIZE.fullmatch(str(settings["block_size"])):
+        raise ProfileError(
+            f"{label}: storage.block_size {settings['block_size']!r}: must be a size fio "
+            "reads, such as 1M or 128k"
+        )
 
 
 def _number(value: object, where: str) -> float:

@@ -119,8 +119,7 @@ def validate(request: Request) -> tuple[model.Report, ExitCode]:
         act(report, request, controller, {"drain": actions.drain, "resume": actions.resume})
     report.finished = model.now()
     write.write_all(report)
-    failed = report.verdict is Verdict.FAIL
-    return report, ExitCode.VALIDATION_FAILED if failed else ExitCode.OK
+    return report, report.exit_code
 
 
 def conclude(
@@ -138,7 +137,7 @@ def conclude(
         n: {"verdict": v.verdict.value, "reasons": v.reasons} for n, v in verdicts.items()
     }
     failing = {n: v.reasons[0] for n, v in verdicts.items() if v.verdict is Verdict.FAIL}
-    passing = [n for n, v in verdicts.items() if v.verdict is not Verdict.FAIL]
+    passing = [n for n, v in verdicts.items() if v.verdict in drain.PASSING]
     actions = drain.decide(failing, passing, found.states, no_drain)
     report.actions = actions.to_dict()
     return actions

@@ -16,10 +16,13 @@ class Verdict(StrEnum):
     WARN = "warn"
     FAIL = "fail"
     SKIP = "skip"  # not judged: nothing meaningful was measured (e.g. a one-rank collective)
+    # A node nothing was checked on (unreachable, its run stopped first): never a pass,
+    # and no proof of a fault either (it is not drained for it).
+    UNCHECKED = "unchecked"
 
 
 # Worst last: a node or a run takes the worst verdict of its parts.
-SEVERITY = (Verdict.SKIP, Verdict.PASS, Verdict.WARN, Verdict.FAIL)
+SEVERITY = (Verdict.SKIP, Verdict.PASS, Verdict.WARN, Verdict.UNCHECKED, Verdict.FAIL)
 
 
 def worst(found: Iterable[Verdict], default: Verdict = Verdict.PASS) -> Verdict:
