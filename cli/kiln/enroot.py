@@ -13,16 +13,17 @@ with unpacked images.
 import re
 from typing import Any
 
-from kiln import pinned, storage
+from kiln import formats, pinned, storage
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/enroot/releases/download"
 CONF = "/etc/enroot/enroot.conf"
 MOUNTS_DIR = "/etc/enroot/mounts.d"
 HOOKS_DIR = "/etc/enroot/hooks.d"
 EXTRA_HOOKS_DIR = "/usr/share/enroot/hooks.d"  # hooks the package ships but does not enable
-_PATH = re.compile(r"^/[A-Za-z0-9._/$() -]*$")  # $(id -u): enroot expands it
-_HOOK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.sh$")
-# The settings enroot.conf takes from role variables, in the order written.
+_HOOK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.sh")
+_SETTING = re.compile(r"ENROOT_[A-Z0-9_]+")
+# The settings enroot.conf takes from role variables, in the order written; the first
+# four are paths.
 SETTINGS = (
     ("ENROOT_RUNTIME_PATH", "runtime_path"),
     ("ENROOT_CACHE_PATH", "cache_path"),
@@ -67,12 +68,33 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
     problems = pinned.problems("enroot", settings, "3.5.0", "the enroot package's")
     if settings.get("caps", True) and not pinned.is_sha256(settings.get("caps_sha256")):
         problems.append(
-            f"enroot_version {version} with enroot_caps needs enroot_caps_sha256: the "
-            "enroot+caps package's sha256, pinned with the version"
+            f"enroot_version {pinned.named(version)} with enroot_caps needs "
+            "enroot_caps_sha256: the enroot+caps package's sha256, pinned with the version"
         )
     for hook in settings.get("extra_hooks") or []:
-        if not isinstance(hook, str) or not _HOOK.match(hook):
+        if not isinstance(hook, str) or not _HOOK.fullmatch(hook):
             problems.append(f"enroot_extra_hooks: {hook!r} is not a hook file name (NAME.sh)")
+    return problems + config_problems(settings)
+
+
+def config_problems(settings: dict[str, Any]) -> list[str]:
+    """The values enroot.conf cannot hold, one line each: enroot expands every value in
+    a shell, so only plain characters and the expansions its documentation shows."""
+    problems = []
+    # enroot_path: where the four paths' defaults put their directories.
+    for index, key in enumerate(["path", *(key for _, key in SETTINGS)]):
+        if key in settings:
+            check = formats.enroot_path if index < 5 else formats.enroot_value
+            if why := check(settings[key]):
+                problems.append(f"enroot_{key} {_value(settings[key])!r}: {why}")
+    extra = settings.get("extra_config") or {}
+    for name, value in sorted(extra.items(), key=lambda item: str(item[0])):
+        if not isinstance(name, str) or not _SETTING.fullmatch(name):
+            problems.append(f"enroot_extra_config: {name!r} is not an ENROOT_ setting")
+        elif name in dict(SETTINGS):
+            problems.append(f"enroot_extra_config: {name} has its own variable")
+        elif why := formats.enroot_value(value):
+            problems.append(f"enroot_extra_config: {name} {_value(value)!r}: {why}")
     return problems
 
 
@@ -84,18 +106,13 @@ def _value(value: Any) -> str:
 
 def config(settings: dict[str, Any]) -> str:
     """/etc/enroot/enroot.conf: Kiln's settings, then the operator's extra ones."""
+    if problems := config_problems(settings):
+        raise EnrootError(problems[0])
     lines = ["# Written by Kiln (role enroot)."]
     for name, key in SETTINGS:
         lines.append(f"{name} {_value(settings[key])}")
     for name, value in sorted((settings.get("extra_config") or {}).items()):
-        if not re.match(r"^ENROOT_[A-Z0-9_]+$", str(name)):
-            raise EnrootError(f"enroot_extra_config: {name!r} is not an ENROOT_ setting")
-        if name in dict(SETTINGS):
-            raise EnrootError(f"enroot_extra_config: {name} has its own variable")
         lines.append(f"{name} {_value(value)}")
-    for line in lines[1:]:
-        if "\n" in line:
-            raise EnrootError(f"enroot.conf: a value with a line break: {line!r}")
     return "\n".join(lines) + "\n"
 
 
@@ -106,8 +123,8 @@ def directories(settings: dict[str, Any]) -> list[str]:
     found = []
     for _, key in SETTINGS[:4]:
         path = str(settings[key])
-        if not _PATH.match(path) or "/../" in path or path.endswith("/.."):
-            raise EnrootError(f"enroot_{key} {path!r}: expected an absolute path")
+        if why := formats.enroot_path(path):
+            raise EnrootError(f"enroot_{key} {path!r}: {why}")
         head, dollar, _ = path.partition("$")
         if not dollar:
             directory = path.rstrip("/")

@@ -13,6 +13,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kiln import formats
+
 NVIDIA = "0x10de"
 MELLANOX = "0x15b3"
 # PCI classes (the first four hex digits of sysfs' class: class and subclass).
@@ -21,7 +23,7 @@ NVSWITCH_CLASS = "0x0680"  # bridge, "other"
 HCA_CLASSES = ("0x0200", "0x0207")  # Ethernet (RoCE), InfiniBand
 
 # An exact driver version: branch.minor or branch.minor.patch (580.159.04, 550.54.15).
-EXACT_VERSION = re.compile(r"^(\d{3,})\.(\d{1,3})(\.\d{1,3})?$")
+EXACT_VERSION = re.compile(r"([0-9]{3,})\.([0-9]{1,3})(\.[0-9]{1,3})?")
 
 
 # --- hardware ---------------------------------------------------------------------------
@@ -200,7 +202,7 @@ def parse_query_csv(text: str) -> list[dict[str, str]]:
 
 
 def is_exact(version: str) -> bool:
-    return bool(EXACT_VERSION.match(version))
+    return bool(EXACT_VERSION.fullmatch(version))
 
 
 def branch(version: str) -> str:
@@ -359,7 +361,7 @@ def pin_version(requested: str, policies: dict[str, AptPolicy]) -> str:
 # --- the fabric manager -----------------------------------------------------------------
 
 FABRIC_MANAGER_SETTINGS = ("auto", "install", "off")
-REBOOT_BATCH = re.compile(r"[1-9]\d*|(?:100|[1-9]\d?(?:\.\d+)?)%")
+REBOOT_BATCH = re.compile(r"[1-9][0-9]*|(?:100|[1-9][0-9]?(?:\.[0-9]+)?)%")
 
 
 def wants_fabric_manager(setting: str, nvswitches: int) -> bool:
@@ -389,7 +391,9 @@ def fabric_manager_mismatch(pinned: str, policies: dict[str, AptPolicy]) -> str:
 
 # --- inventory pre-flight ---------------------------------------------------------------
 
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+# The settings written as URIs of a deb822 sources file.
+URL_SETTINGS = ("cuda_repo_url", "debian_mirror", "debian_security_mirror")
 
 
 def settings_problems(settings: dict[str, Any]) -> list[str]:
@@ -399,7 +403,7 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
     version = str(settings.get("version") or "")
     fabric_manager = settings.get("fabric_manager", "auto")
     problems = []
-    if version and not (is_exact(version) or re.fullmatch(r"\d{3,}", version)):
+    if version and not (is_exact(version) or re.fullmatch(r"[0-9]{3,}", version)):
         problems.append(
             f"nvidia_driver_version {version!r} is neither an exact version (580.95.05) "
             "nor a branch (580)"
@@ -414,7 +418,8 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             "nvidia_driver_fabric_manager install: Debian does not package the fabric "
             "manager (use nvidia_driver_source cuda-repo)"
         )
-    if source == "cuda-repo" and not SHA256.match(str(settings.get("cuda_repo_key_sha256") or "")):
+    key_sha256 = str(settings.get("cuda_repo_key_sha256") or "")
+    if source == "cuda-repo" and not SHA256.fullmatch(key_sha256):
         problems.append(
             "nvidia_driver_source cuda-repo needs nvidia_driver_cuda_repo_key_sha256: the "
             "sha256 (64 hex digits) of the repository's signing key"
@@ -424,6 +429,10 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             "nvidia_driver_source ubuntu needs nvidia_driver_version: Canonical's packages "
             "are named for a branch (580) or an exact version (580.95.05)"
         )
+    for name in URL_SETTINGS:
+        url = settings.get(name) or ""
+        if url and (why := formats.url(url)):
+            problems.append(f"nvidia_driver_{name} {url!r}: {why} (apt's sources hold it)")
     batch = str(settings.get("reboot_batch", "10%")).strip()
     if not REBOOT_BATCH.fullmatch(batch):
         problems.append(

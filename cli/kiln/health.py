@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from kiln import paths
+from kiln import formats, paths
 
 if TYPE_CHECKING:  # kiln inventory check imports this module: keep it light
     from kiln.run.events import RunSummary
@@ -56,7 +56,7 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
                 f"health_ib_ports: {port!r} is not {{device: mlx5_0, port: 1, rate: 400}} (Gb/s)"
             )
     schedule = settings.get("active_schedule", "")
-    if isinstance(schedule, str) and any(c in schedule for c in "\n\r\0"):
+    if isinstance(schedule, str) and formats.one_line(schedule):
         # It is written into a systemd unit: a second line would be a second setting.
         problems.append(
             f"health_active_schedule {schedule!r}: must be one line, "

@@ -10,8 +10,9 @@ from collections.abc import Iterable
 
 # No cluster has more names; a typo such as c[0-99999999] would otherwise exhaust memory.
 MAX_NAMES = 1_000_000
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
-_BRACKET = re.compile(r"^([^\[\],]*)\[([^\]]+)\](.*)$")
+_NUMBERED = re.compile(r"(.*?)([0-9]+)")
+_BRACKET = re.compile(r"([^\[\],]*)\[([^\]]+)\](.*)")
+_NUMBER = re.compile(r"[0-9]+")  # ASCII digits: str.isdigit() takes "٣" too
 
 
 def compress(names: Iterable[str]) -> str:
@@ -20,7 +21,7 @@ def compress(names: Iterable[str]) -> str:
     plain: set[str] = set()
     unpadded: list[tuple[str, str]] = []
     for name in names:
-        match = _NUMBERED.match(name)
+        match = _NUMBERED.fullmatch(name)
         if not match:
             plain.add(name)
             continue
@@ -60,7 +61,7 @@ def _runs(numbers: list[int], width: int) -> str:
 
 def sort_key(name: str) -> tuple[str, int, str]:
     """Natural order: gpu2 before gpu10."""
-    match = _NUMBERED.match(name)
+    match = _NUMBERED.fullmatch(name)
     if match:
         return (match.group(1), int(match.group(2)), name)
     return (name, -1, name)
@@ -87,14 +88,14 @@ def check_range(low: int, high: int, where: str) -> None:
 
 def count(item: str) -> int:
     """How many names one item expands to, without expanding it."""
-    match = _BRACKET.match(item)
+    match = _BRACKET.fullmatch(item)
     if not match:
         return 1
     _, body, tail = match.groups()
     total = 0
     for part in body.split(","):
         low, _, high = part.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
+        if not _NUMBER.fullmatch(low) or (high and not _NUMBER.fullmatch(high)):
             raise ValueError(f"bad range {part!r} in hostlist {item!r}")
         check_range(int(low), int(high or low), item)
         total += int(high or low) - int(low) + 1
@@ -120,14 +121,14 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def _expand_one(item: str) -> list[str]:
-    match = _BRACKET.match(item)
+    match = _BRACKET.fullmatch(item)
     if not match:
         return [item]
     head, body, tail = match.groups()
     names = []
     for part in body.split(","):
         low, _, high = part.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
+        if not _NUMBER.fullmatch(low) or (high and not _NUMBER.fullmatch(high)):
             raise ValueError(f"bad range {part!r} in hostlist {item!r}")
         width = len(low) if low.startswith("0") else 0
         for number in range(int(low), int(high or low) + 1):

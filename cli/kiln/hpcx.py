@@ -34,7 +34,7 @@ CUDA_MIN_DRIVER = {"11": 450, "12": 525, "13": 580}
 OFED_TOKENS = ("doca_ofed", "mlnx_ofed")
 ARCHES = ("x86_64", "aarch64")
 
-_VERSION = re.compile(r"^\d+\.\d+(?:\.\d+){0,2}$")
+_VERSION = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+){0,2}")
 _TOKENS = {
     "distro": re.compile(
         r"(?:^|-)((?:ubuntu|debian|redhat|rhel|sles|rocky)\d+(?:\.\d+|sp\d+)?)(?=-|$)"

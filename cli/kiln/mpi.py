@@ -24,7 +24,7 @@ DEBIAN_OPENMPI_HOME = "/usr/lib/x86_64-linux-gnu/openmpi"
 # started by `kiln validate`.
 CHECK_PROGRAM = "/usr/local/libexec/kiln/kiln-mpi-check"
 # Paths go into Tcl unquoted and into shells: no spaces, quotes, braces or '$'.
-_PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._/+-]*$")
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9._/+-]*")
 
 
 class MpiError(ValueError):
@@ -92,7 +92,7 @@ def module_files(modules: list[MpiModule], default: str = DEFAULT_MPI) -> dict[s
 
 
 def check_module_path(path: Any, _groups: Any = None) -> None:
-    if not isinstance(path, str) or not _PLAIN_PATH.match(path):
+    if not isinstance(path, str) or not _PLAIN_PATH.fullmatch(path):
         raise MpiError(
             f"mpi_module_path {path!r}: expected an absolute path of letters, digits and . _ + - /"
         )

@@ -13,12 +13,32 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kiln import formats
+
 CONF = "/etc/nccl.conf"
-_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_KEY = re.compile(r"[A-Z][A-Z0-9_]*")
 _STATE = re.compile(r"^\d+:\s*(\S+)")  # "4: ACTIVE"
 _RATE = re.compile(r"^(\d+(?:\.\d+)?) Gb/sec")  # "400 Gb/sec (4X NDR)"
 # The GID NCCL should use on RoCE: RoCE v2 over IPv4 (an IPv4-mapped IPv6 address).
-_IPV4_MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:[0-9a-f]{4}:[0-9a-f]{4}$")
+_IPV4_MAPPED = re.compile(r"0000:0000:0000:0000:0000:ffff:[0-9a-f]{4}:[0-9a-f]{4}")
+# The variables nccl_env_overrides may set (docs/nccl.md): NCCL's own, and those of the
+# libraries NCCL and its network plugins load, which read them from the environment
+# NCCL sets from /etc/nccl.conf: libfabric's (FI_) and AWS's aws-ofi-nccl (OFI_NCCL_),
+# UCX (UCX_) and SHARP (SHARP_) for NVIDIA's nccl-rdma-sharp-plugins, rdma-core's
+# (RDMAV_, MLX5_, IBV_) and CUDA's (CUDA_). Never another program's: LD_PRELOAD, PATH.
+OVERRIDE_FAMILIES = (
+    "NCCL_",
+    "FI_",
+    "OFI_NCCL_",
+    "UCX_",
+    "SHARP_",
+    "RDMAV_",
+    "MLX5_",
+    "IBV_",
+    "CUDA_",
+)
+# CUDA's variables that load a library into every process that starts CUDA.
+LIBRARY_LOADERS = ("CUDA_INJECTION32_PATH", "CUDA_INJECTION64_PATH")
 
 
 class NcclError(ValueError):
@@ -109,7 +129,7 @@ def _roce_v2_gid(files: dict[str, str], base: str) -> int | None:
         if (m := re.fullmatch(rf"{base}/gid_attrs/types/(\d+)", f)) and content == "RoCE v2"
     )
     for index in indexes:
-        if _IPV4_MAPPED.match(files.get(f"{base}/gids/{index}", "")):
+        if _IPV4_MAPPED.fullmatch(files.get(f"{base}/gids/{index}", "")):
             return index
     return None
 
@@ -224,7 +244,7 @@ def preset(
                     f"{key} from the plugin's script left out: the loader reads it when a "
                     "process starts, before NCCL reads this file"
                 )
-            elif _KEY.match(key) and "\n" not in value and value == value.strip():
+            elif _KEY.fullmatch(key) and not formats.one_line(value) and value == value.strip():
                 settings.set(key, value, name)
         return name, settings  # the script names its own interfaces
     if efa:
@@ -275,16 +295,22 @@ def with_overrides(settings: Settings, overrides: dict[str, Any]) -> Settings:
 
 
 def check_key(key: Any) -> None:
-    if not isinstance(key, str) or not _KEY.match(key):
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
         raise NcclError(f"nccl_env_overrides: {key!r} is not an environment variable name")
+    if not key.startswith(OVERRIDE_FAMILIES) or key in LIBRARY_LOADERS:
+        raise NcclError(
+            f"nccl_env_overrides: {key} is not a setting of NCCL or of a library it loads "
+            f"(allowed: {', '.join(f + '*' for f in OVERRIDE_FAMILIES)}; not "
+            f"{', '.join(LIBRARY_LOADERS)})"
+        )
 
 
 def check_value(key: str, value: Any) -> None:
     text = str(value)
-    if "\n" in text or text != text.strip():
+    if formats.one_line(text) or text != text.strip():
         raise NcclError(
-            f"nccl_env_overrides: {key}'s value {text!r} has a line break or leading or "
-            "trailing spaces, which NCCL would keep"
+            f"nccl_env_overrides: {key}'s value {text!r} has a line break, a control "
+            "character, or leading or trailing spaces, which NCCL would keep"
         )
 
 

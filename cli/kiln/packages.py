@@ -10,7 +10,7 @@ import fnmatch
 import re
 
 # Package names as Debian allows them, with an optional :architecture.
-_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?")
 # The format query_argv's output is read with: package, version, status, tab-separated.
 QUERY_FORMAT = "${binary:Package}\\t${Version}\\t${db:Status-Status}\\n"
 
@@ -24,7 +24,7 @@ def understood(names: list[str]) -> bool:
     """Whether dpkg alone can say if these are installed as asked."""
     for wanted in names:
         name, version = _split(wanted)
-        if not _NAME.match(name) or version == "":
+        if not _NAME.fullmatch(name) or version == "":
             return False
         if version is not None and any(c in version for c in "<>?[]"):
             return False

@@ -6,12 +6,18 @@ import re
 from typing import Any
 
 FETCH_MODES = ("control", "node")  # the <role>_fetch choices
-RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
+RELEASE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def is_sha256(value: Any) -> bool:
-    return bool(SHA256.match(str(value or "")))
+    return bool(SHA256.fullmatch(str(value or "")))
+
+
+def named(version: str, release: re.Pattern[str] = RELEASE) -> str:
+    """The version as messages name it: quoted where it is no release (a line break in
+    it would start another line of the message)."""
+    return version if release.fullmatch(version) else repr(version)
 
 
 def problems(
@@ -25,11 +31,12 @@ def problems(
     (settings without the prefix); `artifact` names what the sha256 is of."""
     version = str(settings.get("version") or "")
     found = []
-    if not release.match(version):
+    shown = named(version, release)
+    if not release.fullmatch(version):
         found.append(f"{role}_version {version!r}: expected a release such as {example}")
     if not is_sha256(settings.get("sha256")):
         found.append(
-            f"{role}_version {version} needs {role}_sha256: {artifact} sha256 "
+            f"{role}_version {shown} needs {role}_sha256: {artifact} sha256 "
             "(64 hex digits), pinned with the version"
         )
     fetch = settings.get("fetch", "control")

@@ -21,7 +21,7 @@ INSTALL_ROOT = "/usr/local/lib/pyxis"
 PLUGIN = "spank_pyxis.so"
 CONTAINER_SCOPES = ("job", "global")
 _SLURM_VERSION = re.compile(r"^#define\s+SLURM_VERSION_NUMBER\s+0x([0-9a-fA-F]{6})\s*$", re.M)
-_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+_PATH = re.compile(r"/[A-Za-z0-9._/-]*")
 
 
 class PyxisError(ValueError):
@@ -40,7 +40,7 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             f"pyxis_container_scope {scope!r}: expected one of {', '.join(CONTAINER_SCOPES)}"
         )
     runtime = str(settings.get("runtime_path", "/run/pyxis"))
-    if not _PATH.match(runtime):
+    if not _PATH.fullmatch(runtime):
         problems.append(f"pyxis_runtime_path {runtime!r}: expected an absolute path")
     return problems
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiln import hostlist
+from kiln import formats, hostlist
 
 # Keys that appeared or were removed in a Slurm release: (first version, last version).
 VERSIONED_KEYS: dict[str, tuple[tuple[int, int] | None, tuple[int, int] | None]] = {
@@ -60,17 +60,38 @@ def _format(value: Any) -> str:
     return str(value)
 
 
-def settings_lines(settings: dict[str, Any], version: tuple[int, int]) -> list[str]:
+def settings_lines(
+    settings: dict[str, Any], version: tuple[int, int], file: str = "slurm.conf"
+) -> list[str]:
     lines = []
     for key in sorted(settings):
         if not _known_in(key, version):
             continue
         value = settings[key]
         if key in REPEATED_KEYS and isinstance(value, list):
-            lines.extend(f"{key}={_format(v)}" for v in value)
+            lines.extend(f"{key}={_word(file, key, v)}" for v in value)
         else:
-            lines.append(f"{key}={_format(value)}")
+            lines.append(f"{key}={_word(file, key, value)}")
     return lines
+
+
+def _word(where: str, key: Any, value: Any) -> str:
+    """KEY=VALUE as Slurm's parser reads it: a space would start another setting, a line
+    break another line, '#' a comment."""
+    if why := formats.slurm_key(key):
+        raise SlurmConfigError(f"{where}: {key!r} {why}")
+    text = _format(value)
+    if text and (why := formats.word(text)):
+        raise SlurmConfigError(f"{where}: {key} {text!r} {why}")
+    return text
+
+
+def check_conf(settings: dict[str, Any], file: str = "slurm.conf") -> None:
+    """Every key and value of a slurm.conf (or cgroup.conf) settings dict, as written."""
+    for key, value in settings.items():
+        if not _removed(value):
+            for item in value if key in REPEATED_KEYS and isinstance(value, list) else [value]:
+                _word(file, key, item)
 
 
 @dataclass(frozen=True)
@@ -127,13 +148,18 @@ def shape_from_dict(host: str, data: dict[str, Any]) -> NodeShape:
     gres = str(data.get("Gres", "") or "")
     gpus = 0
     if gres:
-        match = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", gres)
+        match = re.fullmatch(r"gpu(?::[A-Za-z0-9_-]+)?:([0-9]+)", gres)
         if not match:
             raise SlurmConfigError(f"{host}: shape Gres must look like gpu:8, got {gres!r}")
         gpus = int(match.group(1))
     features = data.get("Features") or []
     if isinstance(features, str):
         features = [f for f in features.split(",") if f]
+    if not isinstance(features, list):
+        raise SlurmConfigError(f"{host}: shape Features must be a list or a1,a2, got {features!r}")
+    for feature in features:
+        if not formats.is_name(feature):
+            raise SlurmConfigError(f"{host}: shape feature {feature!r} {formats.NAME_RULE}")
     return NodeShape(
         cpus=number("CPUs"),
         boards=number("Boards", 1),
@@ -184,7 +210,15 @@ def partitions(
     """Partitions from the inventory: `nodes` is an inventory group or a hostlist."""
     result = []
     for item in declared:
-        name = item.get("name")
+        name = str(item.get("name", ""))
+        if not formats.is_name(name):
+            raise SlurmConfigError(f"partition name {name!r} {formats.NAME_RULE}")
+        max_time = str(item.get("max_time", "INFINITE"))
+        if why := formats.slurm_time(max_time):
+            raise SlurmConfigError(f"partition {name}: max_time {max_time!r}: {why}")
+        extra = dict(item.get("extra") or {})
+        for key, value in extra.items():
+            _word(f"partition {name}: extra", key, value)
         spec = str(item.get("nodes", "slurm_compute"))
         if spec in groups:
             nodes = groups[spec]
@@ -207,8 +241,8 @@ def partitions(
                 name=name,
                 nodes=nodes,
                 default=bool(item.get("default", False)),
-                max_time=str(item.get("max_time", "INFINITE")),
-                extra=dict(item.get("extra") or {}),
+                max_time=max_time,
+                extra=extra,
             )
         )
     if result and not any(p.default for p in result):
@@ -248,7 +282,7 @@ def gres_conf(shapes: dict[str, NodeShape], autodetect_nvml: bool) -> str:
 
 
 def cgroup_conf(settings: dict[str, Any], version: tuple[int, int]) -> str:
-    lines = ["# Managed by Kiln (slurm role).", *settings_lines(settings, version)]
+    lines = ["# Managed by Kiln (slurm role).", *settings_lines(settings, version, "cgroup.conf")]
     return "\n".join(lines) + "\n"
 
 
@@ -406,8 +440,24 @@ def _check_shape(value: dict, groups: dict[str, list[str]]) -> None:
     shape_from_dict("slurm_node_shape", value)  # its message names the variable
 
 
+def dbd_password_problem(password: Any) -> str:
+    """Why the accounting database password cannot be slurmdbd.conf's StoragePass ("" when
+    it can); never repeats the password."""
+    why = formats.word(password) if password not in (None, "") else ""
+    return f"slurm_dbd_password {why} (slurmdbd.conf's StoragePass)" if why else ""
+
+
+def _check_dbd_password(value: str, groups: dict[str, list[str]]) -> None:
+    if problem := dbd_password_problem(value):
+        raise SlurmConfigError(problem)
+
+
 # Inventory variables this module checks before anything runs (kiln.inventory.checks).
 INVENTORY_CHECKS = {
     "slurm_partitions": (list, _check_partitions),
     "slurm_node_shape": (dict, _check_shape),
+    "slurm_conf_defaults": (dict, lambda value, groups: check_conf(value)),
+    "slurm_conf_overrides": (dict, lambda value, groups: check_conf(value)),
+    "slurm_cgroup_conf": (dict, lambda value, groups: check_conf(value, "cgroup.conf")),
+    "slurm_dbd_password": (str, _check_dbd_password),
 }

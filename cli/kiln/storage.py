@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from kiln import paths
+from kiln import formats, paths
 
 TYPES = ("nfs", "nfs4", "lustre", "glusterfs", "wekafs", "bind", "generic")
 
@@ -35,7 +35,7 @@ VENDOR_CLIENTS = {
     "lustre": ("/sbin/mount.lustre", "the Lustre client (lustre-client-utils and its modules)"),
     "wekafs": ("/sbin/mount.wekafs", "the Weka client (the agent your Weka backends serve)"),
 }
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
 
 class StorageError(ValueError):
@@ -89,11 +89,12 @@ def _one(item: Any, index: int, groups: dict[str, list[str]] | None) -> Mount:
     if not isinstance(item, dict):
         raise StorageError(f"autofs_mounts[{index}] must be a mapping, got {item!r}")
     name = str(item.get("name", ""))
-    label = f"mount {name}" if name else f"autofs_mounts[{index}]"
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise StorageError(
-            f"{label}: name must be lower-case letters, digits, - or _ (it names files)"
+            f"autofs_mounts[{index}]: name {name!r} must be lower-case letters, digits, - or _ "
+            "(it names files)"
         )
+    label = f"mount {name}"
     kind = item.get("type")
     if kind not in TYPES:
         raise StorageError(f"{label}: unknown type {kind!r}; expected one of {', '.join(TYPES)}")
@@ -115,6 +116,12 @@ def _one(item: Any, index: int, groups: dict[str, list[str]] | None) -> Mount:
     options = item.get("options", [])
     if isinstance(options, str):
         options = [o for o in options.split(",") if o]
+    # Each is a word of an autofs map line; the mount point is one of an enroot fstab too.
+    if why := formats.word(path):
+        raise StorageError(f"{label}: mount point {path!r} {why}")
+    for what, value in [("source", source), ("fstype", fstype)] + [("option", o) for o in options]:
+        if value and (why := formats.autofs_word(value)):
+            raise StorageError(f"{label}: {what} {str(value)!r} {why}")
     wanted = item.get("groups", ["all"])
     wanted = [wanted] if isinstance(wanted, str) else list(wanted)
     if groups is not None:
@@ -182,7 +189,17 @@ def options(mount: Mount, kernel: str = "", defaults: Defaults | None = None) ->
     if mount.kind == "nfs" and mount.default_options and _kernel(kernel) >= NCONNECT_KERNEL:
         chosen.append(NCONNECT)
     own = {o.split("=", 1)[0] for o in mount.options}
-    return [o for o in chosen if o.split("=", 1)[0] not in own] + list(mount.options)
+    chosen = [o for o in chosen if o.split("=", 1)[0] not in own] + list(mount.options)
+    check_options({mount.kind: chosen})
+    return chosen
+
+
+def check_options(options: Any, _groups: Any = None) -> None:
+    """autofs_default_options ({type: [option, ...]}): each a word of an autofs map line."""
+    for kind, chosen in options.items():
+        for option in chosen if isinstance(chosen, list) else [chosen]:
+            if why := formats.autofs_word(option):
+                raise StorageError(f"autofs_default_options {kind}: {str(option)!r} {why}")
 
 
 def fstype(mount: Mount) -> str:
@@ -264,4 +281,7 @@ def host_plan(
 
 
 # Inventory variables this module checks before anything runs (kiln.inventory.checks).
-INVENTORY_CHECKS = {"autofs_mounts": (list, lambda value, groups: parse(value, groups))}
+INVENTORY_CHECKS = {
+    "autofs_mounts": (list, lambda value, groups: parse(value, groups)),
+    "autofs_default_options": (dict, check_options),
+}

@@ -243,6 +243,245 @@ def nccl_with(old: str, new: str) -> Callable[[Path], list[str]]:
 # --- the table ---------------------------------------------------------------------------
 
 BAD = ExitCode.BAD_INPUT
+ARABIC = "\u0660\u0660\u0661-\u0660\u0660\u0662"  # 001-002 in Arabic-Indic digits
+SHA = "a" * 64
+ENROOT = {"enroot_version": "3.5.0", "enroot_sha256": SHA, "enroot_caps": False}
+CUDA_REPO = {"nvidia_driver_source": "cuda-repo", "nvidia_driver_cuda_repo_key_sha256": "0" * 64}
+ALL = "group_vars/all.yml"
+COMPUTE = "gpu[001-002]"  # the settings checked per host name the hosts
+WORD = "must be one word of printable ASCII: no spaces, line breaks, '\"', '#' or '\\'"
+AUTOFS_WORD = (
+    "must be one word of printable ASCII: no spaces, line breaks or '\"', and a '\\' only "
+    "before another character"
+)
+ONE_LINE = "must be one line: no line breaks or other control characters, no '\\' at the end"
+URL = (
+    "expected a URL (http://host:3142/...) of the characters URLs allow: no spaces, quotes or "
+    "line breaks"
+)
+NAME = "may hold only letters, digits, '.', '_' and '-'"
+ENROOT_VALUE = (
+    "may hold only letters, digits, spaces and ._/+@%:,=-, and $(id -u), $(id -g) and "
+    "${VARIABLE} (enroot expands it in a shell)"
+)
+# (label, group_vars/all.yml, where the error says it is, the rest of the line)
+CONFIG_VALUES = [
+    (
+        "apt-proxy-quote",
+        {"base_apt_proxy": 'http://proxy:3142";\nAPT::Update::Pre-Invoke {"id"};'},
+        ALL,
+        'base_apt_proxy \'http://proxy:3142";\\nAPT::Update::Pre-Invoke {"id"};\': ' + URL,
+    ),
+    (
+        "cuda-repo-url-line",
+        {**CUDA_REPO, "nvidia_driver_cuda_repo_url": "https://mirror/cuda/\nTrusted: yes"},
+        COMPUTE,
+        f"nvidia_driver_cuda_repo_url 'https://mirror/cuda/\\nTrusted: yes': {URL} (apt's "
+        "sources hold it)",
+    ),
+    (
+        "partition-max-time-line",
+        {"slurm_partitions": [{"name": "batch", "max_time": "1:00:00\nPrologSlurmctld=/x"}]},
+        ALL,
+        "slurm_partitions: partition batch: max_time '1:00:00\\nPrologSlurmctld=/x': expected "
+        "INFINITE, minutes (60), or [days-]hours:minutes:seconds (1-00:00:00)",
+    ),
+    (
+        "partition-extra-line",
+        {
+            "slurm_partitions": [
+                {"name": "batch", "extra": {"OverSubscribe": "NO\nPrologSlurmctld=/x"}}
+            ]
+        },
+        ALL,
+        f"slurm_partitions: partition batch: extra: OverSubscribe 'NO\\nPrologSlurmctld=/x' {WORD}",
+    ),
+    (
+        "partition-name-space",
+        {"slurm_partitions": [{"name": "batch queue"}]},
+        ALL,
+        f"slurm_partitions: partition name 'batch queue' {NAME}",
+    ),
+    (
+        "slurm-override-space",
+        {"slurm_conf_overrides": {"Prolog": "/x PrologSlurmctld=/tmp/x"}},
+        ALL,
+        f"slurm_conf_overrides: slurm.conf: Prolog '/x PrologSlurmctld=/tmp/x' {WORD}",
+    ),
+    (
+        "cgroup-conf-line",
+        {"slurm_cgroup_conf": {"ConstrainCores": "yes\nCgroupPlugin=x"}},
+        ALL,
+        f"slurm_cgroup_conf: cgroup.conf: ConstrainCores 'yes\\nCgroupPlugin=x' {WORD}",
+    ),
+    (
+        "dbd-password-line",  # a secret: the message never holds it
+        {"slurm_dbd_password": "s3cret\nPluginDir=/tmp"},
+        ALL,
+        f"slurm_dbd_password {WORD} (slurmdbd.conf's StoragePass)",
+    ),
+    (
+        "shape-feature-hostlist",
+        {"slurm_node_shape": {"CPUs": 4, "RealMemory": 8000, "Features": ["ib,evil[1-9]"]}},
+        ALL,
+        f"slurm_node_shape: shape feature 'ib,evil[1-9]' {NAME}",
+    ),
+    (
+        "enroot-path-subshell",
+        {**ENROOT, "enroot_runtime_path": "/e/$(reboot)"},
+        COMPUTE,
+        "enroot_runtime_path '/e/$(reboot)': expected an absolute path (or one from "
+        "${VARIABLE}) of letters, digits and ._/+@%:,=- with no '..', which may use "
+        "$(id -u), $(id -g) and ${VARIABLE} (enroot "
+        "expands it in a shell)",
+    ),
+    (
+        "enroot-extra-config-line",
+        {**ENROOT, "enroot_extra_config": {"ENROOT_LOGIN_SHELL": "/bin/sh\nrm"}},
+        COMPUTE,
+        f"enroot_extra_config: ENROOT_LOGIN_SHELL '/bin/sh\\nrm': {ENROOT_VALUE}",
+    ),
+    (
+        "nccl-ld-preload",
+        {"nccl_env_overrides": {"LD_PRELOAD": "/tmp/x.so"}},
+        ALL,
+        "nccl_env_overrides: LD_PRELOAD is not a setting of NCCL or of a library it loads "
+        "(allowed: NCCL_*, FI_*, OFI_NCCL_*, UCX_*, SHARP_*, RDMAV_*, MLX5_*, IBV_*, CUDA_*; "
+        "not CUDA_INJECTION32_PATH, CUDA_INJECTION64_PATH)",
+    ),
+    (
+        "ntp-server-line",
+        {"base_ntp_servers": ["ntp1\ninclude /tmp/x"]},
+        ALL,
+        f"base_ntp_servers 'ntp1\\ninclude /tmp/x': {WORD}",
+    ),
+    (
+        "limits-space",
+        {"base_limits": [{"domain": "*", "type": "-", "item": "nofile", "value": "1 #"}]},
+        ALL,
+        f"base_limits value '1 #': {WORD}",
+    ),
+    (
+        "sysctl-line",
+        {"base_sysctl": {"vm.x": "1\nkernel.core_pattern = |/tmp/x"}},
+        ALL,
+        f"base_sysctl vm.x '1\\nkernel.core_pattern = |/tmp/x': {ONE_LINE}",
+    ),
+    (
+        "systemd-limit-line",
+        {"base_systemd_limits": {"DefaultLimitNOFILE": "1\nExecStartPre=/x"}},
+        ALL,
+        f"base_systemd_limits DefaultLimitNOFILE '1\\nExecStartPre=/x': {ONE_LINE}",
+    ),
+    (
+        "autofs-source-line",
+        {
+            "autofs_mounts": [
+                {"name": "s", "path": "/s", "type": "nfs", "source": "nas:/s\n/x -a b:/"}
+            ]
+        },
+        ALL,
+        f"autofs_mounts: mount s: source 'nas:/s\\n/x -a b:/' {AUTOFS_WORD}",
+    ),
+    (
+        "autofs-default-option",
+        {"autofs_default_options": {"nfs": ["hard program:/tmp/x"]}},
+        ALL,
+        f"autofs_default_options nfs: 'hard program:/tmp/x' {AUTOFS_WORD}",
+    ),
+]
+TRAILING_NEWLINES = [
+    ("cluster-name", {"slurm_cluster_name": "kiln\n"}, ALL, f"slurm_cluster_name 'kiln\\n' {NAME}"),
+    (
+        "partition-name",
+        {"slurm_partitions": [{"name": "batch\n"}]},
+        ALL,
+        f"slurm_partitions: partition name 'batch\\n' {NAME}",
+    ),
+    (
+        "mount-name",
+        {"autofs_mounts": [{"name": "data\n", "path": "/d", "type": "nfs", "source": "nas:/d"}]},
+        ALL,
+        "autofs_mounts[0]: name 'data\\n' must be lower-case letters, digits, - "
+        "or _ (it names files)",
+    ),
+    (
+        "nccl-key",
+        {"nccl_env_overrides": {"NCCL_DEBUG\n": "INFO"}},
+        ALL,
+        "nccl_env_overrides: 'NCCL_DEBUG\\n' is not an environment variable name",
+    ),
+    (
+        "enroot-version",
+        {**ENROOT, "enroot_version": "3.5.0\n"},
+        COMPUTE,
+        "enroot_version '3.5.0\\n': expected a release such as 3.5.0",
+    ),
+    (
+        "enroot-sha256",
+        {**ENROOT, "enroot_sha256": SHA + "\n"},
+        COMPUTE,
+        "enroot_version 3.5.0 needs enroot_sha256: the enroot package's sha256 (64 hex "
+        "digits), pinned with the version",
+    ),
+    (
+        "enroot-hook",
+        {**ENROOT, "enroot_extra_hooks": ["50-slurm-pmi.sh\n"]},
+        COMPUTE,
+        "enroot_extra_hooks: '50-slurm-pmi.sh\\n' is not a hook file name (NAME.sh)",
+    ),
+    (
+        "enroot-setting",
+        {**ENROOT, "enroot_extra_config": {"ENROOT_MAX_PROCESSORS\n": 1}},
+        COMPUTE,
+        "enroot_extra_config: 'ENROOT_MAX_PROCESSORS\\n' is not an ENROOT_ setting",
+    ),
+    (
+        "pyxis-version",
+        {"pyxis_version": "0.20.0\n", "pyxis_sha256": SHA},
+        "ctl1,gpu[001-002]",
+        "pyxis_version '0.20.0\\n': expected a release such as 0.20.0",
+    ),
+    (
+        "pyxis-runtime-path",
+        {"pyxis_version": "0.20.0", "pyxis_sha256": SHA, "pyxis_runtime_path": "/run/pyxis\n"},
+        "ctl1,gpu[001-002]",
+        "pyxis_runtime_path '/run/pyxis\\n': expected an absolute path",
+    ),
+    (
+        "hpcx-version",
+        {"hpcx_version": "2.22.1\n", "hpcx_sha256": SHA},
+        COMPUTE,
+        "hpcx_version '2.22.1\\n': expected a release such as 2.22.1",
+    ),
+    (
+        "hpcx-root",
+        {"hpcx_version": "2.22.1", "hpcx_sha256": SHA, "hpcx_root": "/opt/hpcx\n"},
+        COMPUTE,
+        "hpcx_root '/opt/hpcx\\n': expected an absolute path of letters, digits and . _ + - /",
+    ),
+    (
+        "driver-version",
+        {"nvidia_driver_version": "580.95.05\n"},
+        COMPUTE,
+        "nvidia_driver_version '580.95.05\\n' is neither an exact version (580.95.05) nor a "
+        "branch (580)",
+    ),
+    (
+        "cuda-key-sha256",
+        {**CUDA_REPO, "nvidia_driver_cuda_repo_key_sha256": "0" * 64 + "\n"},
+        COMPUTE,
+        "nvidia_driver_source cuda-repo needs nvidia_driver_cuda_repo_key_sha256: the sha256 "
+        "(64 hex digits) of the repository's signing key",
+    ),
+    (
+        "mpi-module-path",
+        {"mpi_module_path": "/opt/modulefiles\n"},
+        ALL,
+        "mpi_module_path '/opt/modulefiles\\n': expected an absolute path of letters, digits "
+        "and . _ + - /",
+    ),
+]
 CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     # Inventories: the files themselves
     (
@@ -505,8 +744,8 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "inv-nccl-override-with-spaces",
         all_vars({"nccl_env_overrides": {"NCCL_DEBUG": " INFO"}}),
         BAD,
-        "nccl_env_overrides: NCCL_DEBUG's value ' INFO' has a line break or leading or "
-        "trailing spaces, which NCCL would keep",
+        "nccl_env_overrides: NCCL_DEBUG's value ' INFO' has a line break, a control "
+        "character, or leading or trailing spaces, which NCCL would keep",
     ),
     (
         "inv-nccl-override-not-a-variable",
@@ -551,6 +790,29 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars({"nvidia_driver_source": "ubuntu"}),
         BAD,
         "nvidia_driver_source ubuntu needs nvidia_driver_version",
+    ),
+    # Inventories: values that land in config files (kiln.formats), each a whole line
+    *[
+        (f"inv-config-{label}", all_vars(data), BAD, f"kiln: error: {where}: {message}\n")
+        for label, data, where, message in CONFIG_VALUES
+    ],
+    # Inventories: every checked name and version with a trailing newline ('$' matches
+    # before one; re.fullmatch does not)
+    *[
+        (f"inv-newline-{label}", all_vars(data), BAD, f"kiln: error: {where}: {message}\n")
+        for label, data, where, message in TRAILING_NEWLINES
+    ],
+    (
+        "inv-newline-host",
+        unsafe_host("gpu001\n"),
+        BAD,
+        "kiln: error: host 'gpu001\\n': names may hold only letters, digits, '.', '_' and '-'\n",
+    ),
+    (
+        "inv-newline-variable-name",
+        all_vars({"base_apt_proxy\n": "http://p"}),
+        BAD,
+        "variable name 'base_apt_proxy\\n' is not valid",
     ),
     # provision / run options
     (
@@ -677,6 +939,38 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("burn-duration-bare", burn_in("--duration", "240"), BAD, "expected a length such as 4h"),
     ("burn-duration-short", burn_in("--duration", "5s"), BAD, "must be between 30s and 14d"),
     ("burn-duration-long", burn_in("--duration", "30d"), BAD, "must be between 30s and 14d"),
+    # Numbers in CLI text are ASCII digits: \d and int() also take Arabic-Indic ones
+    (
+        "burn-duration-non-ascii-digit",
+        burn_in("--duration", "\u0663h"),
+        BAD,
+        "kiln: error: --duration '\u0663h': expected a length such as 4h, 90m, 1h30m or 2d "
+        "(units s, m, h, d)\n",
+    ),
+    (
+        "validate-nodes-non-ascii-digit",
+        validate("--nodes", f"gpu[{ARABIC}]"),
+        BAD,
+        f"kiln: error: --nodes 'gpu[{ARABIC}]': bad range '{ARABIC}' in hostlist 'gpu[{ARABIC}]'\n",
+    ),
+    (
+        "runs-last-non-ascii-digit",
+        lambda t: ["runs", "list", "--last", "\u0663"],
+        BAD,
+        "Error: Invalid value for '-n' / '--last': '\u0663' is not a whole number (digits 0-9)\n",
+    ),
+    (
+        "topo-block-size-non-ascii-digit",
+        lambda t: ["topology", "generate", "--from", "nvlink", "--block-size", "\u0662"],
+        BAD,
+        "Error: Invalid value for '--block-size': '\u0662' is not a whole number (digits 0-9)\n",
+    ),
+    (
+        "lab-compute-non-ascii-digit",
+        lambda t: ["lab", "up", "--compute", "\u0662"],
+        BAD,
+        "Error: Invalid value for '--compute': '\u0662' is not a whole number (digits 0-9)\n",
+    ),
     ("burn-no-profile", burn_in(), BAD, "burn-in needs a profile with a burn_in: section"),
     ("burn-profile-unknown", burn_in("--profile", "h900"), BAD, "unknown profile 'h900'"),
     (
@@ -873,6 +1167,49 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "aliases expand",
     ),
+    # Names read from fabrics and files become Slurm node names: one plain name each
+    (
+        "topo-nvlink-hostlist-name",
+        with_file(
+            "nvlink.txt",
+            "gpu001: 6b4d, 1\nevil[1-9]: 6b4d, 1\n",
+            lambda p: ["topology", "generate", "--from", "nvlink", "--format", "block", p],
+        ),
+        BAD,
+        "nvlink.txt:2: host 'evil[1-9]' is not a Slurm node name: names may hold only letters, "
+        "digits, '.', '_' and '-'\n",
+    ),
+    (
+        "topo-file-switch-name",
+        with_file(
+            "t.conf",
+            "SwitchName=s1 Nodes=gpu1\nSwitchName=a;b Switches=s1\n",
+            lambda p: ["topology", "generate", "--from", "file", p],
+        ),
+        BAD,
+        "t.conf: name 'a;b' may hold only letters, digits, '.', '_' and '-'\n",
+    ),
+    (
+        "topo-file-yaml-name-with-line-break",
+        with_file(
+            "t.yaml",
+            'switches: {"s1 Nodes=evil\\nSwitchName=s2": {nodes: gpu1}}\n',
+            lambda p: ["topology", "generate", "--from", "file", p],
+        ),
+        BAD,
+        "t.yaml: switch 's1 Nodes=evil\\nSwitchName=s2': 's1 Nodes=evil\\nSwitchName=s2' must "
+        "be one word of printable ASCII",
+    ),
+    (
+        "topo-file-non-ascii-block-size",
+        with_file(
+            "b.conf",
+            "BlockName=b1 Nodes=gpu[1-2]\nBlockSizes=\u0662\n",
+            lambda p: ["topology", "generate", "--from", "file", "--format", "block", p],
+        ),
+        BAD,
+        "b.conf:2: BlockSizes=\u0662: expected numbers\n",
+    ),
     (
         "topo-labels-without-inventory",
         lambda t: ["topology", "generate", "--from", "labels"],
@@ -960,6 +1297,20 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("runs-slowest-zero", lambda t: ["runs", "show", "--slowest", "0"], BAD, "0"),
     # lab
     ("lab-bad-name", lambda t: ["lab", "status", "--name", "a;b"], BAD, "a;b"),
+    (
+        "lab-name-non-ascii",
+        lambda t: ["lab", "status", "--name", "lab\u0663"],
+        BAD,
+        "kiln: error: lab name 'lab\u0663': use up to 20 letters, digits and '-', starting with "
+        "a letter\n",
+    ),
+    (
+        "lab-name-newline",
+        lambda t: ["lab", "status", "--name", "lab\n"],
+        BAD,
+        "kiln: error: lab name 'lab\\n': use up to 20 letters, digits and '-', starting with a "
+        "letter\n",
+    ),
 ]
 
 

@@ -410,3 +410,43 @@ def test_apt_present_asks_dpkg_and_leaves_the_rest_to_apt(local_inventory, tmp_p
         "failed": True,
         "msg": "no available installation candidate for dpkg=0.0-kiln",
     }
+
+
+BASE_PREFLIGHT = """
+- name: The base role's pre-flight, with values its files cannot hold
+  hosts: all
+  gather_facts: false
+  vars:
+    base_apt_proxy: 'http://proxy:3142"; APT::Update::Pre-Invoke {"touch /tmp/kiln-pwned"};'
+    base_sysctl: {vm.max_map_count: "1048576\\nkernel.core_pattern = |/tmp/x"}
+  tasks:
+    - name: Run it as site.yml's pre-flight play does
+      ansible.builtin.import_role:
+        name: base
+        tasks_from: preflight
+    - name: Never reached
+      ansible.builtin.command: "true"
+      changed_when: true
+"""
+
+
+def test_the_base_role_refuses_config_injection_before_writing(local_inventory, tmp_path):
+    """The role's own check (kiln.base through its filter) on values that never passed
+    `kiln inventory check` (play variables): every node refused, nothing run, exit 2."""
+    playbook = tmp_path / "base.yml"
+    playbook.write_text(BASE_PREFLIGHT)
+    inv = local_inventory({"local-a": LOCAL, "local-b": LOCAL})
+    result = run_kiln("run", str(playbook), "-i", inv, "--json")
+    assert result.returncode == ExitCode.BAD_INPUT, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    message = (
+        'base_apt_proxy \'http://proxy:3142"; APT::Update::Pre-Invoke {"touch '
+        "/tmp/kiln-pwned\"};': expected a URL (http://host:3142/...) of the characters URLs "
+        "allow: no spaces, quotes or line breaks; base_sysctl vm.max_map_count "
+        "'1048576\\nkernel.core_pattern = |/tmp/x': must be one line: no line breaks or other "
+        "control characters, no '\\' at the end"
+    )
+    assert {(f["host"], f["message"]) for f in report["failures"]} == {
+        (host, message) for host in ("local-ctl", "local-a", "local-b")
+    }
+    assert all(h["changed"] == 0 for h in report["hosts"].values()), report["hosts"]

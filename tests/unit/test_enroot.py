@@ -1,11 +1,26 @@
 """kiln.enroot: the release packages pinned together, enroot.conf, the directories
 Kiln makes, and the mounts.d entries for shared storage and NCCL's files."""
 
+import re
+
 import pytest
 
 from kiln import enroot
 
 SHA = "a" * 64
+PINNED_SHA256 = (
+    "enroot_version 3.5.0 needs enroot_sha256: the enroot package's sha256 (64 hex digits), "
+    "pinned with the version"
+)
+PATH_RULE = (
+    "expected an absolute path (or one from ${VARIABLE}) of letters, digits and ._/+@%:,=- "
+    "with no '..', which may use "
+    "$(id -u), $(id -g) and ${VARIABLE} (enroot expands it in a shell)"
+)
+VALUE_RULE = (
+    "may hold only letters, digits, spaces and ._/+@%:,=-, and $(id -u), $(id -g) and "
+    "${VARIABLE} (enroot expands it in a shell)"
+)
 CAPS_SHA = "b" * 64
 SETTINGS = {
     "version": "3.5.0",
@@ -77,6 +92,36 @@ def test_packages_in_githubs_release_layout():
             {"extra_hooks": ["../x.sh"]},
             ["enroot_extra_hooks: '../x.sh' is not a hook file name (NAME.sh)"],
         ),
+        (
+            {"extra_hooks": ["x.sh\n"]},
+            ["enroot_extra_hooks: 'x.sh\\n' is not a hook file name (NAME.sh)"],
+        ),
+        ({"version": "3.5.0\n"}, ["enroot_version '3.5.0\\n': expected a release such as 3.5.0"]),
+        ({"sha256": SHA + "\n"}, [PINNED_SHA256]),
+        # enroot expands each value in a shell: its documented expansions only.
+        ({"runtime_path": "/e/${ENROOT_RUNTIME_USER}/$(id -u)/$(id -g)"}, []),
+        ({"runtime_path": "/e/$(reboot)"}, [f"enroot_runtime_path '/e/$(reboot)': {PATH_RULE}"]),
+        ({"cache_path": "/e/`id`"}, [f"enroot_cache_path '/e/`id`': {PATH_RULE}"]),
+        ({"data_path": "/e/$HOME"}, [f"enroot_data_path '/e/$HOME': {PATH_RULE}"]),
+        (
+            {"temp_path": "/e/$(id -u; reboot)"},
+            [f"enroot_temp_path '/e/$(id -u; reboot)': {PATH_RULE}"],
+        ),
+        ({"temp_path": "/e/../etc"}, [f"enroot_temp_path '/e/../etc': {PATH_RULE}"]),
+        ({"path": "/e\nENROOT_X 1"}, [f"enroot_path '/e\\nENROOT_X 1': {PATH_RULE}"]),
+        (
+            {"squash_options": "-comp lzo; reboot"},
+            [f"enroot_squash_options '-comp lzo; reboot': {VALUE_RULE}"],
+        ),
+        ({"extra_config": {"ENROOT_CONFIG_PATH": "${HOME}/.config/enroot"}}, []),
+        (
+            {"extra_config": {"ENROOT_LOGIN_SHELL": "/bin/sh\nrm"}},
+            [f"enroot_extra_config: ENROOT_LOGIN_SHELL '/bin/sh\\nrm': {VALUE_RULE}"],
+        ),
+        (
+            {"extra_config": {"ENROOT_MAX_PROCESSORS\n": 1}},
+            ["enroot_extra_config: 'ENROOT_MAX_PROCESSORS\\n' is not an ENROOT_ setting"],
+        ),
     ],
 )
 def test_settings_problems(changes, problems):
@@ -111,7 +156,10 @@ def test_enroot_conf_whole():
             {"ENROOT_DATA_PATH": "/x"},
             "enroot_extra_config: ENROOT_DATA_PATH has its own variable",
         ),
-        ({"ENROOT_LOGIN_SHELL": "/bin/sh\nrm"}, "enroot.conf: a value with a line break"),
+        (
+            {"ENROOT_LOGIN_SHELL": "/bin/sh\nrm"},
+            re.escape(f"enroot_extra_config: ENROOT_LOGIN_SHELL '/bin/sh\\nrm': {VALUE_RULE}"),
+        ),
     ],
 )
 def test_extra_config_that_cannot_be_written_is_refused(extra, message):
@@ -128,8 +176,10 @@ def test_directories_kiln_makes_for_every_user():
     ]
     per_user_dir = {**SETTINGS, "runtime_path": "/local/enroot/$(id -u)"}
     assert enroot.directories(per_user_dir)[0] == "/local/enroot"
-    with pytest.raises(enroot.EnrootError, match=r"^enroot_temp_path 'tmp': expected an absolute"):
+    with pytest.raises(enroot.EnrootError, match=re.escape(f"enroot_temp_path 'tmp': {PATH_RULE}")):
         enroot.directories({**SETTINGS, "temp_path": "tmp"})
+    with pytest.raises(enroot.EnrootError, match=re.escape("enroot_runtime_path '/e/$(reboot)'")):
+        enroot.config({**SETTINGS, "runtime_path": "/e/$(reboot)"})
 
 
 def test_shared_storage_for_the_hosts_groups_bound_into_containers():

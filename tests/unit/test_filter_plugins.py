@@ -268,8 +268,18 @@ def test_enroot_plan_for_a_node():
         "enroot_version 3.5.0 needs enroot_sha256: the enroot package's sha256 (64 hex digits), "
         "pinned with the version"
     ]
-    with pytest.raises(AnsibleFilterError, match=r"^enroot_extra_config: "):
-        plan({**settings, "extra_config": {"X": 1}}, "amd64", [], [], [])
+    # The role's "Refuse settings" task fails on these before anything is written.
+    assert plan({**settings, "extra_config": {"X": 1}}, "amd64", [], [], []) == {
+        "problems": ["enroot_extra_config: 'X' is not an ENROOT_ setting"]
+    }
+    assert plan({**settings, "cache_path": "/e/$(reboot)"}, "amd64", [], [], []) == {
+        "problems": [
+            "enroot_cache_path '/e/$(reboot)': expected an absolute path (or one from "
+            "${VARIABLE}) of letters, digits and ._/+@%:,=- with no '..', which may use "
+            "$(id -u), $(id -g) and ${VARIABLE} (enroot "
+            "expands it in a shell)"
+        ]
+    }
     on_gcp = plan(settings, "amd64", [], [], ["/etc/nccl.conf"], ["/usr/local/gib/lib64"])
     assert on_gcp["mounts"]["50-kiln-nccl.fstab"].splitlines()[1] == (
         "/usr/local/gib/lib64 /usr/local/gib/lib64 none "
@@ -314,3 +324,191 @@ def test_pyxis_plan_for_a_node():
     ]
     with pytest.raises(AnsibleFilterError, match=r"has no SLURM_VERSION_NUMBER"):
         offered["kiln_pyxis_plan"](settings, "", [])
+
+
+# --- values that land in config files: the role refuses what `kiln inventory check` does ---
+
+URL_RULE = (
+    "expected a URL (http://host:3142/...) of the characters URLs allow: no spaces, quotes "
+    "or line breaks"
+)
+WORD_RULE = "must be one word of printable ASCII: no spaces, line breaks, '\"', '#' or '\\'"
+
+
+def test_base_settings_problems_name_each_value_its_file_cannot_hold():
+    problems = filters("kiln_base")["kiln_base_settings_problems"]
+    good = {
+        "base_apt_proxy": "http://mirror.site:3142",
+        "base_ntp_servers": ["0.pool.ntp.org", "10.0.0.1"],
+        "base_ntp_allow": ["0.0.0.0/0", "::/0"],
+        "base_limits": [{"domain": "*", "type": "-", "item": "memlock", "value": "unlimited"}],
+        "base_sysctl": {"net.ipv4.tcp_rmem": "4096 87380 16777216"},
+        "base_systemd_limits": {"DefaultLimitNOFILE": "1048576"},
+        "ansible_host": "fe80::1%eth0",
+        "kiln_address": "",
+    }
+    assert problems(good) == []
+    bad = {
+        "base_apt_proxy": 'http://p:3142";\nAPT::Update::Pre-Invoke {"id"};',
+        "base_ntp_servers": ["ntp1\ninclude /tmp/x"],
+        "base_ntp_allow": ["10.0.0.0/8 all"],
+        "base_limits": [{"domain": "*", "type": "-", "item": "nofile", "value": "1 #"}],
+        "base_sysctl": {"kernel.core_pattern\n": "x", "vm.x": "1\nkernel.y = 2"},
+        "base_systemd_limits": {"DefaultLimitNOFILE": "1\\"},
+        "ansible_host": "10.0.0.1\nserver evil",
+    }
+    assert problems(bad) == [
+        'base_apt_proxy \'http://p:3142";\\nAPT::Update::Pre-Invoke {"id"};\': ' + URL_RULE,
+        f"base_ntp_servers 'ntp1\\ninclude /tmp/x': {WORD_RULE}",
+        f"base_ntp_allow '10.0.0.0/8 all': {WORD_RULE}",
+        f"base_limits value '1 #': {WORD_RULE}",
+        "base_sysctl 'kernel.core_pattern\\n': is not a kernel setting name (net.core.rmem_max)",
+        "base_systemd_limits DefaultLimitNOFILE '1\\\\': must be one line: no line breaks or "
+        "other control characters, no '\\' at the end",
+        f"ansible_host '10.0.0.1\\nserver evil': {WORD_RULE}",
+    ]
+    # One problem a variable: the first value it cannot hold.
+    assert problems({"base_sysctl": {"vm.x": "1\nkernel.y = 2"}}) == [
+        "base_sysctl vm.x '1\\nkernel.y = 2': must be one line: no line breaks or other control "
+        "characters, no '\\' at the end"
+    ]
+
+
+SLURM_HOSTVARS = {"gpu1": {"slurm_node_shape": {"CPUs": 4, "RealMemory": 8000}}}
+
+
+@pytest.mark.parametrize(
+    ("conf", "cgroup", "partitions", "message"),
+    [
+        (
+            {"Prolog": "/x PrologSlurmctld=/tmp/x"},
+            {},
+            [],
+            f"slurm.conf: Prolog '/x PrologSlurmctld=/tmp/x' {WORD_RULE}",
+        ),
+        ({"Prolog\n": "/x"}, {}, [], "slurm.conf: 'Prolog\\n' is not a Slurm setting name"),
+        (
+            {},
+            {"ConstrainCores": "yes\nCgroupPlugin=x"},
+            [],
+            f"cgroup.conf: ConstrainCores 'yes\\nCgroupPlugin=x' {WORD_RULE}",
+        ),
+        (
+            {},
+            {},
+            [{"name": "batch", "max_time": "1:00:00\nPrologSlurmctld=/tmp/x"}],
+            "partition batch: max_time '1:00:00\\nPrologSlurmctld=/tmp/x': expected INFINITE, "
+            "minutes (60), or [days-]hours:minutes:seconds (1-00:00:00)",
+        ),
+        (
+            {},
+            {},
+            [{"name": "batch", "extra": {"OverSubscribe": "NO\nPrologSlurmctld=/tmp/x"}}],
+            f"partition batch: extra: OverSubscribe 'NO\\nPrologSlurmctld=/tmp/x' {WORD_RULE}",
+        ),
+        (
+            {},
+            {},
+            [{"name": "batch queue"}],
+            "partition name 'batch queue' may hold only letters, digits, '.', '_' and '-'",
+        ),
+    ],
+    ids=["conf-space", "conf-key", "cgroup-line", "max-time-line", "extra-line", "name-space"],
+)
+def test_slurm_files_refuse_values_slurm_conf_cannot_hold(conf, cgroup, partitions, message):
+    files = filters("kiln_slurm")["kiln_slurm_files"]
+    groups = {"slurm_compute": ["gpu1"]}
+    args = ("24.11", SLURM_HOSTVARS, ["gpu1"], groups, partitions, [])
+    with pytest.raises(AnsibleFilterError) as raised:
+        files(conf, cgroup, *args)
+    assert raised.value.message == message
+
+
+def test_slurm_dbd_password_problem_never_shows_the_password():
+    problem = filters("kiln_slurm")["kiln_slurm_dbd_password_problem"]
+    assert problem("") == problem("Zq3-xY_9.long/and+odd@chars") == ""
+    assert problem("s3cret\nPluginDir=/tmp") == (
+        f"slurm_dbd_password {WORD_RULE} (slurmdbd.conf's StoragePass)"
+    )
+
+
+def test_gpu_settings_problems_refuse_a_url_apt_would_read_as_more_fields():
+    problems = filters("kiln_gpu")["kiln_gpu_settings_problems"]
+    settings = {"source": "cuda-repo", "cuda_repo_key_sha256": "0" * 64}
+    assert (
+        problems({**settings, "cuda_repo_url": "https://mirror.site/cuda/debian12/x86_64/"}) == []
+    )
+    assert problems({**settings, "cuda_repo_url": "https://m/\nTrusted: yes"}) == [
+        f"nvidia_driver_cuda_repo_url 'https://m/\\nTrusted: yes': {URL_RULE} (apt's sources "
+        "hold it)"
+    ]
+    assert problems({**settings, "debian_mirror": "http://m/ http://evil/"}) == [
+        f"nvidia_driver_debian_mirror 'http://m/ http://evil/': {URL_RULE} (apt's sources hold it)"
+    ]
+
+
+def test_nccl_plan_refuses_variables_outside_ncclls_families():
+    plan = filters("kiln_nccl")["kiln_nccl_plan"]
+    with pytest.raises(AnsibleFilterError) as raised:
+        plan({}, {"LD_PRELOAD": "/tmp/x.so"}, [])
+    assert raised.value.message == (
+        "nccl_env_overrides: LD_PRELOAD is not a setting of NCCL or of a library it loads "
+        "(allowed: NCCL_*, FI_*, OFI_NCCL_*, UCX_*, SHARP_*, RDMAV_*, MLX5_*, IBV_*, CUDA_*; "
+        "not CUDA_INJECTION32_PATH, CUDA_INJECTION64_PATH)"
+    )
+    allowed = {"NCCL_DEBUG": "INFO", "UCX_TLS": "rc", "SHARP_COLL_ENABLE_SAT": 1}
+    assert plan({}, allowed, [])["fact"]["sources"] == {
+        "NCCL_IB_DISABLE": "socket",
+        **dict.fromkeys(allowed, "override"),
+    }
+
+
+def test_storage_plan_refuses_words_an_autofs_map_cannot_hold():
+    plan = filters("kiln_storage")["kiln_storage_plan"]
+    mount = {"name": "s", "path": "/s", "type": "nfs", "source": "nas:/s"}
+    with pytest.raises(AnsibleFilterError) as raised:
+        plan([{**mount, "source": "nas:/s\n/evil -fstype=nfs evil:/"}], [], "6.1", {})
+    assert raised.value.message == (
+        "autofs_mounts: mount s: source 'nas:/s\\n/evil -fstype=nfs evil:/' must be one word of "
+        "printable ASCII: no spaces, line breaks or '\"', and a '\\' only before another character"
+    )
+    with pytest.raises(AnsibleFilterError) as raised:
+        plan([mount], [], "6.1", {"nfs": ["hard program:/tmp/x"]})
+    assert raised.value.message.startswith(
+        "autofs_mounts: autofs_default_options nfs: 'hard program:/tmp/x' must be one word"
+    )
+
+
+def test_topology_from_a_collected_fabric_leaves_out_a_name_slurm_would_expand():
+    """The slurm role's topology from ibnetdiscover output gathered on the nodes: an HCA
+    described as `gpu003,evil[1-9]` never reaches topology.conf."""
+    topology = filters("kiln_slurm")["kiln_topology"]
+    text = (REPO / "tests/fixtures/topology/two-rails.ibnetdiscover").read_text()
+    settings = {
+        "source": "ibnetdiscover",
+        "format": "auto",
+        "files": [],
+        "hca": [],
+        "node_name_map": "",
+        "block_size": 0,
+        "missing": "catch-all",
+        "disconnected": "root",
+        "base_dir": ".",
+    }
+    found = topology(
+        settings,
+        "24.11.5",
+        {},
+        ["gpu001", "gpu002", "gpu003"],
+        [["gpu001", text.replace('"gpu003 ', '"gpu003,evil[1-9] ')]],
+    )
+    assert found["content"].splitlines()[1:] == [
+        "SwitchName=ib-leaf-a1 Nodes=gpu[001-002]",
+        "SwitchName=kiln-unplaced Nodes=gpu003",
+        "SwitchName=ib-spine-1 Switches=ib-leaf-a1,kiln-unplaced",
+    ]
+    assert found["summary"][-2:] == [
+        "warning: skipped 3 HCAs whose host name is not a Slurm node name "
+        "('gpu003,evil[1-9]'): names may hold only letters, digits, '.', '_' and '-'",
+        "warning: 1 nodes placed under kiln-unplaced: gpu003",
+    ]

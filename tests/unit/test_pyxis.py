@@ -47,7 +47,7 @@ def test_every_problem_is_named():
     }
     assert pyxis.settings_problems(bad) == [
         "pyxis_version 'v0.20': expected a release such as 0.20.0",
-        "pyxis_version v0.20 needs pyxis_sha256: the source tarball's sha256 (64 hex digits), "
+        "pyxis_version 'v0.20' needs pyxis_sha256: the source tarball's sha256 (64 hex digits), "
         "pinned with the version",
         "pyxis_fetch 'mirror': expected one of control, node",
         "pyxis_container_scope 'node': expected one of job, global",

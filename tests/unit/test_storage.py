@@ -133,7 +133,8 @@ def test_health_check_list_names_the_server():
         ),
         (
             [{"name": "A b", "path": "/a", "type": "bind", "source": "/x"}],
-            "mount A b: name must be lower-case letters, digits, - or _ (it names files)",
+            "autofs_mounts[0]: name 'A b' must be lower-case letters, digits, - or _ (it names "
+            "files)",
         ),
     ],
     ids=["type", "bind-relative-source", "generic-fstype", "name"],

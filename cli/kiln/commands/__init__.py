@@ -1,5 +1,6 @@
 """Click commands: each parses options, calls the library and renders the result."""
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,18 @@ def parse_nodes(text: str | None) -> list[str] | None:
         return hostlist.expand(text)
     except ValueError as exc:
         raise InputError(f"--nodes {text!r}: {exc}") from None
+
+
+class Whole(click.IntRange):
+    """A whole number written in ASCII digits, in a range: Click's own int() also takes
+    "٣" (an Arabic-Indic three), " 3 " and "3_0"."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and not re.fullmatch(r"-?[0-9]+", value):
+            self.fail(f"{value!r} is not a whole number (digits 0-9)", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def stack(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:

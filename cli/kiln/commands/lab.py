@@ -9,13 +9,24 @@ from rich.markup import escape
 from rich.table import Table
 
 from kiln import paths
+from kiln.commands import Whole
 from kiln.errors import ExitCode
 from kiln.run import display
 
 DEFAULT_NAME = paths.DEFAULT_LAB
 name_option = click.option(
-    "--name", default=DEFAULT_NAME, show_default=True, help="Lab name (prefix of its node names)."
+    "--name",
+    default=DEFAULT_NAME,
+    show_default=True,
+    help="Lab name (prefix of its node names).",
+    callback=lambda ctx, param, value: _checked_name(value),
 )
+
+
+def _checked_name(name: str) -> str:
+    from kiln.lab import cluster
+
+    return cluster.check_name(name)
 
 
 def _log(message: str) -> None:
@@ -29,9 +40,7 @@ def lab() -> None:
 
 @lab.command()
 @name_option
-@click.option(
-    "--compute", default=2, show_default=True, type=click.IntRange(1, 64), help="Compute nodes."
-)
+@click.option("--compute", default=2, show_default=True, type=Whole(1, 64), help="Compute nodes.")
 @click.option(
     "--distro",
     default="trixie",

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kiln.commands import Whole
 from kiln.run import display
 from kiln.run import record as run_records
 
@@ -21,7 +22,7 @@ def runs() -> None:
 @click.option(
     "-n",
     "--last",
-    type=click.IntRange(min=1),
+    type=Whole(min=1),
     default=20,
     show_default=True,
     help="How many to list.",
@@ -51,7 +52,7 @@ def list_runs(json_mode: bool, last: int) -> None:
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
 @click.option(
     "--slowest",
-    type=click.IntRange(min=1),
+    type=Whole(min=1),
     help="Also list the N tasks that took longest (wall time across their hosts).",
 )
 def show(run: str, json_mode: bool, slowest: int | None) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import click
 
 from kiln import inventory
-from kiln.commands import stack
+from kiln.commands import Whole, stack
 from kiln.errors import InputError
 from kiln.topology import checks
 from kiln.topology.generate import SOURCES, Request, describe, generate
@@ -42,7 +42,7 @@ source_options = stack(
     ),
     click.option(
         "--block-size",
-        type=click.IntRange(min=1),
+        type=Whole(min=1),
         help="Base block size (nvlink; default: largest).",
     ),
     click.option(

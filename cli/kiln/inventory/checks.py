@@ -5,13 +5,14 @@ kiln.munge, kiln.slurm and kiln.storage; the GPU nodes' driver settings and the 
 nodes' HPC-X settings taken together, from kiln.gpu and kiln.hpcx; the topology the
 slurm role would write)."""
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from kiln import (
     argspec,
+    base,
     enroot,
+    formats,
     gpu,
     health,
     hostlist,
@@ -33,7 +34,6 @@ from kiln.validation import schedule
 
 # Variables whose value must be the name of a host in the inventory.
 HOST_REFERENCES = ("base_ntp_server_host", "munge_key_host", "slurm_dbd_host")
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Variables that name things Kiln writes into shell commands and Slurm's files.
 NAME_VARIABLES = ("slurm_cluster_name",)
 
@@ -61,21 +61,18 @@ def _check_names(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
     """Host and cluster names reach shells, Slurm's files and reports: only the
     characters every one of them takes."""
     problems = [
-        f"host {name!r}: names may hold only letters, digits, '.', '_' and '-'"
+        f"host {name!r}: names {formats.NAME_RULE}"
         for name in spec.hosts
-        if not SAFE_NAME.match(name)
+        if not formats.is_name(name)
     ]
     for definition in definitions:
         value = definition.value
         if argspec.is_template(value) or argspec.is_opaque(value):
             continue  # Ansible resolves it; the role's quoting still applies
-        if definition.name in NAME_VARIABLES and not (
-            isinstance(value, str) and SAFE_NAME.match(value)
-        ):
+        if definition.name in NAME_VARIABLES and not formats.is_name(value):
             problems.append(
                 f"{definition.source}: {definition.name} "
-                f"{redact.shown(definition.name, definition.value)} may hold only "
-                "letters, digits, '.', '_' and '-'"
+                f"{redact.shown(definition.name, definition.value)} {formats.NAME_RULE}"
             )
     return problems
 
@@ -239,6 +236,7 @@ def _names_unknown_host(definition: Definition, spec: ClusterSpec) -> bool:
 
 # Each module that owns a variable says how to check it.
 VALUE_CHECKS: dict[str, tuple[type, Callable[[Any, dict[str, list[str]]], None]]] = {
+    **base.INVENTORY_CHECKS,
     **mpi.INVENTORY_CHECKS,
     **munge.INVENTORY_CHECKS,
     **nccl.INVENTORY_CHECKS,
@@ -248,11 +246,20 @@ VALUE_CHECKS: dict[str, tuple[type, Callable[[Any, dict[str, list[str]]], None]]
 }
 
 
+def _holds_opaque(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_opaque(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_opaque(v) for v in value)
+    return argspec.is_opaque(value)
+
+
 def _value_problems(definition: Definition, spec: ClusterSpec) -> list[str]:
     """Checks that need more than a type: munge keys, Slurm partitions and shapes,
-    storage mounts."""
+    storage mounts, values that land in config files. A value holding a Jinja expression
+    anywhere is Ansible's to resolve; the role checks what it resolved to."""
     name, value = definition.name, definition.value
-    if argspec.is_opaque(value) or value in (None, "", [], {}) or name not in VALUE_CHECKS:
+    if value in (None, "", [], {}) or name not in VALUE_CHECKS or _holds_opaque(value):
         return []
     kind, check = VALUE_CHECKS[name]
     if not isinstance(value, kind):

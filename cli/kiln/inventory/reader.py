@@ -236,13 +236,13 @@ def _encrypted(rel: str) -> None:
         )
 
 
-_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _check_variable_names(where: str, variables: dict) -> None:
     """Ansible's rule for variable names (it only warns today, and will refuse)."""
     for name in variables:
-        if not isinstance(name, str) or not _VARIABLE_NAME.match(name):
+        if not isinstance(name, str) or not _VARIABLE_NAME.fullmatch(name):
             raise InputError(
                 f"{where}: variable name {name!r} is not valid (letters, digits and '_',"
                 " not starting with a digit)"

@@ -2,6 +2,7 @@
 and an inventory that reaches the nodes over SSH like any real cluster."""
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -63,11 +64,18 @@ def _subnet_prefix(name: str) -> str:
     return f"10.213.{zlib.crc32(name.encode()) % 250 + 1}"
 
 
-def plan(name: str, compute: int, distro: str) -> LabPlan:
-    if not name.replace("-", "").isalnum() or not name[0].isalpha() or len(name) > 20:
+def check_name(name: str) -> str:
+    """A lab name: it prefixes container, network and host names. ASCII only:
+    str.isalnum() takes "é" and "٣", which none of those may hold."""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,19}", name):
         raise InputError(
             f"lab name {name!r}: use up to 20 letters, digits and '-', starting with a letter"
         )
+    return name
+
+
+def plan(name: str, compute: int, distro: str) -> LabPlan:
+    check_name(name)
     if not 1 <= compute <= 64:
         raise InputError(f"{compute} compute nodes: a lab has 1 to 64")
     if distro not in image.DISTROS:

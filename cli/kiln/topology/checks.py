@@ -3,7 +3,7 @@
 
 from enum import StrEnum
 
-from kiln import hostlist
+from kiln import formats, hostlist
 from kiln.topology.model import Block, Switch, Topology, TopologyError
 
 CATCH_ALL = "kiln-unplaced"
@@ -30,6 +30,7 @@ def apply(
     disconnected: DisconnectedPolicy = DisconnectedPolicy.ROOT,
 ) -> None:
     """Check (and, as the policies allow, complete) the topology for these nodes."""
+    _names_slurm_reads(topology)
     _no_node_twice(topology)
     absent: set[str] = set()
     if cluster_nodes is not None:
@@ -50,6 +51,17 @@ def apply(
         topology.warnings.append(
             f"{len(absent)} nodes placed under {CATCH_ALL}: {hostlist.compress(absent)}"
         )
+
+
+def _names_slurm_reads(topology: Topology) -> None:
+    """Every node, switch and block name is one plain name: Slurm expands a hostlist
+    where it finds one, so `gpu001,evil[1-9]` would add evil1..evil9 to a switch."""
+    groups = list(topology.blocks.values()) + list(topology.switches.values())
+    names = [g.name for g in groups] + [n for g in groups for n in getattr(g, "nodes", ())]
+    names += [child for switch in topology.switches.values() for child in switch.children]
+    for name in names:
+        if not formats.is_name(name):
+            raise TopologyError(f"{topology.source}: name {name!r} {formats.NAME_RULE}")
 
 
 def _no_node_twice(topology: Topology) -> None:

@@ -19,6 +19,7 @@ from itertools import compress
 from operator import itemgetter, not_
 from pathlib import Path
 
+from kiln import formats
 from kiln.files import read_text
 from kiln.topology.bulk import no_gc
 from kiln.topology.ibnetdiscover import Fabric, FabricNode, guid_of, normal_guid
@@ -142,6 +143,7 @@ def _named_hcas(
         is_odd = list(map(odd.__contains__, hosts))
         hcas = list(compress(rows, map(not_, is_odd)))
         internal = _read_odd(compress(zip(ids, descs, strict=True), is_odd), hcas, topology)
+    hcas = _with_plain_names(hcas, topology)
     if selection.guids:
         hcas = [hca for hca in hcas if guid_of(hca[2]) in selection.guids]
     devices = set(map(itemgetter(1), hcas))
@@ -150,6 +152,26 @@ def _named_hcas(
     if not hcas:
         raise TopologyError(f"{topology.source}: no HCA of a named host matches the selection")
     return hcas, internal
+
+
+def _with_plain_names(hcas: list[Hca], topology: Topology) -> list[Hca]:
+    """Drops, with a warning naming them, the HCAs whose host word is not a name Slurm
+    reads as one node (`gpu001,evil[1-9]` is a hostlist to Slurm): fabric text is
+    never written into topology.conf as it is. Skipped, as other HCAs no host owns
+    are, so one odd description does not stop a whole fabric's topology."""
+    odd = sorted(h for h in set(map(itemgetter(0), hcas)) if not formats.is_name(h))
+    if not odd:
+        return hcas
+    dropped = set(odd)
+    kept = [hca for hca in hcas if hca[0] not in dropped]
+    shown = ", ".join(repr(h) for h in odd[:8]) + (
+        f" and {len(odd) - 8} more" if len(odd) > 8 else ""
+    )
+    topology.warnings.append(
+        f"skipped {len(hcas) - len(kept)} HCAs whose host name is not a Slurm node name "
+        f"({shown}): names {formats.NAME_RULE}"
+    )
+    return kept
 
 
 def _read_odd(odd: Iterable[tuple[str, str]], hcas: list[Hca], topology: Topology) -> set[str]:

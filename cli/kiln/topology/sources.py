@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kiln import hostlist, yaml_input
+from kiln import formats, hostlist, yaml_input
 from kiln.files import read_text
 from kiln.topology.model import Block, Switch, Topology, TopologyError, safe_name
 
@@ -40,9 +40,7 @@ def from_labels(paths: dict[str, Any], source: str = "inventory labels") -> Topo
     return topology
 
 
-_NVLINK = re.compile(
-    r"^\s*(?P<host>[^\s:,]+)\s*[:,]\s*(?P<uuid>[^,]+?)\s*,\s*(?P<clique>[^,]+?)\s*$"
-)
+_NVLINK = re.compile(r"\s*(?P<host>[^\s:,]+)\s*[:,]\s*(?P<uuid>[^,]+?)\s*,\s*(?P<clique>[^,]+?)\s*")
 
 
 def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topology:
@@ -57,11 +55,16 @@ def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topolog
     for number, raw in enumerate(text.splitlines(), 1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
-        match = _NVLINK.match(raw)
+        match = _NVLINK.fullmatch(raw)
         if not match:
             raise TopologyError(
                 f"{label}:{number}: expected 'HOST: clusterUuid, cliqueId', "
                 f"got {raw.strip()[:80]!r}"
+            )
+        if not formats.is_name(match["host"]):
+            raise TopologyError(
+                f"{label}:{number}: host {match['host']!r} is not a Slurm node name: "
+                f"names {formats.NAME_RULE}"
             )
         domains[match["host"]].add((match["uuid"], match["clique"]))
         first_line.setdefault(match["host"], number)
@@ -107,6 +110,10 @@ def from_text(text: str, label: str) -> Topology:
     lines = []
     for name, body in data["switches"].items():
         body = body or {}
+        # Made into topology.conf lines below: a line break would make another line.
+        for text in [name, body.get("nodes", ""), *(body.get("switches") or [])]:
+            if why := formats.word(text) if text != "" else "":
+                raise TopologyError(f"{label}: switch {name!r}: {str(text)!r} {why}")
         if "nodes" in body:
             lines.append(f"SwitchName={name} Nodes={body['nodes']}")
         else:
@@ -129,7 +136,10 @@ def _from_conf(text: str, label: str) -> Topology:
                     fields["BlockName"], set(hostlist.expand(fields.get("Nodes", "")))
                 )
             elif "BlockSizes" in fields:
-                topology.block_sizes = [int(x) for x in fields["BlockSizes"].split(",")]
+                sizes = fields["BlockSizes"].split(",")
+                if not all(re.fullmatch(r"[0-9]+", size) for size in sizes):  # not "٣"
+                    raise ValueError(f"BlockSizes={fields['BlockSizes']}: expected numbers")
+                topology.block_sizes = [int(size) for size in sizes]
             elif "SwitchName" in fields:
                 name = fields["SwitchName"]
                 switch = Switch(name, 0, nodes=set(hostlist.expand(fields.get("Nodes", ""))))

@@ -47,7 +47,7 @@ class Request:
 def parse_duration(text: str) -> int:
     """'4h', '90m', '1h30m', '2d', '45s' -> seconds; anything else is a one-line error."""
     given = text.strip().lower()
-    parts = re.findall(r"(\d+)([smhd])", given)
+    parts = re.findall(r"([0-9]+)([smhd])", given)  # ASCII: \d and int() take "٣" too
     if not given or "".join(n + u for n, u in parts) != given:
         raise InputError(
             f"{text!r}: expected a length such as 4h, 90m, 1h30m or 2d (units s, m, h, d)"

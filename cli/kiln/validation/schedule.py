@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kiln import paths
+from kiln import formats, paths
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 
 if TYPE_CHECKING:  # kiln.inventory's checks import this module
@@ -76,7 +76,7 @@ def schedule_of(spec: "ClusterSpec") -> str:
 
 def _one_line(value: str, _groups: object = None) -> None:
     # It is written into a systemd unit: a second line would be a second setting.
-    if any(c in value for c in "\n\r\0"):
+    if formats.one_line(value):
         raise ValueError(
             f"{VARIABLE} {value!r}: must be one line, "
             f'a systemd OnCalendar expression such as "{DEFAULT_SCHEDULE}"'

@@ -36,7 +36,7 @@ MOUNT_CHECK = "/usr/local/sbin/kiln-mount-check"
 TREE_PACKAGE = "kiln_cold_import"
 # This run's directories on a mount: PREFIX + run id + "-" + node name, or + "-tree".
 WORK_PREFIX = ".kiln-validate-"
-SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 class ProbeError(Exception):
@@ -77,7 +77,7 @@ def fresh_dir(parent: str, name: str, account: Account) -> Path:
     """Make `parent/name` for this run alone: mode 0700, owned by `account`. Whatever
     is already there (a directory, a file, a symlink) was not made by this run and is
     refused; mkdir never follows a symlink in the last component."""
-    if not SAFE_NAME.match(name):
+    if not SAFE_NAME.fullmatch(name):
         raise ProbeError(f"unsafe directory name {name!r}")
     path = Path(parent) / name
     try:
@@ -597,7 +597,7 @@ def main() -> int:
         print(json.dumps(storage_work(Path(args.dir), json.loads(args.params))))
         return 0
     config = json.loads(args.config)
-    if not SAFE_NAME.match(str(config.get("run", "-"))):
+    if not SAFE_NAME.fullmatch(str(config.get("run", "-"))):
         parser.error(f"unsafe run id {config.get('run')!r}")
     result = storage(config) if args.command == "storage" else cold_import(config)
     out = Path(args.out)
@@ -607,7 +607,7 @@ def main() -> int:
 
 
 def run_id(text: str) -> str:
-    if not SAFE_NAME.match(text):
+    if not SAFE_NAME.fullmatch(text):
         raise argparse.ArgumentTypeError(f"unsafe run id {text!r}")
     return text
 

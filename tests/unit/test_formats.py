@@ -1,0 +1,103 @@
+"""kiln.formats: what each config file format Kiln writes lets a value hold. Each rule
+takes what real configurations use and refuses what would end a string, start a new
+setting or line, or be expanded; none accepts a value with a trailing newline ('$'
+matches before one, which is why every rule uses re.fullmatch)."""
+
+import argparse
+
+import pytest
+
+from kiln import formats
+from tests.node_scripts import node_probe
+
+TRAILING_NEWLINE = "\n"
+
+
+@pytest.mark.parametrize(
+    ("rule", "good", "bad"),
+    [
+        (
+            formats.url,
+            [
+                "http://mirror.site:3142",
+                "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+                "http://user:p%40ss@proxy:3128/",
+                "file:/srv/mirror",
+                "mirror+file:/etc/apt/mirrors.txt",
+            ],
+            [
+                'http://p:3142"; APT::Update::Pre-Invoke {"id"};',
+                "https://m/\nTrusted: yes",
+                "http://m/ http://evil/",
+                "",
+            ],
+        ),
+        (
+            formats.word,
+            ["/usr/sbin/reboot", "CR_Core_Memory", "bf_interval=30,bf_max_job_test=500", "1-0"],
+            ["a b", "a\tb", "x\nPrologSlurmctld=/x", 'a"b', "a#b", "a\\", ""],
+        ),
+        (
+            formats.autofs_word,
+            [":sshfs\\#backup\\:/dir", "nas:/home/&", "vers=4.2", "sec=krb5p"],
+            ["nas:/s\n/evil -fstype=nfs evil:/", "a b", 'a"b', "a\\", ""],
+        ),
+        (
+            formats.one_line,
+            ["4096 87380 16777216", "a\tb", "", "infinity"],
+            ["1\nkernel.y = 2", "1\r", "1\x00", "1\\"],
+        ),
+        (
+            formats.slurm_time,
+            ["INFINITE", "unlimited", "60", "30:00", "12:00:00", "2-0", "1-12:30", "7-00:00:00"],
+            ["1:00:00\nPrologSlurmctld=/x", "1 day", "1:2:3:4", "\u0663", "-1", ""],
+        ),
+        (
+            formats.slurm_key,
+            ["Prolog", "SchedulerParameters", "MaxTime"],
+            ["Prolog\n", "a=b", "Max Time", "_x", ""],
+        ),
+        (
+            formats.enroot_path,
+            [
+                "/var/lib/enroot/runtime/user-$(id -u)",
+                "/e/group-$(id -g)",
+                "${XDG_RUNTIME_DIR}/enroot",
+                "/e/${ENROOT_USER}",
+            ],
+            [
+                "/e/$(reboot)",
+                "/e/$(id -u; reboot)",
+                "/e/`id`",
+                "/e/$HOME",
+                "/e/../etc",
+                "/e/..",
+                "relative",
+                "/e/x y",
+            ],
+        ),
+        (
+            formats.enroot_value,
+            ["-comp lzo -noD", "yes", "16", "${HOME}/.config/enroot", ""],
+            ["-comp lzo; reboot", "$(reboot)", "`id`", "a|b", "a\nb", "'x'"],
+        ),
+    ],
+    ids=lambda v: getattr(v, "__name__", None),
+)
+def test_each_rule_takes_real_values_and_refuses_what_would_write_more(rule, good, bad):
+    assert [v for v in good if rule(v)] == []
+    refused = bad + [v + TRAILING_NEWLINE for v in good if v]
+    assert [v for v in refused if not rule(v)] == []
+
+
+def test_names_are_plain_ascii_names():
+    assert [formats.is_name(n) for n in ["gpu001", "a.b_c-d", "9x"]] == [True] * 3
+    refused = ["gpu001\n", "gpu 1", "gpu001,evil[1-9]", "-x", ".x", "gpu\u0663", "é", "", None, 5]
+    assert [n for n in refused if formats.is_name(n)] == []
+
+
+def test_the_node_probe_refuses_a_run_id_or_directory_name_with_a_trailing_newline():
+    """roles/validate/files/node_probe.py, which runs on the nodes as root."""
+    assert node_probe.run_id("20261123-1200-ab") == "20261123-1200-ab"
+    with pytest.raises(argparse.ArgumentTypeError, match="unsafe run id"):
+        node_probe.run_id("20261123-1200-ab\n")
