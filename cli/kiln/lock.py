@@ -16,13 +16,15 @@ from pathlib import Path
 
 from kiln import paths
 from kiln.errors import ExitCode, KilnError
+from kiln.files import cannot_write
 
 
 class Lock:
     """A held lock; `running` records the run id once the run has one."""
 
-    def __init__(self, fd: int, holder: dict[str, object]) -> None:
+    def __init__(self, fd: int, path: Path, holder: dict[str, object]) -> None:
         self._fd = fd
+        self._path = path
         self._holder = holder
         self._write()
 
@@ -31,8 +33,11 @@ class Lock:
         self._write()
 
     def _write(self) -> None:
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, json.dumps(self._holder).encode(), 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, json.dumps(self._holder).encode(), 0)
+        except OSError as exc:  # a full disk
+            raise cannot_write(self._path, exc) from None
 
 
 def lock_file(inventory: Path) -> Path:
@@ -44,8 +49,11 @@ def lock_file(inventory: Path) -> Path:
 def held(inventory: Path, command: str) -> Iterator[Lock]:
     """Hold the inventory's lock, or fail at once (exit 7) saying who holds it."""
     path = lock_file(inventory)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -58,7 +66,7 @@ def held(inventory: Path, command: str) -> Iterator[Lock]:
             "started": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         try:
-            yield Lock(fd, holder)
+            yield Lock(fd, path, holder)
         finally:
             os.ftruncate(fd, 0)
     finally:

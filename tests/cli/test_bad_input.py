@@ -7,6 +7,7 @@ Runs `kiln.cli.main` in this process, as the `kiln` script does, to keep the tab
 tests/cli/test_cli.py runs the real process for the same paths."""
 
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kiln import cli
+from kiln import cli, files
 from kiln.errors import ExitCode
 from tests.conftest import REPO, cluster_inventory
 
@@ -29,19 +30,31 @@ LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
 VAULT = "$ANSIBLE_VAULT;1.1;AES256\n61626364656667686970\n"
 
 
+class Hung(BaseException):
+    """Kiln did not answer in time (a read that waits forever): no handler catches it."""
+
+
+def _hung(signum, frame):
+    raise Hung("kiln did not return within 30 s")
+
+
 def kiln(argv: list[str], capsys) -> tuple[int, str, str]:
     """Run `kiln ARGV` as the script does; its exit code, stdout and stderr."""
     previous = signal.getsignal(signal.SIGTERM)
+    previous_alarm = signal.signal(signal.SIGALRM, _hung)
     old_argv = sys.argv
     sys.argv = ["kiln", *argv]
+    signal.alarm(30)
     try:
         cli.main()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     finally:
+        signal.alarm(0)
         sys.argv = old_argv
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGALRM, previous_alarm)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -178,14 +191,16 @@ def with_report(change: Callable[[dict], object]) -> Callable[[Path], list[str]]
     return setup
 
 
-def with_run(record: dict | None = None, event: object = None) -> Callable[[Path], list[str]]:
-    """A kept ansible run: its record, and one job event."""
+def with_run(
+    record: dict | None = None, event: object = None, events: list[dict] | None = None
+) -> Callable[[Path], list[str]]:
+    """A kept ansible run: its record, and one job event (or EVENTS)."""
 
     def setup(tmp: Path) -> list[str]:
         run = "20261123-120000-site-abcd"
         folder = tmp / "state" / "runs" / run
-        events = folder / "artifacts" / "ansible" / "job_events"
-        events.mkdir(parents=True)
+        folder_of_events = folder / "artifacts" / "ansible" / "job_events"
+        folder_of_events.mkdir(parents=True)
         good = {
             "run": run,
             "playbook": "site.yml",
@@ -196,10 +211,32 @@ def with_run(record: dict | None = None, event: object = None) -> Callable[[Path
         }
         (folder / "kiln.json").write_text(json.dumps(record if record is not None else good))
         body = event if event is not None else {"counter": 1, "event": "playbook_on_start"}
-        (events / "1-x.json").write_text(json.dumps(body))
+        for number, each in enumerate(events or [body], 1):
+            (folder_of_events / f"{number}-x.json").write_text(json.dumps(each))
         return ["runs", "show", run]
 
     return setup
+
+
+def slowest_of(**data) -> Callable[[Path], list[str]]:
+    """`kiln runs show --slowest` of a run whose one host result has these fields."""
+    event = {
+        "counter": 1,
+        "event": "runner_on_ok",
+        "event_data": {
+            "host": "gpu001",
+            "task": "Install",
+            "task_uuid": "0242ac11-0002-0001",
+            "start": "2026-11-23T12:00:00+00:00",
+            "end": "2026-11-23T12:00:05+00:00",
+            "duration": 5.0,
+            **data,
+        },
+    }
+    return lambda tmp: [*with_run(event=event)(tmp), "--slowest", "3"]
+
+
+EVENT_FILE = "{tmp}/state/runs/20261123-120000-site-abcd/artifacts/ansible/job_events/1-x.json"
 
 
 def profile(text: str | bytes) -> Callable[[Path], list[str]]:
@@ -238,6 +275,57 @@ def with_name_map(path: str) -> list[str]:
 def nccl_with(old: str, new: str) -> Callable[[Path], list[str]]:
     text = NCCL_TEXT.read_text().replace(old, new)
     return with_file("nccl.txt", text, lambda p: ["judge", "nccl-tests", p])
+
+
+def irregular(kind: str, name: str | None = None) -> Callable[[Path], Path]:
+    """A path that is not a regular file: a FIFO (nobody writes to it: a read would wait
+    forever), an endless device, a directory, or a sparse file over Kiln's read limit."""
+
+    def make(tmp: Path) -> Path:
+        if kind == "device":
+            return Path("/dev/zero")
+        path = tmp / (name or kind)
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "dir":
+            path.mkdir()
+        else:
+            with path.open("wb") as out:
+                out.truncate(files.MAX_INPUT_BYTES + 1)
+        return path
+
+    return make
+
+
+def given(kind: str, argv: Callable[[str], list[str]]) -> Callable[[Path], list[str]]:
+    return lambda tmp: argv(str(irregular(kind)(tmp)))
+
+
+def inventory_with_fifo(rel: str) -> Callable[[Path], list[str]]:
+    def setup(tmp: Path) -> list[str]:
+        directory = inventory(tmp)
+        (directory / rel).parent.mkdir(exist_ok=True)
+        (directory / rel).unlink(missing_ok=True)
+        os.mkfifo(directory / rel)
+        return ["inventory", "check", "-i", str(directory)]
+
+    return setup
+
+
+def not_regular(path: str, kind: str) -> str:
+    return f"kiln: error: {path}: cannot read: {kind}, not a regular file"
+
+
+def judge_file(path: str) -> list[str]:
+    return ["judge", "nccl-tests", path]
+
+
+def from_dump(path: str) -> list[str]:
+    return ["topology", "generate", "--from", "ibnetdiscover", path]
+
+
+def generate_into(path: str) -> Callable[[Path], list[str]]:
+    return lambda tmp: [*from_dump(str(DUMP)), "-o", path.format(tmp=tmp)]
 
 
 # --- the table ---------------------------------------------------------------------------
@@ -793,20 +881,20 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ),
     # Inventories: values that land in config files (kiln.formats), each a whole line
     *[
-        (f"inv-config-{label}", all_vars(data), BAD, f"kiln: error: {where}: {message}\n")
+        (f"inv-config-{label}", all_vars(data), BAD, f"kiln: error: {where}: {message}")
         for label, data, where, message in CONFIG_VALUES
     ],
     # Inventories: every checked name and version with a trailing newline ('$' matches
     # before one; re.fullmatch does not)
     *[
-        (f"inv-newline-{label}", all_vars(data), BAD, f"kiln: error: {where}: {message}\n")
+        (f"inv-newline-{label}", all_vars(data), BAD, f"kiln: error: {where}: {message}")
         for label, data, where, message in TRAILING_NEWLINES
     ],
     (
         "inv-newline-host",
         unsafe_host("gpu001\n"),
         BAD,
-        "kiln: error: host 'gpu001\\n': names may hold only letters, digits, '.', '_' and '-'\n",
+        "kiln: error: host 'gpu001\\n': names may hold only letters, digits, '.', '_' and '-'",
     ),
     (
         "inv-newline-variable-name",
@@ -945,13 +1033,13 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         burn_in("--duration", "\u0663h"),
         BAD,
         "kiln: error: --duration '\u0663h': expected a length such as 4h, 90m, 1h30m or 2d "
-        "(units s, m, h, d)\n",
+        "(units s, m, h, d)",
     ),
     (
         "validate-nodes-non-ascii-digit",
         validate("--nodes", f"gpu[{ARABIC}]"),
         BAD,
-        f"kiln: error: --nodes 'gpu[{ARABIC}]': bad range '{ARABIC}' in hostlist 'gpu[{ARABIC}]'\n",
+        f"kiln: error: --nodes 'gpu[{ARABIC}]': bad range '{ARABIC}' in hostlist 'gpu[{ARABIC}]'",
     ),
     (
         "runs-last-non-ascii-digit",
@@ -1294,7 +1382,137 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("runs-event-not-object", with_run(event=[1, 2]), BAD, "not an ansible-runner job event"),
     ("runs-last-negative", lambda t: ["runs", "list", "--last", "-1"], BAD, "-1"),
     ("runs-last-zero", lambda t: ["runs", "list", "--last", "0"], BAD, "0"),
+    (
+        "runs-slowest-duration-text",
+        slowest_of(duration="5.0"),
+        BAD,
+        f"kiln: error: {EVENT_FILE}: not an ansible-runner job event"
+        " (event_data.duration: Input should be a valid number)",
+    ),
+    (
+        "runs-slowest-task-uuid-list",
+        slowest_of(task_uuid=["0242ac11-0002-0001"]),
+        BAD,
+        f"kiln: error: {EVENT_FILE}: not an ansible-runner job event"
+        " (event_data.task_uuid: Input should be a valid string)",
+    ),
+    (
+        "runs-slowest-end-not-a-time",
+        slowest_of(end="soon"),
+        BAD,
+        f"kiln: error: {EVENT_FILE}: not an ansible-runner job event"
+        " (event_data.end: Input should be a valid datetime or date, input is too short)",
+    ),
     ("runs-slowest-zero", lambda t: ["runs", "show", "--slowest", "0"], BAD, "0"),
+    # files given on the command line that are not regular files, or too large
+    ("judge-fifo", given("fifo", judge_file), BAD, not_regular("{tmp}/fifo", "a FIFO")),
+    (
+        "judge-device",
+        given("device", judge_file),
+        BAD,
+        not_regular("/dev/zero", "a character device"),
+    ),
+    ("judge-directory", given("dir", judge_file), BAD, not_regular("{tmp}/dir", "a directory")),
+    (
+        "judge-over-limit",
+        given("huge", judge_file),
+        BAD,
+        "kiln: error: {tmp}/huge: cannot read: over 1 GiB (Kiln's limit for a file)",
+    ),
+    (
+        "judge-profile-fifo",
+        given("fifo", lambda p: [*judge_file(str(NCCL_TEXT)), "--profile", p]),
+        BAD,
+        not_regular("profile {tmp}/fifo", "a FIFO"),
+    ),
+    ("inv-hosts-fifo", inventory_with_fifo("hosts.yml"), BAD, not_regular("hosts.yml", "a FIFO")),
+    (
+        "inv-vars-fifo",
+        inventory_with_fifo("group_vars/all.yml"),
+        BAD,
+        not_regular("group_vars/all.yml", "a FIFO"),
+    ),
+    (
+        "inv-device",
+        given("device", lambda p: ["inventory", "check", "-i", p]),
+        BAD,
+        not_regular("zero", "a character device"),
+    ),
+    (
+        "inv-diff-fifo",
+        lambda t: ["inventory", "diff", str(irregular("fifo")(t)), str(inventory(t))],
+        BAD,
+        not_regular("fifo", "a FIFO"),
+    ),
+    (
+        "run-extravar-fifo",
+        lambda t: provision("-e", f"@{irregular('fifo')(t)}")(t),
+        BAD,
+        not_regular("-e @{tmp}/fifo", "a FIFO"),
+    ),
+    ("topo-dump-fifo", given("fifo", from_dump), BAD, not_regular("{tmp}/fifo", "a FIFO")),
+    (
+        "topo-name-map-device",
+        given("device", with_name_map),
+        BAD,
+        not_regular("/dev/zero", "a character device"),
+    ),
+    (
+        "topo-file-fifo",
+        given("fifo", lambda p: ["topology", "generate", "--from", "file", p]),
+        BAD,
+        not_regular("{tmp}/fifo", "a FIFO"),
+    ),
+    (
+        "accounting-load-fifo",
+        lambda t: [
+            "accounting",
+            "load",
+            "-i",
+            str(inventory(t, files=ACCOUNTING)),
+            str(irregular("fifo")(t)),
+        ],
+        BAD,
+        not_regular("{tmp}/fifo", "a FIFO"),
+    ),
+    (
+        "report-show-fifo",
+        lambda t: ["report", "show", str(irregular("fifo", "report.json")(t))],
+        BAD,
+        not_regular("{tmp}/report.json", "a FIFO"),
+    ),
+    # output files (-o): the directory must exist, checked before any work
+    (
+        "topo-output-no-directory",
+        generate_into("{tmp}/none/topology.conf"),
+        BAD,
+        "kiln: error: -o {tmp}/none/topology.conf: no directory {tmp}/none",
+    ),
+    (
+        "topo-output-is-directory",
+        generate_into("{tmp}"),
+        BAD,
+        "kiln: error: -o {tmp}: is a directory; name a file",
+    ),
+    (
+        "report-output-no-directory",
+        lambda t: ["report", "show", "latest", "-o", str(t / "none" / "r.html")],
+        BAD,
+        "kiln: error: -o {tmp}/none/r.html: no directory {tmp}/none",
+    ),
+    (
+        "accounting-dump-output-no-directory",
+        lambda t: [
+            "accounting",
+            "dump",
+            "-i",
+            str(inventory(t, files=ACCOUNTING)),
+            "-o",
+            str(t / "none" / "a.json"),
+        ],
+        BAD,
+        "kiln: error: -o {tmp}/none/a.json: no directory {tmp}/none",
+    ),
     # lab
     ("lab-bad-name", lambda t: ["lab", "status", "--name", "a;b"], BAD, "a;b"),
     (
@@ -1302,14 +1520,14 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         lambda t: ["lab", "status", "--name", "lab\u0663"],
         BAD,
         "kiln: error: lab name 'lab\u0663': use up to 20 letters, digits and '-', starting with "
-        "a letter\n",
+        "a letter",
     ),
     (
         "lab-name-newline",
         lambda t: ["lab", "status", "--name", "lab\n"],
         BAD,
         "kiln: error: lab name 'lab\\n': use up to 20 letters, digits and '-', starting with a "
-        "letter\n",
+        "letter",
     ),
 ]
 
@@ -1330,7 +1548,11 @@ def test_bad_input(setup, code, message, tmp_path, monkeypatch, capsys):
         assert len(lines) == 1, err
     else:  # Click's usage errors: its usual few lines, the error last
         assert lines[-1].startswith("Error:"), err
-    assert message in err, err
+    message = message.replace("{tmp}", str(work))
+    if message.startswith("kiln: error:"):
+        assert err == message + "\n"
+    else:
+        assert message in err, err
     # Nothing ran: no ansible run was started for any of these.
     assert not (work / "state" / "runs").exists() or argv[:1] == ["runs"]
 

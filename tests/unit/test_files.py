@@ -1,12 +1,15 @@
-"""kiln.files and the modes of Kiln's state: whole files or none, owner-only."""
+"""kiln.files: what operators give is read only from regular files, within a bound;
+Kiln's state is written whole or not at all, owner-only."""
 
 import errno
 import os
+import socket
+from pathlib import Path
 
 import pytest
 
 from kiln import files, paths
-from kiln.errors import ExitCode, KilnError
+from kiln.errors import ExitCode, InputError, KilnError
 
 
 def test_a_write_is_whole_and_private(tmp_path):
@@ -38,3 +41,142 @@ def test_a_full_disk_keeps_the_old_file_and_says_so(tmp_path, monkeypatch):
 def test_the_state_directory_is_made_owner_only(tmp_path, monkeypatch):
     monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
     assert oct(paths.state_dir().stat().st_mode & 0o777) == "0o700"
+
+
+# --- reading what operators give ---------------------------------------------------------
+
+
+def test_a_regular_file_is_read_whole(tmp_path):
+    path = tmp_path / "nccl.txt"
+    path.write_bytes(b"# nThread 1\n\xff\n")
+    assert files.read_text(path, errors="replace") == "# nThread 1\n\ufffd\n"
+    with pytest.raises(InputError) as info:
+        files.read_text(path)
+    assert info.value.message == f"{path}: not a text file (byte 12 is not UTF-8)"
+
+
+def _socket(path):
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    return server
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [
+        (lambda p: os.mkfifo(p), "a FIFO"),
+        (lambda p: p.mkdir(), "a directory"),
+        (_socket, "a socket"),
+        (lambda p: p.symlink_to("/dev/zero"), "a character device"),
+    ],
+)
+def test_what_is_not_a_regular_file_is_refused_unread(tmp_path, make, kind):
+    path = tmp_path / "given"
+    kept = make(path)
+    with pytest.raises(InputError) as info:
+        files.read_text(path, "given")
+    assert info.value.message == f"given: cannot read: {kind}, not a regular file"
+    if kept:
+        kept.close()
+
+
+def test_a_fifo_swapped_in_after_the_check_is_refused_without_waiting(tmp_path, monkeypatch):
+    """Between the stat and the open, the regular file became a FIFO: O_NONBLOCK opens it
+    without waiting for a writer, and fstat refuses it."""
+    path = tmp_path / "given"
+    path.write_text("x")
+    real_open = os.open
+
+    def swapped(name, flags, *args):
+        path.unlink()
+        os.mkfifo(path)
+        return real_open(name, flags, *args)
+
+    monkeypatch.setattr(os, "open", swapped)
+    with pytest.raises(InputError) as info:
+        files.read_text(path, "given")
+    assert info.value.message == "given: cannot read: a FIFO, not a regular file"
+
+
+def test_a_file_over_the_limit_is_refused_by_its_size_or_as_it_is_read(tmp_path, monkeypatch):
+    huge = tmp_path / "huge"
+    with huge.open("wb") as out:
+        out.truncate(files.MAX_INPUT_BYTES + 1)  # sparse: nothing is written
+    with pytest.raises(InputError) as info:
+        files.read_text(huge, "huge")
+    assert info.value.message == "huge: cannot read: over 1 GiB (Kiln's limit for a file)"
+    # /proc files say they are empty: the read itself stops at the limit.
+    monkeypatch.setattr(files, "MAX_INPUT_BYTES", 10)
+    assert os.stat("/proc/self/status").st_size == 0
+    with pytest.raises(InputError) as info:
+        files.read_text(Path("/proc/self/status"), "status")
+    assert info.value.message == "status: cannot read: over 10 bytes (Kiln's limit for a file)"
+
+
+def test_a_missing_file_says_so(tmp_path):
+    with pytest.raises(InputError) as info:
+        files.read_text(tmp_path / "nope", "nope")
+    assert info.value.message == "nope: cannot read: No such file or directory"
+
+
+# --- output files the operator names (-o) -----------------------------------------------
+
+
+def test_an_output_file_is_written_whole_with_the_umask_mode(tmp_path):
+    out = tmp_path / "topology.conf"
+    old = os.umask(0o027)
+    try:
+        files.write_output(out, "first\n")
+        files.write_output(out, "second\n")
+    finally:
+        os.umask(old)
+    assert out.read_text() == "second\n"
+    assert oct(out.stat().st_mode & 0o777) == "0o640"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["topology.conf"]
+
+
+def test_an_output_through_a_link_replaces_the_file_it_points_to(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "topology.conf").write_text("old\n")
+    (tmp_path / "topology.conf").symlink_to(tmp_path / "real" / "topology.conf")
+    files.write_output(tmp_path / "topology.conf", "new\n")
+    assert (tmp_path / "topology.conf").is_symlink()
+    assert (tmp_path / "real" / "topology.conf").read_text() == "new\n"
+
+
+def test_an_output_needs_its_directory(tmp_path):
+    with pytest.raises(InputError) as info:
+        files.output_path(tmp_path / "none" / "x.html")
+    assert info.value.message == f"-o {tmp_path}/none/x.html: no directory {tmp_path}/none"
+    with pytest.raises(InputError) as info:
+        files.output_path(tmp_path)
+    assert info.value.message == f"-o {tmp_path}: is a directory; name a file"
+
+
+def test_an_output_on_a_full_disk_keeps_the_old_file(tmp_path, monkeypatch):
+    out = tmp_path / "report.html"
+    out.write_text("old")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(KilnError) as info:
+        files.write_output(out, "new")
+    assert (info.value.message, info.value.exit_code) == (
+        f"cannot write {out}: no space left on the device",
+        ExitCode.FAILED,
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+    assert out.read_text() == "old"
+
+
+def test_a_state_directory_that_cannot_be_made_names_the_file(tmp_path, monkeypatch):
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "mkdir", full)
+    with pytest.raises(KilnError) as info:
+        files.write_private(tmp_path / "runs" / "x" / "kiln.json", "{}")
+    message = f"cannot write {tmp_path}/runs/x/kiln.json: no space left on the device"
+    assert info.value.message == message

@@ -343,3 +343,40 @@ def test_ansible_is_given_what_kiln_checked(write_inventory):
     one = inventory.load(directory / "hosts.yml")
     assert (one.source, one.path) == (directory / "hosts.yml", directory)
     assert "ghost" not in one.hosts
+
+
+def test_hosts_of_the_same_groups_are_judged_once(write_inventory, monkeypatch):
+    """A rack written as a host range shares one dict of variables, and each role's
+    settings are judged once per dict: a 1,000,000-host inventory is judged per rack,
+    not per host (docs/performance.md)."""
+    from kiln import gpu
+
+    judged = []
+    real = gpu.settings_problems
+    monkeypatch.setattr(gpu, "settings_problems", lambda s: judged.append(s) or real(s))
+    racks = {f"rack{r}": {"hosts": {f"gpu[{r}000:{r}499]": None}} for r in (1, 2, 3)}
+    racks["rack3"]["hosts"]["gpu3500"] = {"nvidia_driver_version": "550"}
+    hosts = cluster_inventory(compute=())
+    hosts["all"]["children"]["slurm_compute"] = {"children": racks}
+    spec = inventory.load(write_inventory(hosts))
+    assert len(spec.group("slurm_compute")) == 1501
+    assert spec.hosts["gpu1000"].vars is spec.hosts["gpu1499"].vars
+    assert spec.hosts["gpu3000"].vars is not spec.hosts["gpu3500"].vars
+    assert judged == [{}, {}, {}, {"version": "550"}]  # three racks, and gpu3500's own
+
+
+def test_only_what_aliases_add_is_bounded(monkeypatch):
+    """A long document is bounded by its file's size; aliases may add at most MAX_NODES
+    values (here 1,000): a hosts.yml listing 300,000 hosts with their addresses, over
+    1,000,000 values as written, is read."""
+    monkeypatch.setattr(yaml_input, "MAX_NODES", 1000)
+    long = "".join(f"gpu{i:04d}: {{ansible_host: 10.0.{i // 256}.{i % 256}}}\n" for i in range(600))
+    assert len(yaml_input.parse(long, "long")) == 600  # 2,401 values as written
+    shared = "base: &base {a: 1, b: 2}\n" + "".join(f"h{i}: *base\n" for i in range(150))
+    assert len(yaml_input.parse(shared, "shared")) == 151  # the aliases add 150 x 5
+    more = "base: &base {a: 1, b: 2, c: 3, d: 4}\n" + "".join(f"h{i}: *base\n" for i in range(150))
+    with pytest.raises(InputError) as info:
+        yaml_input.parse(more, "more")
+    assert info.value.message == (
+        "more: aliases expand to over 1,000 values; refused (a 'billion laughs' document?)"
+    )

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from kiln import inventory, lock
+from kiln import files, inventory, lock
 from kiln.commands import inventory_option
 from kiln.run import display
 
@@ -29,6 +29,7 @@ def dump(inventory_path: Path | None, output: Path) -> None:
     4 when the controller failed or was unreachable."""
     from kiln import accounting as accounting_lib
 
+    files.output_path(output)
     spec = inventory.load(inventory_path)
     with lock.held(spec.path, "kiln accounting dump"):
         found = accounting_lib.dump(spec, display.for_people)

@@ -6,7 +6,6 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from kiln import inventory as inventory_model
 from kiln.commands import inventory_option
@@ -41,21 +40,16 @@ def check(inventory_path: Path | None, json_mode: bool) -> None:
     console = Console(highlight=False)
     for warning in spec.warnings:
         console.print(f"[yellow]warning[/yellow]: {escape(warning)}")
-    table = Table(title=escape(f"inventory {spec.path}: valid"), box=None)
-    for column in ("host", "address", "kiln roles", "groups"):
-        table.add_column(column)
-    for name, host in spec.hosts.items():
-        cells = (
-            name,
-            host.address,
-            ", ".join(spec.kiln_roles(name)) or "-",
-            ", ".join(host.groups),
-        )
-        table.add_row(*map(escape, cells))
-    console.print(table)
-    console.print(", ".join(f"{g}: {len(h)}" for g, h in spec.groups.items()))
+    rows = [("host", "address", "kiln roles", "groups")]
+    rows += [
+        (name, host.address, ", ".join(spec.kiln_roles(name)) or "-", ", ".join(host.groups))
+        for name, host in spec.hosts.items()
+    ]
+    # Plain text, never markup: host names and addresses are the operator's.
+    click.echo("\n".join([f"inventory {spec.path}: valid", *display.columns(rows)]))
+    click.echo(", ".join(f"{g}: {len(h)}" for g, h in spec.groups.items()))
     for name in spec.unchecked:
-        console.print(f"not checked (ansible-vault; Ansible decrypts it): {escape(name)}")
+        click.echo(f"not checked (ansible-vault; Ansible decrypts it): {name}")
 
 
 @inventory_group.command("diff")

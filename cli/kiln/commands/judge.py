@@ -8,6 +8,7 @@ import click
 
 from kiln.errors import ExitCode
 from kiln.report import model, write
+from kiln.run import display
 from kiln.validation import nccl_judge, nccl_tests, profiles
 from kiln.validation.verdicts import Verdict, fmt
 
@@ -70,9 +71,8 @@ def _print(results: list[nccl_judge.Result], profile: profiles.Profile | None) -
         )
         shape = f"{r.ranks or '?'}/{r.nodes or '?'}"
         rows.append((r.source, r.collective or "?", shape, best, largest, r.verdict.value.upper()))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    for line in display.columns(rows):
+        click.echo(line)
     for r in results:
         for line in r.reasons:
             click.echo(f"{r.verdict.value.upper()} {r.source}: {line}")

@@ -1,9 +1,11 @@
 """`kiln report list | show | compare`: validation reports kept by `kiln validate`."""
 
 import sys
+from pathlib import Path
 
 import click
 
+from kiln import files
 from kiln.report import compare as comparing
 from kiln.report import model, terminal
 from kiln.run import display
@@ -53,6 +55,8 @@ def show(run: str, kind: str, output: str | None) -> None:
     """Re-render one run (an id, a unique prefix, `latest`, or a report.json)."""
     from kiln.report import html, junit, markdown
 
+    if output:
+        files.output_path(Path(output))
     found = model.load(run)
     if kind == "terminal" and not output:
         terminal.show(found)
@@ -66,8 +70,7 @@ def show(run: str, kind: str, output: str | None) -> None:
         }
         text = renderers[kind](found)
         if output:
-            with open(output, "w") as handle:
-                handle.write(text)
+            files.write_output(Path(output), text)
         else:
             click.echo(text, nl=False)
     sys.exit(int(found.exit_code))

@@ -74,7 +74,7 @@ def show(run: str, json_mode: bool, slowest: int | None) -> None:
         for column in ("seconds", "task", "hosts", "slowest host"):
             table.add_column(column, overflow="fold")
         for t in tasks:
-            slow = f"{t.slowest_host} ({t.slowest_seconds:.1f}s)"
+            slow = f"{escape(t.slowest_host)} ({t.slowest_seconds:.1f}s)"
             table.add_row(f"{t.seconds:.1f}", escape(t.task), str(t.hosts), slow)
         width = None if sys.stdout.isatty() else 200
         Console(highlight=False, width=width).print(table)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from kiln import inventory
+from kiln import files, inventory
 from kiln.commands import Whole, stack
 from kiln.errors import InputError
 from kiln.topology import checks
@@ -100,6 +100,8 @@ def topology() -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here, not stdout.")
 def generate_command(fmt: str, output: Path | None, **options) -> None:
     """Print (or write) the topology, with a summary on stderr."""
+    if output:
+        files.output_path(output)
     topo = generate(_request(**options))
     try:
         text = render(topo, fmt)
@@ -108,7 +110,7 @@ def generate_command(fmt: str, output: Path | None, **options) -> None:
             raise InputError(f"{exc.message}: use --format block") from None
         raise
     if output:
-        output.write_text(text)
+        files.write_output(output, text)
     else:
         click.echo(text, nl=False)
     _summary(topo)

@@ -141,15 +141,21 @@ def _settings_problems(
     one line per problem, naming the hosts it applies to."""
     hosts_by_problem: dict[str, list[str]] = {}
     hosts = dict.fromkeys(host for group in groups for host in spec.group(group))
+    # Hosts of the same groups share one dict of variables (kiln.inventory.reader):
+    # each dict is judged once, so a 1,000,000-host range costs one judgement per rack.
+    judged: dict[int, list[str]] = {}
     for host in hosts:
-        settings = {
-            name.removeprefix(prefix): value
-            for name, value in spec.hosts[host].vars.items()
-            if name.startswith(prefix)
-        }
-        if any(argspec.is_template(v) or argspec.is_opaque(v) for v in settings.values()):
-            continue  # Ansible resolves it; the role checks again
-        for problem in problems_of(settings):
+        variables = spec.hosts[host].vars
+        if id(variables) not in judged:
+            settings = {
+                name.removeprefix(prefix): value
+                for name, value in variables.items()
+                if name.startswith(prefix)
+            }
+            opaque = any(argspec.is_template(v) or argspec.is_opaque(v) for v in settings.values())
+            # A value Ansible resolves (a template, a vault) is the role's to check again.
+            judged[id(variables)] = [] if opaque else problems_of(settings)
+        for problem in judged[id(variables)]:
             hosts_by_problem.setdefault(problem, []).append(host)
     return [f"{hostlist.compress(hosts)}: {problem}" for problem, hosts in hosts_by_problem.items()]
 

@@ -129,11 +129,12 @@ def diff(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
     # Values that differ host by host (addresses, labels): compared on the hosts both keep.
     per_host = {n for n, c in _in_effect(before, list(before.hosts)).items() if c == PER_HOST}
     per_host |= {n for n, c in _in_effect(after, list(after.hosts)).items() if c == PER_HOST}
+    said_for = {g.group: g.variables for g in found}  # not `found`, which grows per host
     for host in sorted(set(before.hosts) & set(after.hosts), key=hostlist.sort_key):
         result = GroupDiff(f"host {host}")
         old_vars, new_vars = before.hosts[host].vars, after.hosts[host].vars
         member = {"all", *before.hosts[host].groups, *after.hosts[host].groups}
-        said = [c for g in found if g.group in member for c in g.variables]
+        said = [c for g in member for c in said_for.get(g, [])]
         for name in sorted(per_host):
             old, new = old_vars.get(name), new_vars.get(name)
             change = _change(name, old, new, catalogue)

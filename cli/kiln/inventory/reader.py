@@ -51,7 +51,7 @@ def _find_sources(path: Path) -> tuple[Path, list[Path]]:
     # Absolute from here on: ansible-runner takes a relative string that names no file
     # in its own working directory as inline inventory content (one host named so).
     named, path = path, path.absolute()
-    if path.is_file():
+    if not path.is_dir():  # a file; the reader refuses what is not a regular one
         return path, [path]
     sources = _sources_in(path, path)
     if not sources:
@@ -154,8 +154,9 @@ def _read(base: Path, sources: list[Path]) -> _Loaded:
     groups["all"] = _Group("all")
     for source in sources:
         label = str(source.relative_to(base)) if source.is_relative_to(base) else str(source)
+        text = read_text(source, label)  # a file that cannot be read says so, INI or not
         try:
-            data = yaml_input.load(source, label)
+            data = yaml_input.parse(text, label)
         except InputError:
             if source.suffix:
                 raise
@@ -183,7 +184,7 @@ def _read(base: Path, sources: list[Path]) -> _Loaded:
 def _vars_files(directory: Path, name: str) -> list[Path]:
     """group_vars/NAME.yml, NAME.yaml, NAME, or every YAML file under NAME/."""
     found = [directory / f"{name}{ext}" for ext in (".yml", ".yaml", "")]
-    found = [p for p in found if p.is_file()]
+    found = [p for p in found if p.exists() and not p.is_dir()]  # the reader refuses a FIFO
     if (directory / name).is_dir():
         found += sorted(p for p in (directory / name).rglob("*") if p.suffix in (".yml", ".yaml"))
     return found
@@ -199,7 +200,7 @@ def _read_vars_dirs(base: Path, loaded: _Loaded) -> None:
         directory = base / kind
         if not directory.is_dir():
             continue
-        names = {p.stem if p.is_file() else p.name for p in directory.iterdir()}
+        names = {p.name if p.is_dir() else p.stem for p in directory.iterdir()}
         for stray in sorted(names - set(targets)):
             what = "group" if kind == "group_vars" else "host"
             loaded.warnings.append(
@@ -269,22 +270,28 @@ def _ancestry(groups: dict[str, _Group]) -> tuple[dict[str, int], dict[str, set[
 
 
 def _build_spec(source: Path, directory: Path, loaded: _Loaded) -> ClusterSpec:
+    """Each host's variables merged as Ansible merges them (shallower groups first, then
+    by name; host variables last), and each group's hosts. Each host is visited once and
+    only its own groups with it: linear in hosts times the groups of each. Hosts of the
+    same groups without variables of their own share one merged dict (a rack written as
+    a host range: one dict, not one per host)."""
     depth, host_groups = _ancestry(loaded.groups)
-    order = sorted(loaded.groups, key=lambda g: (depth.get(g, 0), g))
+    rank = {g: (depth.get(g, 0), g) for g in loaded.groups}
     hosts: dict[str, Host] = {}
-    for host in sorted(host_groups):
-        merged: dict[str, Any] = {}
-        for group in order:
-            if group in host_groups[host]:
-                merged.update(loaded.groups[group].vars)
-        merged.update(loaded.host_vars.get(host, {}))
-        member_of = sorted(host_groups[host] - {"all"})
+    groups: dict[str, list[str]] = {name: [] for name in sorted(loaded.groups) if name != "all"}
+    by_groups: dict[frozenset[str], dict[str, Any]] = {}
+    for host in sorted(host_groups):  # so each group's list comes out sorted
+        member = frozenset(host_groups[host])
+        if member not in by_groups:
+            by_groups[member] = {}
+            for group in sorted(member, key=rank.__getitem__):
+                by_groups[member].update(loaded.groups[group].vars)
+        own = loaded.host_vars.get(host)
+        merged = {**by_groups[member], **own} if own else by_groups[member]
+        member_of = sorted(member - {"all"})
+        for group in member_of:
+            groups[group].append(host)
         hosts[host] = Host(name=host, groups=member_of, vars=merged)
-    groups = {
-        name: sorted(h for h, member in host_groups.items() if name in member)
-        for name in sorted(loaded.groups)
-        if name != "all"
-    }
     return ClusterSpec(
         path=directory,
         source=source,
@@ -299,6 +306,6 @@ def read(path: Path | str | None = None) -> tuple[ClusterSpec, list[Definition]]
     """The inventory at `path` (default: $KILN_INVENTORY, else the lab) as Ansible reads
     it, and every variable as written."""
     source, sources = _find_sources(Path(path) if path else paths.default_inventory())
-    directory = source.parent if source.is_file() else source
+    directory = source if source.is_dir() else source.parent
     loaded = _read(directory, sources)
     return _build_spec(source, directory, loaded), loaded.definitions

@@ -149,7 +149,7 @@ def directory(report_id: str) -> Path:
 def load(report_id: str) -> Report:
     """A run by id, unique id prefix, 'latest', or the path of a report.json."""
     given = Path(report_id)
-    if given.name == REPORT_FILE and given.is_file():
+    if given.name == REPORT_FILE and given.exists():  # the reader refuses a FIFO
         path = given
     else:
         base = paths.state_dir() / "validations"

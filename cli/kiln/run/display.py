@@ -137,6 +137,15 @@ def emit_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=False))
 
 
+def columns(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as lines of left-aligned columns, two spaces apart: plain text, so a table
+    of 100,000 hosts prints in a fraction of a second (a Rich table took some 40 s)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
 def run_summary(summary: RunSummary, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=True)
     # Everything here comes from Ansible and the nodes: text, never markup.

@@ -7,7 +7,10 @@ The same accumulator serves the live display while a run is going and
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from kiln import redact
 from kiln.errors import ExitCode
@@ -121,6 +124,45 @@ def failure_message(result: dict[str, Any]) -> str:
 
 def _connection_failed(match: re.Match[str]) -> str:
     return "Failed to connect to the host" + (" via ssh: " if match.group(1) else ": ")
+
+
+def _utc(when: datetime) -> datetime:
+    # ansible-runner writes UTC; older releases wrote it without saying so.
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+class EventData(BaseModel):
+    """The fields of a job event that Kiln reads, with their types: a kept event that
+    has another type there is refused whole, naming the file and the field."""
+
+    model_config = ConfigDict(extra="allow")
+    host: str | None = None
+    remote_addr: str | None = None
+    task: str = ""
+    task_uuid: str | None = None
+    role: str | None = None
+    play: str = ""
+    res: dict[str, Any] | None = None
+    ignore_errors: bool | None = None
+    # A host's result: when its task started and ended there, and the seconds between.
+    start: Annotated[datetime, AfterValidator(_utc)] | None = None
+    end: Annotated[datetime, AfterValidator(_utc)] | None = None
+    duration: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = None
+    # playbook_on_stats: host -> count
+    ok: dict[str, int] | None = None
+    changed: dict[str, int] | None = None
+    failures: dict[str, int] | None = None
+    dark: dict[str, int] | None = None
+    skipped: dict[str, int] | None = None
+
+
+class JobEvent(BaseModel):
+    """One ansible-runner job event (job_events/N-UUID.json)."""
+
+    model_config = ConfigDict(extra="allow")
+    counter: int = 0
+    event: str = ""
+    event_data: EventData | None = None
 
 
 # A host's result of a task, by event; failed with ignore_errors reads "ignored".

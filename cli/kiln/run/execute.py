@@ -6,11 +6,13 @@ sees the same playbooks the same way.
 """
 
 import contextlib
+import errno
 import json
 import os
 import re
 import shlex
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -19,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kiln import __version__, paths, run_cleanup
-from kiln.errors import InputError
+from kiln import __version__, files, paths, run_cleanup
+from kiln.errors import ExitCode, InputError, KilnError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
 from kiln.run import extravars, record
@@ -173,10 +175,16 @@ def _ansible_error(run_dir: Path) -> str | None:
 
 def _secret_file(text: str, suffix: str) -> Path:
     directory = paths.state_dir() / "tmp"
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix="extravars-", suffix=suffix, dir=directory)
-    with os.fdopen(handle, "w") as out:  # mkstemp creates it 0600
-        out.write(text)
+    name = None
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix="extravars-", suffix=suffix, dir=directory)
+        with os.fdopen(handle, "w") as out:  # mkstemp creates it 0600
+            out.write(text)
+    except OSError as exc:
+        if name:
+            Path(name).unlink(missing_ok=True)
+        raise files.cannot_write(Path(name) if name else directory, exc) from None
     return Path(name)
 
 
@@ -191,8 +199,6 @@ def _removed(*files: Path | None) -> Iterator[None]:
 
 
 def run_playbook(request: RunRequest) -> RunSummary:
-    import ansible_runner  # heavy: imported only when a run happens
-
     playbook = resolve_playbook(request.playbook)
     run_id, run_dir = record.new_run_dir(playbook.name)
     kept = record.RunRecord(
@@ -205,8 +211,39 @@ def run_playbook(request: RunRequest) -> RunSummary:
         diff=request.diff,
         kiln_version=__version__,
         started=record.now(),
+        pid=os.getpid(),
+        pid_start=record.process_start(os.getpid()),
+        control_host=socket.gethostname(),
     )
     record.save(run_dir, kept)
+    try:
+        summary = _run(request, playbook, run_dir, kept)
+    except BaseException as exc:
+        # Cut off (a full disk, a bug): stop what it started, and never leave the record
+        # "running". If even that cannot be written, `kiln runs list` finds its process
+        # gone and says "lost".
+        run_cleanup.stop(run_id)
+        kept.finished = record.now()
+        kept.status = "canceled" if isinstance(exc, KeyboardInterrupt) else "failed"
+        kept.exit_code = int(ExitCode.INTERRUPTED if kept.status == "canceled" else ExitCode.FAILED)
+        with contextlib.suppress(KilnError):
+            record.save(run_dir, kept)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise files.cannot_write(Path(exc.filename or run_dir), exc) from None
+        raise
+    kept.finished = record.now()
+    kept.status = summary.status
+    kept.exit_code = int(summary.exit_code)
+    # Not writable now (a full disk): the record stays "running" and, its process gone,
+    # reads as "lost"; the run's own end is unknown to it, so it is not marked failed.
+    record.save(run_dir, kept)
+    return summary
+
+
+def _run(request: RunRequest, playbook: Path, run_dir: Path, kept: record.RunRecord) -> RunSummary:
+    import ansible_runner  # heavy: imported only when a run happens
+
+    run_id = kept.run
     if request.lock:
         request.lock.running(run_id)
     accumulator = EventAccumulator(run_id, playbook.name)
@@ -256,9 +293,5 @@ def run_playbook(request: RunRequest) -> RunSummary:
     summary.status = "canceled" if interrupt.requested else result.status
     if summary.status == "failed" and not summary.failures:
         summary.error = _ansible_error(run_dir) or f"ansible-playbook exited {result.rc}"
-    kept.finished = record.now()
-    kept.status = summary.status
-    kept.exit_code = int(summary.exit_code)
     kept.tasks_started = accumulator.tasks_started
-    record.save(run_dir, kept)
     return summary

@@ -7,16 +7,17 @@ Layout of a run directory (under paths.runs_dir()):
 """
 
 import json
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kiln import files, paths
 from kiln.errors import InputError
 from kiln.run import ids
-from kiln.run.events import EventAccumulator, RunSummary
+from kiln.run.events import EventAccumulator, JobEvent, RunSummary
 
 RUNNER_IDENT = "ansible"
 RECORD_FILE = "kiln.json"
@@ -36,16 +37,41 @@ class RunRecord(BaseModel):
     status: str = "running"
     exit_code: int | None = None
     tasks_started: int = 0
+    # The kiln process running it, when that process started (so a reused pid is not
+    # taken for it) and on which machine (a state directory in a shared home is read
+    # from others): a "running" record whose process is gone reads as LOST.
+    pid: int | None = None
+    pid_start: int | None = None
+    control_host: str | None = None
+
+
+# A run whose kiln process ended without writing how the run ended: killed (SIGKILL,
+# a crash of the control node) or stopped by a disk too full to write even that.
+LOST = "lost"
 
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def process_start(pid: int) -> int | None:
+    """When process PID started (clock ticks since boot: /proc/PID/stat, field 22), or
+    None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 2, the command, is in parentheses and may hold spaces and ")".
+    return int(stat.rpartition(")")[2].split()[19])
+
+
 def new_run_dir(playbook: str) -> tuple[str, Path]:
     run_id = ids.new_id(Path(playbook).stem)
     run_dir = paths.runs_dir() / run_id
-    run_dir.mkdir(parents=True, mode=0o700)
+    try:
+        run_dir.mkdir(parents=True, mode=0o700)
+    except OSError as exc:
+        raise files.cannot_write(run_dir, exc) from None
     return run_id, run_dir
 
 
@@ -63,11 +89,25 @@ def list_records(problems: list[str] | None = None) -> list[RunRecord]:
     if paths.runs_dir().is_dir():
         for record_file in paths.runs_dir().glob(f"*/{RECORD_FILE}"):
             try:
-                records.append(RunRecord.model_validate_json(record_file.read_bytes()))
+                records.append(_settled(RunRecord.model_validate_json(record_file.read_bytes())))
             except (OSError, ValueError) as exc:
                 if problems is not None:
                     problems.append(f"{record_file}: not a Kiln run record ({_first(exc)})")
     return sorted(records, key=lambda r: (r.started, r.run), reverse=True)
+
+
+def _settled(record: RunRecord) -> RunRecord:
+    """A record still "running" whose process is gone is LOST. (Records of older Kiln
+    versions name no process, and another machine's processes are not to be seen from
+    here: those stay as written.)"""
+    if (
+        record.status == "running"
+        and record.pid is not None
+        and record.control_host == socket.gethostname()
+        and process_start(record.pid) != record.pid_start
+    ):
+        record.status = LOST
+    return record
 
 
 def _first(exc: Exception) -> str:
@@ -93,31 +133,6 @@ def find(run: str) -> tuple[RunRecord, Path]:
     return records[found], paths.runs_dir() / found
 
 
-class _EventData(BaseModel):
-    """The fields of a job event that a summary reads, with their types."""
-
-    model_config = ConfigDict(extra="allow")
-    host: str | None = None
-    remote_addr: str | None = None
-    task: str = ""
-    play: str = ""
-    res: dict[str, Any] | None = None
-    ignore_errors: bool | None = None
-    # playbook_on_stats: host -> count
-    ok: dict[str, int] | None = None
-    changed: dict[str, int] | None = None
-    failures: dict[str, int] | None = None
-    dark: dict[str, int] | None = None
-    skipped: dict[str, int] | None = None
-
-
-class _Event(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    counter: int = 0
-    event: str = ""
-    event_data: _EventData | None = None
-
-
 def replay(record: RunRecord, run_dir: Path) -> RunSummary:
     """Rebuild a run's summary from its job events."""
     accumulator = EventAccumulator(record.run, record.playbook)
@@ -133,7 +148,7 @@ def load_events(run_dir: Path) -> list[dict[str, Any]]:
     for event_file in events_dir(run_dir).glob("*.json"):
         try:
             raw = event_file.read_bytes()
-            _Event.model_validate_json(raw)
+            JobEvent.model_validate_json(raw)
         except (OSError, ValueError) as exc:
             if isinstance(exc, ValidationError) and exc.errors()[0]["type"] == "json_invalid":
                 continue  # a partial file from an interrupted write

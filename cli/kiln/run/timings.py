@@ -2,16 +2,9 @@
 slowest first (`kiln runs show --slowest N`)."""
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-# The events that end a task on one host; each carries its start, end and duration.
-RESULT_EVENTS = (
-    "runner_on_ok",
-    "runner_on_failed",
-    "runner_on_skipped",
-    "runner_on_unreachable",
-)
+from kiln.run.events import RESULT_EVENTS, EventData, JobEvent
 
 
 @dataclass(frozen=True)
@@ -32,37 +25,27 @@ class TaskTime:
         }
 
 
-def _when(text: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-
-
 def slowest(events: list[dict[str, Any]], count: int) -> list[TaskTime]:
-    """The `count` tasks that took longest, by wall time across their hosts."""
-    by_task: dict[str, list[dict[str, Any]]] = {}
-    for event in events:
-        data = event.get("event_data") or {}
-        if (
-            event.get("event") in RESULT_EVENTS
-            and _when(data.get("start"))
-            and _when(data.get("end"))
-        ):
-            by_task.setdefault(data.get("task_uuid") or data.get("task", ""), []).append(data)
+    """The `count` tasks that took longest, by wall time across their hosts. Each
+    event's fields are read through its typed record (kiln.run.events.JobEvent)."""
+    by_task: dict[str, list[EventData]] = {}
+    for raw in events:
+        event = JobEvent.model_validate(raw)
+        data = event.event_data
+        if event.event in RESULT_EVENTS and data and data.start and data.end:
+            by_task.setdefault(data.task_uuid or data.task, []).append(data)
     found = []
     for results in by_task.values():
-        start = min(_when(d["start"]) for d in results)
-        end = max(_when(d["end"]) for d in results)
-        slow = max(results, key=lambda d: d.get("duration") or 0.0)
-        name = slow.get("task", "")
+        start = min(d.start for d in results if d.start)
+        end = max(d.end for d in results if d.end)
+        slow = max(results, key=lambda d: d.duration or 0.0)
         found.append(
             TaskTime(
-                task=f"{slow['role']} : {name}" if slow.get("role") else name,
-                seconds=(end - start).total_seconds(),  # type: ignore[operator]
-                hosts=len({d.get("host") for d in results}),
-                slowest_host=slow.get("host", ""),
-                slowest_seconds=float(slow.get("duration") or 0.0),
+                task=f"{slow.role} : {slow.task}" if slow.role else slow.task,
+                seconds=(end - start).total_seconds(),
+                hosts=len({d.host for d in results}),
+                slowest_host=slow.host or "",
+                slowest_seconds=slow.duration or 0.0,
             )
         )
     return sorted(found, key=lambda t: t.seconds, reverse=True)[:count]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln import hostlist
+from kiln.files import read_text
 from kiln.topology import checks, fabric_tree, ibnetdiscover, sources
 from kiln.topology.model import Topology, TopologyError
 
@@ -59,7 +60,7 @@ def from_labels(
 
 
 def _inputs(request: Request) -> list[tuple[str, str]]:
-    inputs = list(request.texts) + [(str(f), _read(f)) for f in request.files]
+    inputs = list(request.texts) + [(str(f), read_text(f, errors="replace")) for f in request.files]
     if not inputs:
         raise TopologyError(f"the {request.source} source needs at least one input file")
     return inputs
@@ -103,10 +104,3 @@ def describe(topology: Topology) -> list[str]:
     lines += [f"note: {note}" for note in topology.notes]
     lines += [f"warning: {warning}" for warning in topology.warnings]
     return lines
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError as exc:
-        raise TopologyError(f"{path}: cannot read: {exc.strerror}") from None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kiln.errors import InputError
+from kiln.files import read_text
 
 COLLECTIVES = (
     "all_reduce",
@@ -109,10 +110,7 @@ def collective_of(name: str) -> str | None:
 
 
 def parse_file(path: Path, collective: str | None = None) -> list[Run]:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError as exc:
-        raise NcclTestsError(f"{path}: cannot read: {exc.strerror}") from None
+    text = read_text(path, errors="replace")
     if text.lstrip().startswith("{"):
         return [parse_json(text, str(path), collective)]
     return parse_text(text, str(path), collective)

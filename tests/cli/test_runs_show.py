@@ -1,0 +1,90 @@
+"""`kiln runs show --slowest`: each task's wall time from the kept job events, read
+through their typed record, whatever the hosts are named."""
+
+import json
+
+from tests.cli.test_bad_input import kiln, with_run
+
+
+def result(counter: int, host: str, task: str, uuid: str, start: str, end: str, duration):
+    return {
+        "counter": counter,
+        "event": "runner_on_ok",
+        "uuid": f"e{counter}",
+        "event_data": {
+            "host": host,
+            "remote_addr": host,
+            "task": task,
+            "task_uuid": uuid,
+            "role": "slurm",
+            "start": start,
+            "end": end,
+            "duration": duration,
+            "res": {"changed": False},
+        },
+    }
+
+
+# One task on a host named with Rich markup (aware times) and on one whose times an older
+# ansible-runner wrote without a zone (UTC all the same); a shorter second task.
+EVENTS = [
+    result(
+        1,
+        "[red]gpu[/x]",
+        "Install slurmd",
+        "u-1",
+        "2026-11-23T12:00:00+00:00",
+        "2026-11-23T12:00:04+00:00",
+        4.0,
+    ),
+    result(2, "gpu002", "Install slurmd", "u-1", "2026-11-23T12:00:01", "2026-11-23T12:00:10", 9),
+    result(
+        3,
+        "gpu002",
+        "Write slurm.conf",
+        "u-2",
+        "2026-11-23T12:00:10+00:00",
+        "2026-11-23T12:00:11.500000+00:00",
+        1.5,
+    ),
+]
+
+
+def kept_run(tmp_path, monkeypatch, events: list[dict]) -> list[str]:
+    """`kiln runs show RUN` of a kept run with these job events."""
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
+    return with_run(events=events)(tmp_path)
+
+
+def test_slowest_reads_naive_times_as_utc(tmp_path, monkeypatch, capsys):
+    show = kept_run(tmp_path, monkeypatch, EVENTS)
+    code, out, err = kiln([*show, "--slowest", "2", "--json"], capsys)
+    assert (code, err) == (0, "")
+    assert json.loads(out)["slowest"] == [
+        {
+            "task": "slurm : Install slurmd",
+            "seconds": 10.0,
+            "hosts": 2,
+            "slowest_host": "gpu002",
+            "slowest_seconds": 9.0,
+        },
+        {
+            "task": "slurm : Write slurm.conf",
+            "seconds": 1.5,
+            "hosts": 1,
+            "slowest_host": "gpu002",
+            "slowest_seconds": 1.5,
+        },
+    ]
+
+
+def test_a_host_name_with_markup_is_printed_as_written(tmp_path, monkeypatch, capsys):
+    show = kept_run(tmp_path, monkeypatch, [EVENTS[0]])
+    code, out, err = kiln([*show, "--slowest", "1"], capsys)
+    assert (code, err) == (0, "")
+    table = out[out.index("slowest 1 tasks") :].splitlines()
+    assert [line.rstrip() for line in table] == [
+        "slowest 1 tasks",
+        " seconds  task                    hosts  slowest host",
+        " 4.0      slurm : Install slurmd  1      [red]gpu[/x] (4.0s)",
+    ]
