@@ -394,6 +394,10 @@ def fabric_manager_mismatch(pinned: str, policies: dict[str, AptPolicy]) -> str:
 SHA256 = re.compile(r"[0-9a-f]{64}")
 # The settings written as URIs of a deb822 sources file.
 URL_SETTINGS = ("cuda_repo_url", "debian_mirror", "debian_security_mirror")
+# A kernel module parameter (NVreg_EnableStreamMemOPs), written into modprobe.d's
+# `options MODULE NAME=VALUE ...` line: a line break there would add an `install`
+# command, which modprobe runs as root.
+_MODULE_PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def settings_problems(settings: dict[str, Any]) -> list[str]:
@@ -433,12 +437,29 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
         url = settings.get(name) or ""
         if url and (why := formats.url(url)):
             problems.append(f"nvidia_driver_{name} {url!r}: {why} (apt's sources hold it)")
+    problems += module_options_problems(settings.get("module_options") or {})
     batch = str(settings.get("reboot_batch", "10%")).strip()
     if not REBOOT_BATCH.fullmatch(batch):
         problems.append(
             f"nvidia_driver_reboot_batch {batch!r}: expected a node count (4) or a share "
             "of the nodes (10%)"
         )
+    return problems
+
+
+def module_options_problems(options: Any) -> list[str]:
+    """The module options modprobe.d's `options` line cannot hold, one line each."""
+    if not isinstance(options, dict):
+        return []  # the argument spec reports the type
+    problems = []
+    for name, value in options.items():
+        if not _MODULE_PARAMETER.fullmatch(str(name)):
+            problems.append(
+                f"nvidia_driver_module_options: {str(name)!r} is not a module parameter name "
+                "(letters, digits and '_')"
+            )
+        elif why := formats.word(value):
+            problems.append(f"nvidia_driver_module_options: {name} {value!r} {why}")
     return problems
 
 

@@ -430,6 +430,19 @@ CONFIG_VALUES = [
         f"enroot_extra_config: ENROOT_LOGIN_SHELL '/bin/sh\\nrm': {ENROOT_VALUE}",
     ),
     (
+        "driver-module-option-line",  # modprobe runs an `install` line as root
+        {"nvidia_driver_module_options": {"NVreg_X": "1\ninstall nvidia /bin/sh -c id"}},
+        COMPUTE,
+        f"nvidia_driver_module_options: NVreg_X '1\\ninstall nvidia /bin/sh -c id' {WORD}",
+    ),
+    (
+        "driver-module-option-name",
+        {"nvidia_driver_module_options": {"NVreg_X install nvidia id": 1}},
+        COMPUTE,
+        "nvidia_driver_module_options: 'NVreg_X install nvidia id' is not a module parameter "
+        "name (letters, digits and '_')",
+    ),
+    (
         "nccl-ld-preload",
         {"nccl_env_overrides": {"LD_PRELOAD": "/tmp/x.so"}},
         ALL,

@@ -447,6 +447,26 @@ def test_gpu_settings_problems_refuse_a_url_apt_would_read_as_more_fields():
     ]
 
 
+def test_gpu_settings_problems_refuse_module_options_modprobe_would_read_as_more():
+    """modprobe.d's `options nvidia-current NAME=VALUE` line: a line break would add an
+    `install` line, which modprobe runs as root."""
+    problems = filters("kiln_gpu")["kiln_gpu_settings_problems"]
+    good = {"NVreg_EnableStreamMemOPs": 1, "NVreg_RegistryDwords": "PeerMappingOverride=1;"}
+    assert problems({"module_options": good}) == []
+    bad = {
+        "NVreg_A": "1\ninstall nvidia-current /bin/sh -c id",
+        "NVreg_B C": 1,
+        "NVreg_C": "1 NVreg_D=2",
+    }
+    assert problems({"module_options": bad}) == [
+        f"nvidia_driver_module_options: NVreg_A '1\\ninstall nvidia-current /bin/sh -c id' "
+        f"{WORD_RULE}",
+        "nvidia_driver_module_options: 'NVreg_B C' is not a module parameter name (letters, "
+        "digits and '_')",
+        f"nvidia_driver_module_options: NVreg_C '1 NVreg_D=2' {WORD_RULE}",
+    ]
+
+
 def test_nccl_plan_refuses_variables_outside_ncclls_families():
     plan = filters("kiln_nccl")["kiln_nccl_plan"]
     with pytest.raises(AnsibleFilterError) as raised:
