@@ -1,7 +1,7 @@
 """The base role's settings that land in config files: apt's proxy (inside apt.conf's
 quotes), chrony's sources and allowed networks, limits.conf, sysctl.d and systemd's
 manager defaults. Each is checked against its file's format by `kiln inventory check`
-and, through the role's filter, before the role writes anything.
+and by the role's pre-flight, before it writes anything (kiln.inventory.checks).
 """
 
 import re
@@ -81,18 +81,3 @@ INVENTORY_CHECKS = {
     "ansible_host": (str, check_address("ansible_host")),
     "kiln_address": (str, check_address("kiln_address")),
 }
-
-
-def settings_problems(settings: dict[str, Any]) -> list[str]:
-    """The role's check of the values Ansible resolved (variable name: value), one line
-    per problem: the same checks as `kiln inventory check`."""
-    problems = []
-    for name, value in settings.items():
-        kind, check = INVENTORY_CHECKS[name]
-        if value in (None, "") or not isinstance(value, kind):
-            continue  # the argument spec reports the type
-        try:
-            check(value, None)
-        except BaseSettingError as exc:
-            problems.append(str(exc))
-    return problems

@@ -440,16 +440,10 @@ def _check_shape(value: dict, groups: dict[str, list[str]]) -> None:
     shape_from_dict("slurm_node_shape", value)  # its message names the variable
 
 
-def dbd_password_problem(password: Any) -> str:
-    """Why the accounting database password cannot be slurmdbd.conf's StoragePass ("" when
-    it can); never repeats the password."""
-    why = formats.word(password) if password not in (None, "") else ""
-    return f"slurm_dbd_password {why} (slurmdbd.conf's StoragePass)" if why else ""
-
-
 def _check_dbd_password(value: str, groups: dict[str, list[str]]) -> None:
-    if problem := dbd_password_problem(value):
-        raise SlurmConfigError(problem)
+    """slurmdbd.conf's StoragePass; the message never repeats the password."""
+    if why := formats.word(value):
+        raise SlurmConfigError(f"slurm_dbd_password {why} (slurmdbd.conf's StoragePass)")
 
 
 # Inventory variables this module checks before anything runs (kiln.inventory.checks).
@@ -460,4 +454,9 @@ INVENTORY_CHECKS = {
     "slurm_conf_overrides": (dict, lambda value, groups: check_conf(value)),
     "slurm_cgroup_conf": (dict, lambda value, groups: check_conf(value, "cgroup.conf")),
     "slurm_dbd_password": (str, _check_dbd_password),
+    # Written as slurm.conf's HealthCheckNodeState (slurm_conf_defaults).
+    "slurm_health_node_state": (
+        str,
+        lambda value, groups: _word("slurm.conf", "HealthCheckNodeState", value),
+    ),
 }

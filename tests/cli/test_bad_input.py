@@ -403,6 +403,13 @@ CONFIG_VALUES = [
         f"slurm_cgroup_conf: cgroup.conf: ConstrainCores 'yes\\nCgroupPlugin=x' {WORD}",
     ),
     (
+        "health-node-state-line",
+        {"slurm_health_node_state": "ANY\nPrologSlurmctld=/x"},
+        ALL,
+        f"slurm_health_node_state: slurm.conf: HealthCheckNodeState 'ANY\\nPrologSlurmctld=/x' "
+        f"{WORD}",
+    ),
+    (
         "dbd-password-line",  # a secret: the message never holds it
         {"slurm_dbd_password": "s3cret\nPluginDir=/tmp"},
         ALL,

@@ -450,3 +450,48 @@ def test_the_base_role_refuses_config_injection_before_writing(local_inventory, 
         (host, message) for host in ("local-ctl", "local-a", "local-b")
     }
     assert all(h["changed"] == 0 for h in report["hosts"].values()), report["hosts"]
+
+
+SLURM_ROLE = """
+- name: The slurm role, with values its config files cannot hold
+  hosts: all
+  gather_facts: false
+  vars:
+    slurm_partitions: [{name: batch, max_time: "60\\nPrologSlurmctld=/tmp/kiln-pwned"}]
+    slurm_dbd_password: "s3cret\\nPluginDir=/tmp"
+  roles:
+    - slurm
+"""
+
+
+def test_the_slurm_role_refuses_config_injection_before_installing_anything(
+    local_inventory, tmp_path
+):
+    """The role's first task (kiln.slurm's checks through kiln_value_problems) on values
+    that never passed `kiln inventory check` (play variables): every node refused before
+    the role installs or writes anything, exit 2, the password never shown."""
+    playbook = tmp_path / "slurm.yml"
+    playbook.write_text(SLURM_ROLE)
+    inv = local_inventory({"local-a": LOCAL})
+    result = run_kiln("run", str(playbook), "-i", inv, "--json")
+    assert result.returncode == ExitCode.BAD_INPUT, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    word = "must be one word of printable ASCII: no spaces, line breaks, '\"', '#' or '\\'"
+    message = (
+        "slurm_partitions: partition batch: max_time '60\\nPrologSlurmctld=/tmp/kiln-pwned': "
+        "expected INFINITE, minutes (60), or [days-]hours:minutes:seconds (1-00:00:00); "
+        f"slurm_dbd_password {word} (slurmdbd.conf's StoragePass)"
+    )
+    assert {(f["host"], f["task"], f["message"]) for f in report["failures"]} == {
+        (
+            host,
+            "Pre-flight: check the values the slurm role writes into its config files",
+            message,
+        )
+        for host in ("local-ctl", "local-a")
+    }
+    # Nothing ran before it but Ansible's check of the role's argument spec (ok 1).
+    assert {h: (c["ok"], c["changed"], c["skipped"]) for h, c in report["hosts"].items()} == {
+        "local-ctl": (1, 0, 0),
+        "local-a": (1, 0, 0),
+    }

@@ -335,8 +335,8 @@ URL_RULE = (
 WORD_RULE = "must be one word of printable ASCII: no spaces, line breaks, '\"', '#' or '\\'"
 
 
-def test_base_settings_problems_name_each_value_its_file_cannot_hold():
-    problems = filters("kiln_base")["kiln_base_settings_problems"]
+def test_value_problems_name_each_base_value_its_file_cannot_hold():
+    problems = filters("kiln_checks")["kiln_value_problems"]
     good = {
         "base_apt_proxy": "http://mirror.site:3142",
         "base_ntp_servers": ["0.pool.ntp.org", "10.0.0.1"],
@@ -424,12 +424,41 @@ def test_slurm_files_refuse_values_slurm_conf_cannot_hold(conf, cgroup, partitio
     assert raised.value.message == message
 
 
-def test_slurm_dbd_password_problem_never_shows_the_password():
-    problem = filters("kiln_slurm")["kiln_slurm_dbd_password_problem"]
-    assert problem("") == problem("Zq3-xY_9.long/and+odd@chars") == ""
-    assert problem("s3cret\nPluginDir=/tmp") == (
-        f"slurm_dbd_password {WORD_RULE} (slurmdbd.conf's StoragePass)"
-    )
+def test_value_problems_check_the_slurm_roles_values_as_the_inventory_check_does():
+    """The slurm role's pre-flight: what it would write into slurm.conf, cgroup.conf and
+    slurmdbd.conf, refused before it installs or writes anything; the password's message
+    never holds it; partitions name the inventory's groups."""
+    problems = filters("kiln_checks")["kiln_value_problems"]
+    groups = {"all": ["ctl", "gpu1"], "slurm_compute": ["gpu1"], "ungrouped": []}
+    omit = "__omit_place_holder__0123456789abcdef"  # what Ansible's `omit` resolves to
+    good = {
+        "slurm_partitions": [{"name": "batch", "nodes": "slurm_compute", "max_time": "1-00:00:00"}],
+        "slurm_node_shape": {},
+        "slurm_conf_defaults": {"HealthCheckNodeState": "ANY,CYCLE", "HealthCheckInterval": omit},
+        "slurm_conf_overrides": {"SchedulerParameters": "bf_continue,bf_max_job_test=1000"},
+        "slurm_cgroup_conf": {"CgroupPlugin": "autodetect", "ConstrainCores": True},
+        "slurm_dbd_password": "Zq3-xY_9.long/and+odd@chars",
+    }
+    assert problems(good, groups) == []
+    bad = {
+        "slurm_partitions": [{"name": "batch", "nodes": "gpus", "max_time": "60"}],
+        "slurm_node_shape": {"CPUs": 4, "RealMemory": 8000, "Features": ["ib,evil[1-9]"]},
+        "slurm_conf_defaults": {"HealthCheckNodeState": "ANY\nPrologSlurmctld=/tmp/x"},
+        "slurm_conf_overrides": {"Prolog": "/x PrologSlurmctld=/tmp/x"},
+        "slurm_cgroup_conf": {"ConstrainCores": "yes\nCgroupPlugin=x"},
+        "slurm_dbd_password": "s3cret\nPluginDir=/tmp",
+    }
+    assert problems(bad, groups) == [
+        "slurm_partitions: partition batch: nodes 'gpus' is neither an inventory group nor a "
+        "hostlist of compute nodes",
+        "slurm_node_shape: shape feature 'ib,evil[1-9]' may hold only letters, digits, '.', '_' "
+        "and '-'",
+        "slurm_conf_defaults: slurm.conf: HealthCheckNodeState 'ANY\\nPrologSlurmctld=/tmp/x' "
+        + WORD_RULE,
+        f"slurm_conf_overrides: slurm.conf: Prolog '/x PrologSlurmctld=/tmp/x' {WORD_RULE}",
+        f"slurm_cgroup_conf: cgroup.conf: ConstrainCores 'yes\\nCgroupPlugin=x' {WORD_RULE}",
+        f"slurm_dbd_password {WORD_RULE} (slurmdbd.conf's StoragePass)",
+    ]
 
 
 def test_gpu_settings_problems_refuse_a_url_apt_would_read_as_more_fields():

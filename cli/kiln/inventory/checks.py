@@ -264,15 +264,22 @@ def _value_problems(definition: Definition, spec: ClusterSpec) -> list[str]:
     """Checks that need more than a type: munge keys, Slurm partitions and shapes,
     storage mounts, values that land in config files. A value holding a Jinja expression
     anywhere is Ansible's to resolve; the role checks what it resolved to."""
-    name, value = definition.name, definition.value
-    if value in (None, "", [], {}) or name not in VALUE_CHECKS or _holds_opaque(value):
+    if definition.name not in VALUE_CHECKS or _holds_opaque(definition.value):
         return []
+    return value_problems(definition.name, definition.value, spec.groups)
+
+
+def value_problems(name: str, value: Any, groups: dict[str, list[str]]) -> list[str]:
+    """VALUE_CHECKS' check of one variable's value: a line naming the variable, or none.
+    The roles' pre-flights call it (filter kiln_value_problems) on the values Ansible
+    resolved, so a role refuses exactly what `kiln inventory check` refuses."""
     kind, check = VALUE_CHECKS[name]
-    if not isinstance(value, kind):
+    if value in (None, "", [], {}) or not isinstance(value, kind):
         return []  # the argument spec reports the type
     try:
-        check(value, spec.groups)
+        check(value, groups)
     except ValueError as exc:
         message = str(exc)
-        return [message if message.startswith(name) else f"{name}: {message}"]
+        # A value a check quotes (a proxy's URL) shows no credentials (kiln.redact).
+        return [redact.text(message if message.startswith(name) else f"{name}: {message}")]
     return []

@@ -1,0 +1,28 @@
+"""The roles' pre-flight check of the values they write into config files: the checks of
+`kiln inventory check` (kiln.inventory.checks.VALUE_CHECKS), on what Ansible resolved."""
+
+import sys
+from pathlib import Path
+
+try:
+    import kiln  # noqa: F401
+except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+
+from kiln.inventory import checks
+
+
+def kiln_value_problems(values, groups=None):
+    """One line per value its file cannot hold ({variable: value}); `groups`, the
+    inventory's, for the checks that name groups (slurm_partitions' nodes)."""
+    groups = {name: list(hosts) for name, hosts in dict(groups or {}).items()}
+    return [
+        problem
+        for name, value in dict(values).items()
+        for problem in checks.value_problems(name, value, groups)
+    ]
+
+
+class FilterModule:
+    def filters(self):
+        return {"kiln_value_problems": kiln_value_problems}
