@@ -243,6 +243,23 @@ def test_a_node_whose_stress_could_not_start_fails_with_its_reason():
     ]  # fmt: skip
 
 
+def test_nan_and_infinity_from_a_node_are_no_figures():
+    """The stress program's JSON and nvidia-smi's text may hold NaN or inf: no comparison
+    fails on NaN, and a report holding one is not JSON. They read as no figure (the GPU
+    fails) and no reading (the sample is left out)."""
+    samples = LOADED.replace(", 67, ", ", nan, ")  # the four hottest samples' temperature
+    intervals = [(10.0, float("nan")), (20.0, float("inf"))]
+    node = read_node("gpu001", stress_json(samples=samples, intervals=intervals))
+    assert node.devices["0"].intervals == []
+    temperatures = [s.temperature_c for s in node.devices["0"].samples]
+    assert (temperatures.count(None), max(t for t in temperatures if t is not None)) == (4, 66.0)
+    got = judge_round(1, {"gpu001": node}, {}, H100_LIMITS)
+    assert got == [
+        Judgement("gpu001", "burn_in.stress", "gpu 0, round 1", None, "", Verdict.FAIL,
+                  "gpu 0, round 1: no figure")
+    ]  # fmt: skip
+
+
 def test_cpu_rounds_have_figures_and_no_samples():
     data = {
         "node": "lab-compute01",

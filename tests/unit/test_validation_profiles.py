@@ -4,7 +4,7 @@ import pytest
 
 from kiln.validation import profiles, verdicts
 from kiln.validation.profiles import ProfileError
-from kiln.validation.verdicts import Threshold, Verdict
+from kiln.validation.verdicts import Judgement, Threshold, Verdict
 
 
 def test_shipped_profiles_load_and_name_only_known_tests():
@@ -88,6 +88,25 @@ def test_verdicts_minimum_with_warn_band():
     assert (
         verdicts.judge("n1", "storage.seq_read", "/shared", 1100, "MB/s", t).verdict is Verdict.PASS
     )
+
+
+@pytest.mark.parametrize("threshold", [Threshold(1000, True, "profile p"), None])
+def test_a_value_that_is_no_number_fails_whatever_the_threshold(threshold):
+    """NaN passes every comparison; Infinity beats every floor: neither is a measurement
+    (fio's or a probe's numbers are read with Python's json, which takes both). The
+    judgement keeps no value, so the report holds only numbers JSON has."""
+    for value, shown in ((float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "-inf")):
+        judged = verdicts.judge("n1", "storage.seq_read", "/shared", value, "MB/s", threshold)
+        assert judged == Judgement(
+            "n1",
+            "storage.seq_read",
+            "/shared",
+            None,
+            "MB/s",
+            Verdict.FAIL,
+            f"storage.seq_read /shared: no measurement ({shown} MB/s)",
+            threshold.limit if threshold else None,
+        )
 
 
 def test_verdicts_maximum():

@@ -773,6 +773,41 @@ def test_a_probe_output_written_wrong_fails_its_node_with_a_reason_not_a_traceba
     assert [m for m in found.measures if m.test == "slurm.srun_s"] == []
 
 
+def test_a_number_json_has_not_is_no_measurement_and_the_report_reads_back(raw, monkeypatch):
+    """NaN and Infinity (Python's json writes and reads them; no comparison fails on NaN)
+    read as missing, like any field of the wrong kind: the node fails naming what is
+    missing, never passes, and the report Kiln writes is one `kiln report show` reads."""
+    monkeypatch.setenv("KILN_STATE_DIR", str(raw.parent / "state"))
+    raw.node("cold_import", "gpu001", {"node": "gpu001", "seconds": float("nan")})
+    raw.put(
+        layout.SRUN,
+        {
+            "gpu001": {"rc": 0, "stdout": "", "stderr": "", "seconds": 0.4},
+            "gpu002": {"rc": 0, "stdout": "", "stderr": "", "seconds": 0.4},
+            "gpu003": {"rc": 0, "stdout": "", "stderr": "", "seconds": float("inf")},
+        },
+    )
+    broken = bench(8, ["gpu002"])
+    for point in broken["results"]:
+        point["busbw_gbps"] = float("nan")
+    raw.node("collectives_node", "gpu002", broken)
+    found, _, nodes = run(raw)
+    failures = {(c.node, c.test): c.reason for c in found.checks if c.verdict is Verdict.FAIL}
+    assert failures == {
+        ("gpu001", "storage.cold_import"): "the probe recorded no time",
+        ("gpu003", "slurm.srun"): "srun on the node ran but its time was not recorded",
+    }
+    # The benchmark's points without a bandwidth read as 0 GB/s: below the profile's floor.
+    single = {
+        m.node: m.value for m in found.measures if m.test == "collectives.all_reduce.single_node"
+    }
+    assert single["gpu002"] == 0.0
+    assert {n: v.verdict for n, v in nodes.items()} == dict.fromkeys(NODES, Verdict.FAIL)
+    report = make_report(raw)
+    write.write_all(report)
+    assert model.load(report.id).to_json() == report.to_json()
+
+
 def mpi_judgements(raw, profile="h100-sxm-8x-ib400"):
     _, judgements, nodes = run(raw, profile)
     mine = {(j.node, j.test): j for j in judgements if j.test.startswith("slurm.mpi")}

@@ -5,6 +5,7 @@ header, as it prints it (units in the values, "[N/A]" where a field does not app
 
 import csv
 import io
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -57,12 +58,14 @@ class NodeRound:
 
 
 def number(text: str) -> float | None:
-    """'692.89 W' -> 692.89; '[N/A]', 'N/A', '' -> None."""
+    """'692.89 W' -> 692.89; '[N/A]', 'N/A', '', 'nan', 'inf' -> None (no reading: NaN
+    passes every comparison)."""
     head = text.strip().split(" ")[0]
     try:
-        return float(head)
+        value = float(head)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def rows(text: str) -> list[dict[str, str]]:
@@ -145,7 +148,11 @@ def read_node(node: str, data: dict) -> NodeRound:
     devices = {
         index: Device(
             name=str(d.get("name", "")),
-            intervals=[(float(t), float(v)) for t, v in d.get("intervals", [])],
+            intervals=[  # a NaN or infinite figure is none
+                (float(t), float(v))
+                for t, v in d.get("intervals", [])
+                if math.isfinite(float(t)) and math.isfinite(float(v))
+            ],
             samples=samples.get(index, []),
             error=str(d.get("error", "")),
         )

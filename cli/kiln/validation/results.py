@@ -25,6 +25,7 @@ the role brings back as KIND/NODE.json.
 """
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import NoneType, UnionType
@@ -117,9 +118,12 @@ def _kinds(annotation: Any) -> tuple[type, ...]:
 
 def _fits(value: Any, kinds: tuple[type, ...]) -> bool:
     """Whether `value` is of a kind the field declares (an int is a float; a bool is
-    neither: JSON's true is not a count)."""
+    neither: JSON's true is not a count; NaN and Infinity, which Python's json reads, are
+    no measurement: NaN passes every comparison)."""
     if isinstance(value, bool):
         return bool in kinds
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
     if isinstance(value, int) and float in kinds:
         return True
     return isinstance(value, kinds)

@@ -5,6 +5,7 @@ A threshold has a direction: `min` (bandwidth, IOPS: higher is better) or `max`
 verdict is warn: it passes, but with no headroom.
 """
 
+import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -67,6 +68,10 @@ def judge(
     warn_band: float = 0.05,
 ) -> Judgement:
     what = " ".join(p for p in (test, subject) if p)
+    if not math.isfinite(value):  # NaN passes every comparison; no report holds it
+        limit = threshold.limit if threshold else None
+        reason = f"{what}: no measurement ({value} {unit})"
+        return Judgement(node, test, subject, None, unit, Verdict.FAIL, reason, limit)
     if threshold is None:
         return Judgement(
             node, test, subject, value, unit, Verdict.PASS, f"{what} {fmt(value)} {unit}"
