@@ -370,6 +370,26 @@ def test_down_and_unknown_nodes_are_not_tested_and_fail():
     }
 
 
+def test_why_a_node_was_not_tested_decides_its_verdict_in_validate_and_burn_in():
+    """One rule (drain.skipped_verdict) for both: someone else's drain and a busy node
+    warn; Kiln's own health check's drain, a down node and one Slurm does not know fail."""
+    reason = "kiln-health: mounts: /shared not mounted"
+    lines = [
+        scontrol_line("ops", "IDLE+DRAIN", "maintenance"),
+        scontrol_line("busy", "ALLOCATED"),
+        scontrol_line("sick", "IDLE+DRAIN", reason),
+        scontrol_line("down", "DOWN"),
+    ]
+    plan = drain.plan("\n".join(lines), ["ops", "busy", "sick", "down", "zz"], idle_only=True)
+    assert {n: drain.skipped_verdict(why) for n, why in plan.skipped.items()} == {
+        "ops": Verdict.WARN,
+        "busy": Verdict.WARN,
+        "sick": Verdict.FAIL,
+        "down": Verdict.FAIL,
+        "zz": Verdict.FAIL,
+    }
+
+
 def test_collectives_skipped_without_torch_is_a_note_not_a_failure(raw):
     raw.put(
         layout.COLLECTIVES_STEPS,

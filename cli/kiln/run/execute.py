@@ -189,11 +189,11 @@ def _secret_file(text: str, suffix: str) -> Path:
 
 
 @contextlib.contextmanager
-def _removed(*files: Path | None) -> Iterator[None]:
+def _removed(*temporaries: Path | None) -> Iterator[None]:
     try:
         yield
     finally:
-        for path in files:
+        for path in temporaries:
             if path:
                 path.unlink(missing_ok=True)
 

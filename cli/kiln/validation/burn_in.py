@@ -156,7 +156,7 @@ def burn_in(request: Request) -> tuple[model.Report, ExitCode]:
     plan = collect.plan(hold)
     tested = [str(n) for n in plan.get("test", [])]
     for node, why in plan.get("skipped", {}).items():
-        verdict = Verdict.WARN if why.startswith(drain.NOT_A_FAULT) else Verdict.FAIL
+        verdict = drain.skipped_verdict(why)
         run.report.judgements.append(
             Judgement(node, "slurm.state", "", None, "", verdict, f"not tested: {why}")
         )

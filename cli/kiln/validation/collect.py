@@ -69,7 +69,7 @@ def collect(results: Path, nodes: list[str], suites: list[str]) -> Collected:
     for node in nodes:
         if node in skipped_nodes:
             why = skipped_nodes[node]
-            verdict = Verdict.WARN if why.startswith(drain.NOT_A_FAULT) else Verdict.FAIL
+            verdict = drain.skipped_verdict(why)
             found.checks.append(Check(node, "slurm.state", "", verdict, f"not tested: {why}"))
         elif node in found.states:
             seen = found.states[node]

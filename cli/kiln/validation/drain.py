@@ -54,6 +54,13 @@ class NodeState:
         return self.drained and self.reason.startswith(health.drain_prefixes())
 
 
+def skipped_verdict(why: str) -> Verdict:
+    """A node the plan did not test (`why`, from Plan.skipped): a warn when that says
+    nothing against the node (someone else's drain, busy), else a fail (down, unknown to
+    Slurm, drained by Kiln's health check)."""
+    return Verdict.WARN if why.startswith(NOT_A_FAULT) else Verdict.FAIL
+
+
 @dataclass
 class Plan:
     """Before the suites: what the cluster looks like and which nodes can be tested."""
