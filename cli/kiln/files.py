@@ -71,10 +71,14 @@ def read_bytes(path: Path, label: str | None = None) -> bytes:
     return data
 
 
+def _irregular(mode: int) -> str:
+    """What a file of this mode is when it is not a regular file ("a FIFO"), else ""."""
+    return next((kind for test, kind in _KINDS if test(mode)), "")
+
+
 def _refuse_irregular(mode: int, label: str) -> None:
-    for test, kind in _KINDS:
-        if test(mode):
-            raise InputError(f"{label}: cannot read: {kind}, not a regular file")
+    if kind := _irregular(mode):
+        raise InputError(f"{label}: cannot read: {kind}, not a regular file")
 
 
 def _too_large(label: str) -> str:
@@ -97,10 +101,13 @@ def write_private(path: Path, text: str) -> None:
 
 def output_path(path: Path, option: str = "-o") -> Path:
     """An output file given on the command line, checked before any work is done: its
-    directory must exist (a typo there should not make directories), and it must not
-    be a directory itself."""
+    directory must exist (a typo there should not make directories), and it must be a
+    regular file or none: the file is replaced whole, and replacing a device or a FIFO
+    (`-o /dev/null`, as root) would put a plain file in its place."""
     if path.is_dir():
         raise InputError(f"{option} {path}: is a directory; name a file")
+    if path.exists() and (kind := _irregular(path.stat().st_mode)):
+        raise InputError(f"{option} {path}: {kind}, not a regular file")
     parent = path.absolute().parent
     if not parent.is_dir():
         raise InputError(f"{option} {path}: no directory {parent}")

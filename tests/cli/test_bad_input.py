@@ -1515,6 +1515,12 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "kiln: error: -o {tmp}: is a directory; name a file",
     ),
     (
+        "topo-output-fifo",  # replaced whole, a device or FIFO would become a plain file
+        lambda t: [*from_dump(str(DUMP)), "-o", str(irregular("fifo", "out.conf")(t))],
+        BAD,
+        "kiln: error: -o {tmp}/out.conf: a FIFO, not a regular file",
+    ),
+    (
         "report-output-no-directory",
         lambda t: ["report", "show", "latest", "-o", str(t / "none" / "r.html")],
         BAD,

@@ -1,9 +1,11 @@
 """kiln.files: what operators give is read only from regular files, within a bound;
 Kiln's state is written whole or not at all, owner-only."""
 
+import contextlib
 import errno
 import os
 import socket
+import stat
 from pathlib import Path
 
 import pytest
@@ -151,6 +153,27 @@ def test_an_output_needs_its_directory(tmp_path):
     with pytest.raises(InputError) as info:
         files.output_path(tmp_path)
     assert info.value.message == f"-o {tmp_path}: is a directory; name a file"
+
+
+def test_an_output_is_never_a_device_or_a_fifo_it_would_replace(tmp_path):
+    """The output is written beside and renamed over: over `-o /dev/null`, as root, that
+    would leave a plain file where the device was. Refused, the file kept as it was.
+    (A device of the test's own, never the machine's /dev/null.)"""
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(tmp_path / "fifo")
+    cases = [(tmp_path / "fifo", "a FIFO"), (tmp_path / "link", "a FIFO")]
+    with contextlib.suppress(PermissionError):  # making a device needs root
+        os.mknod(tmp_path / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        cases.append((tmp_path / "null", "a character device"))
+    for given, kind in cases:
+        with pytest.raises(InputError) as info:
+            files.write_output(given, "text\n")
+        assert info.value.message == f"-o {given.resolve()}: {kind}, not a regular file"
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)
+    if (tmp_path / "null").exists():
+        assert stat.S_ISCHR(os.stat(tmp_path / "null").st_mode)
+    left = {"fifo", "link"} | ({"null"} if len(cases) == 3 else set())
+    assert {p.name for p in tmp_path.iterdir()} == left  # no temporary beside them
 
 
 def test_an_output_on_a_full_disk_keeps_the_old_file(tmp_path, monkeypatch):
