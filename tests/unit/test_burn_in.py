@@ -342,7 +342,7 @@ def test_a_profile_section_extends_and_overrides(tmp_path):
         ("{sample_s: 700}", r"burn_in.sample_s 700: must be at most burn_in.round_s \(600\)"),
         ("{drop_percent: 120}", "burn_in.drop_percent 120.0: must be 0 to 100"),
         ("{memory_fraction: 1.5}", "burn_in.memory_fraction 1.5: must be 0 to 0.95"),
-        ("{round_s: 1h}", "burn_in.round_s must be a int, got '1h'"),
+        ("{round_s: 1h}", "burn_in.round_s must be a whole number, got '1h'"),
         ("{rounds: 3}", "unknown burn_in setting 'rounds'"),
     ],
 )

@@ -258,6 +258,9 @@ def _read(name_or_path: str) -> tuple[str, str, str]:
     return (folder / f"{name_or_path}.yaml").read_text(), f"profile {name_or_path}", name_or_path
 
 
+_KINDS = {int: "a whole number", float: "a number", bool: "true or false", str: "a string"}
+
+
 def _section(data: dict, section: str, label: str) -> dict[str, object]:
     """A profile's suite settings: known keys only, each of its default's type."""
     given = data.get(section) or {}
@@ -273,9 +276,7 @@ def _section(data: dict, section: str, label: str) -> dict[str, object]:
         if wanted is float and type(value) is int:
             value = given[key] = float(value)  # 10 means 10.0 where a number is asked
         if type(value) is not wanted:
-            raise ProfileError(
-                f"{label}: {section}.{key} must be a {wanted.__name__}, got {value!r}"
-            )
+            raise ProfileError(f"{label}: {section}.{key} must be {_KINDS[wanted]}, got {value!r}")
     return given
 
 
