@@ -4,12 +4,18 @@ VENV := .venv
 KILN := $(VENV)/bin/kiln
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: lab test prereqs venv lint unit molecule e2e e2e-migration lab-down docs collection
+.PHONY: lab test prereqs venv standins lint unit molecule e2e e2e-migration lab-down docs collection
 
 ## Bring up the local lab cluster and provision it.
-lab: prereqs venv
+lab: prereqs venv standins
 	$(KILN) lab up
 	$(KILN) provision
+
+## STAND-INs for NVIDIA's enroot and pyxis, which the lab cannot download (test aids,
+## not part of Kiln): built into build/standins and pinned in the lab's settings
+## (inventories/lab/group_vars/all/standins.yml), which `kiln lab up` copies.
+standins: venv
+	$(VENV)/bin/python tests/standins.py lab
 
 ## Run every test: lint, unit and CLI tests, Molecule scenarios, the lab end to end,
 ## then print the time each stage took.

@@ -1,10 +1,11 @@
 """enroot, NVIDIA's unprivileged container runtime that pyxis starts for Slurm jobs: its
-release packages pinned by version and sha256, /etc/enroot/enroot.conf, the
-directories it needs, and the mounts.d entries that bring the site's shared storage and
-NCCL settings into every container.
+release packages pinned by version and sha256, Kiln's settings (a drop-in of
+/etc/enroot/enroot.conf.d), the directories it needs, and the mounts.d entries that bring
+the site's shared storage and NCCL settings into every container.
 
-enroot reads enroot.conf as `NAME value` lines and expands the values in a shell, so a
-path may name the user (`$(id -u)`); it creates the last directory of each path itself,
+enroot reads enroot.conf, then each enroot.conf.d/*.conf, as `NAME value` lines (the
+first value set for a name wins) and expands the values in a shell, so a path may name
+the user (`$(id -u)`); it creates the last directory of each path itself,
 as the user, so Kiln makes the parents, world-writable with the sticky bit, on local
 disk: a runtime path on a tmpfs (enroot's default, under XDG_RUNTIME_DIR) fills memory
 with unpacked images.
@@ -14,9 +15,14 @@ import re
 from typing import Any
 
 from kiln import formats, pinned, storage
+from kiln import packages as dpkg
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/enroot/releases/download"
-CONF = "/etc/enroot/enroot.conf"
+# The package's enroot.conf is a conffile, every setting in it commented out: Kiln leaves
+# it to the package (so no upgrade or downgrade asks about it) and writes its settings in
+# a drop-in of its own, which enroot (3.4 and later) reads after it.
+PACKAGED_CONF = "/etc/enroot/enroot.conf"
+CONF = "/etc/enroot/enroot.conf.d/50-kiln.conf"
 MOUNTS_DIR = "/etc/enroot/mounts.d"
 HOOKS_DIR = "/etc/enroot/hooks.d"
 EXTRA_HOOKS_DIR = "/usr/share/enroot/hooks.d"  # hooks the package ships but does not enable
@@ -41,7 +47,7 @@ class EnrootError(ValueError):
 
 
 def packages(version: str, sha256: str, caps: bool, caps_sha256: str, arch: str, base_url: str):
-    """The release packages to install, in order: enroot, then enroot+caps (which
+    """The release packages to install together: enroot, then enroot+caps (which
     gives enroot's helpers the capabilities to unpack images as the user)."""
     base = base_url.rstrip("/")
     chosen = [("enroot", sha256)] + ([("enroot+caps", caps_sha256)] if caps else [])
@@ -53,10 +59,45 @@ def packages(version: str, sha256: str, caps: bool, caps_sha256: str, arch: str,
             # GitHub's release URLs (and a mirror kept in their layout) escape '+'.
             "url": f"{base}/v{version}/{name.replace('+', '%2B')}_{version}-1_{arch}.deb",
             "sha256": digest,
-            "installed": f"{name} {version}-1 installed",  # as dpkg-query prints it
         }
         for name, digest in chosen
     ]
+
+
+def _wanted(chosen: list[dict[str, str]]) -> list[str]:
+    return [f"{p['package']}={p['version']}" for p in chosen]
+
+
+def query_argv(chosen: list[dict[str, str]]) -> list[str]:
+    """The dpkg-query that says which of the packages are installed, and at what version."""
+    return dpkg.query_argv(_wanted(chosen))
+
+
+def missing(chosen: list[dict[str, str]], dpkg_output: str) -> list[dict[str, str]]:
+    """The packages not installed at the pinned version, from query_argv's output: absent,
+    at another version, or left half-installed by a failed run (unpacked, half-configured,
+    removed with its configuration kept)."""
+    absent = set(dpkg.missing(_wanted(chosen), dpkg_output))
+    return [p for p in chosen if f"{p['package']}={p['version']}" in absent]
+
+
+_VERBS = {"Depends": "depends on", "PreDepends": "pre-depends on", "Conflicts": "conflicts with"}
+
+
+def install_failure(host: str, chosen: list[dict[str, str]], apt_output: str) -> str:
+    """One line for an apt run that could not install the packages: what they depend on
+    that apt cannot install on this host, as apt says, or apt's last error."""
+    release = f"enroot {chosen[0]['version']}" if chosen else "enroot"
+    unmet = [
+        f"{package} {_VERBS.get(relation, relation.lower())} {what}"
+        + (f", but {reason}" if reason else "")
+        for package, relation, what, reason in dpkg.unmet(apt_output)
+    ]
+    if unmet:
+        return f"{release} cannot be installed on {host}: " + "; ".join(unmet)
+    errors = [line[3:].strip() for line in apt_output.splitlines() if line.startswith("E: ")]
+    said = errors[0] if errors else (apt_output.strip().splitlines() or ["no output"])[-1]
+    return f"{release} cannot be installed on {host}: apt: {said}"
 
 
 def settings_problems(settings: dict[str, Any]) -> list[str]:
@@ -65,7 +106,7 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
     version = str(settings.get("version") or "")
     if not version:
         return []
-    problems = pinned.problems("enroot", settings, "3.5.0", "the enroot package's")
+    problems = pinned.problems("enroot", settings, "4.1.2", "the enroot package's")
     if settings.get("caps", True) and not pinned.is_sha256(settings.get("caps_sha256")):
         problems.append(
             f"enroot_version {pinned.named(version)} with enroot_caps needs "
@@ -105,10 +146,11 @@ def _value(value: Any) -> str:
 
 
 def config(settings: dict[str, Any]) -> str:
-    """/etc/enroot/enroot.conf: Kiln's settings, then the operator's extra ones."""
+    """Kiln's drop-in (CONF): its settings, then the operator's extra ones. A setting in
+    the package's enroot.conf, or in a drop-in named before this one, wins over it."""
     if problems := config_problems(settings):
         raise EnrootError(problems[0])
-    lines = ["# Written by Kiln (role enroot)."]
+    lines = ["# Written by Kiln (role enroot): read after /etc/enroot/enroot.conf."]
     for name, key in SETTINGS:
         lines.append(f"{name} {_value(settings[key])}")
     for name, value in sorted((settings.get("extra_config") or {}).items()):

@@ -4,7 +4,10 @@ cache (a second of CPU per node and task) to find that out.
 
 Only what dpkg can answer alone: plain names and `name=version` pins (apt's `*` at the
 end of a version included). Anything else (version ranges, name patterns, .deb files)
-is left to apt."""
+is left to apt.
+
+Also: the dependencies apt says it cannot satisfy, from its output, so a failed install
+is reported as one line naming them (kiln.enroot)."""
 
 import fnmatch
 import re
@@ -53,3 +56,36 @@ def missing(names: list[str], dpkg_output: str) -> list[str]:
         if have is None or (version is not None and not fnmatch.fnmatchcase(have, version)):
             absent.append(wanted)
     return absent
+
+
+# apt's account of what it cannot install, under "The following packages have unmet
+# dependencies:": " enroot : Depends: bsdmainutils but it is not installable", further
+# relations of the same package on lines of their own below it.
+_UNMET_HEAD = "The following packages have unmet dependencies:"
+_UNMET = re.compile(
+    r"^ (?:(?P<package>\S+) +: )? *(?P<relation>[A-Z][A-Za-z-]+): (?P<what>.+?)"
+    r"(?: but (?P<reason>.+))?$"
+)
+
+
+def unmet(apt_output: str) -> list[tuple[str, str, str, str]]:
+    """(package, relation, dependency, apt's reason) for each unmet dependency apt
+    names in its output ("enroot", "Depends", "bsdmainutils", "it is not installable")."""
+    found: list[tuple[str, str, str, str]] = []
+    lines = apt_output.splitlines()
+    if _UNMET_HEAD not in lines:
+        return found
+    joined: list[str] = []
+    for line in lines[lines.index(_UNMET_HEAD) + 1 :]:
+        if joined and joined[-1].endswith(" or"):  # an alternative, on a line of its own
+            joined[-1] += " " + line.strip()
+        else:
+            joined.append(line)
+    package = ""
+    for line in joined:
+        match = _UNMET.match(line)
+        if not match:
+            break
+        package = match["package"] or package
+        found.append((package, match["relation"], match["what"], match["reason"] or ""))
+    return found

@@ -11,12 +11,10 @@ a new build is made and the old one is no longer loaded.
 import re
 from typing import Any
 
-from kiln import pinned
+from kiln import pinned, slurm
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/pyxis/archive/refs/tags"
-CONF = "/etc/slurm/plugstack.conf.d/pyxis.conf"
-# Debian's and Ubuntu's slurm-wlm-basic-plugins ship plugstack.conf with this line.
-PLUGSTACK_INCLUDE = "include /etc/slurm/plugstack.conf.d/*.conf"
+CONF = f"{slurm.PLUGSTACK_DIR}/pyxis.conf"
 INSTALL_ROOT = "/usr/local/lib/pyxis"
 PLUGIN = "spank_pyxis.so"
 CONTAINER_SCOPES = ("job", "global")
@@ -33,8 +31,8 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
     without the prefix), before any node is touched."""
     if not settings.get("version"):
         return []
-    problems = pinned.problems("pyxis", settings, "0.20.0", "the source tarball's")
-    scope = settings.get("container_scope", "job")
+    problems = pinned.problems("pyxis", settings, "0.24.0", "the source tarball's")
+    scope = settings.get("container_scope", "global")
     if scope not in CONTAINER_SCOPES:
         problems.append(
             f"pyxis_container_scope {scope!r}: expected one of {', '.join(CONTAINER_SCOPES)}"

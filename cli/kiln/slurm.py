@@ -394,6 +394,27 @@ def settings(defaults: dict[str, Any], cluster: Cluster, overrides: dict[str, An
     return merge(merge(defaults, computed), overrides)
 
 
+PLUGSTACK_DIR = "/etc/slurm/plugstack.conf.d"
+# Include lines end at the first blank (Slurm's parser).
+_INCLUDABLE = re.compile(r"^\S+\.conf$")
+
+
+def plugstack_conf(found: list[str]) -> str:
+    """/etc/slurm/plugstack.conf: one include line per file of plugstack.conf.d, in the
+    order a glob gives them. Debian ships `include /etc/slurm/plugstack.conf.d/*.conf`,
+    which SPANK reads, but Slurm's own parser refuses a glob: slurmctld, reading
+    plugstack.conf for configless nodes (24.11), logs "Slurm does not support glob
+    parsing" and '"Include" failed' at every start and reconfigure. The slurm role
+    writes it before Slurm starts, and the pyxis role again once pyxis.conf is there."""
+    files = sorted(p for p in found if p.startswith(PLUGSTACK_DIR + "/") and _INCLUDABLE.match(p))
+    lines = [
+        "# Written by Kiln (roles slurm and pyxis): each file of plugstack.conf.d by name,",
+        "# since Slurm's own parser refuses a glob.",
+        *(f"include {path}" for path in files),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def config_files(
     conf: dict[str, Any],
     cgroup: dict[str, Any],

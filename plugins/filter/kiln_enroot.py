@@ -15,22 +15,24 @@ from kiln import enroot, storage
 
 
 def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files, nccl_dirs=()):
-    """{problems, packages, conf, directories, mounts: {file name: text ('' = none)}}
+    """{problems, packages, query, conf, directories, mounts: {file name: text ('' = none)}}
     for one node; settings are its enroot_* variables without the prefix."""
     problems = enroot.settings_problems(settings)
     if problems:
         return {"problems": problems}
     try:
+        chosen = enroot.packages(
+            settings["version"],
+            settings["sha256"],
+            settings["caps"],
+            settings["caps_sha256"],
+            arch,
+            settings["base_url"],
+        )
         return {
             "problems": [],
-            "packages": enroot.packages(
-                settings["version"],
-                settings["sha256"],
-                settings["caps"],
-                settings["caps_sha256"],
-                arch,
-                settings["base_url"],
-            ),
+            "packages": chosen,
+            "query": enroot.query_argv(chosen),
             "conf": enroot.config(settings),
             "directories": enroot.directories(settings),
             "mounts": {
@@ -42,6 +44,20 @@ def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files, ncc
         raise AnsibleFilterError(str(exc)) from None
 
 
+def kiln_enroot_missing(packages, dpkg_output):
+    """The plan's packages not installed at the pinned version, from the plan's query."""
+    return enroot.missing(packages, dpkg_output)
+
+
+def kiln_enroot_install_failure(packages, host, apt_stdout, apt_stderr):
+    """One line naming what apt could not install on the host, and why."""
+    return enroot.install_failure(host, packages, f"{apt_stdout}\n{apt_stderr}")
+
+
 class FilterModule:
     def filters(self):
-        return {"kiln_enroot_plan": kiln_enroot_plan}
+        return {
+            "kiln_enroot_plan": kiln_enroot_plan,
+            "kiln_enroot_missing": kiln_enroot_missing,
+            "kiln_enroot_install_failure": kiln_enroot_install_failure,
+        }

@@ -39,4 +39,7 @@ def kiln_pyxis_plan(settings, slurm_version_header, installed_builds):
 
 class FilterModule:
     def filters(self):
-        return {"kiln_pyxis_problems": kiln_pyxis_problems, "kiln_pyxis_plan": kiln_pyxis_plan}
+        return {
+            "kiln_pyxis_problems": kiln_pyxis_problems,
+            "kiln_pyxis_plan": kiln_pyxis_plan,
+        }

@@ -95,4 +95,5 @@ class FilterModule:
             "kiln_conf_value": slurm.conf_value,
             "kiln_topology": kiln_topology,
             "kiln_slurm_qos_to_set": accounting.qos_to_set,
+            "kiln_slurm_plugstack": slurm.plugstack_conf,
         }

@@ -523,7 +523,7 @@ TRAILING_NEWLINES = [
         "enroot-version",
         {**ENROOT, "enroot_version": "3.5.0\n"},
         COMPUTE,
-        "enroot_version '3.5.0\\n': expected a release such as 3.5.0",
+        "enroot_version '3.5.0\\n': expected a release such as 4.1.2",
     ),
     (
         "enroot-sha256",
@@ -548,7 +548,7 @@ TRAILING_NEWLINES = [
         "pyxis-version",
         {"pyxis_version": "0.20.0\n", "pyxis_sha256": SHA},
         "ctl1,gpu[001-002]",
-        "pyxis_version '0.20.0\\n': expected a release such as 0.20.0",
+        "pyxis_version '0.20.0\\n': expected a release such as 0.24.0",
     ),
     (
         "pyxis-runtime-path",

@@ -48,7 +48,9 @@ def test_profile_with_a_bad_storage_setting(write_inventory, tmp_path):
     mine = tmp_path / "mine.yaml"
     mine.write_text(yaml.safe_dump({"extends": "lab-cpu", "storage": {"file_size_mib": "big"}}))
     result = run_kiln("validate", "-i", str(inventory), "--profile", str(mine))
-    one_line_error(result, ExitCode.BAD_INPUT, "storage.file_size_mib must be a whole number, got 'big'")
+    one_line_error(
+        result, ExitCode.BAD_INPUT, "storage.file_size_mib must be a whole number, got 'big'"
+    )
 
 
 def test_nodes_outside_the_inventory(write_inventory):

@@ -17,7 +17,7 @@ import yaml
 
 from kiln import inventory
 from kiln.errors import ExitCode
-from kiln.lab import standins
+from tests import standins
 from tests.collection import build_collection, install_collection, plain_ansible
 from tests.conftest import run_kiln
 from tests.e2e.accounts import ACCOUNTS, REMOVE_ACCOUNTS, SHOW_ACCOUNTS
@@ -41,6 +41,9 @@ def lab(tmp_path_factory):
         # A run stopped half way (a CI time limit) leaves its lab behind, provisioned:
         # these tests start from raw nodes.
         assert run_kiln("lab", "down", "--name", LAB, timeout=300).returncode == 0
+        # The stand-ins for NVIDIA's enroot and pyxis, pinned in the lab's settings as
+        # `make lab` pins them; `kiln lab up` copies them with the rest.
+        standins.lab_settings()
         result = run_kiln("lab", "up", "--name", LAB, timeout=900)
         assert result.returncode == 0, result.stderr
         inventory = result.stdout.strip().splitlines()[-1].removeprefix("inventory: ")
@@ -352,13 +355,17 @@ def test_nccl_settings_are_written_per_node_and_shown_with_their_sources(lab, pr
 
 
 def test_enroot_from_the_labs_stand_ins_binds_storage_and_nccl_into_containers(lab, provisioned):
-    # The lab's enroot packages are STAND-INs (kiln.lab.standins: the upstream names
-    # and layout) that the control node fetched by their pinned sha256; what the role
-    # wrote around them is real.
+    # The lab's enroot packages are STAND-INs (tests/standins.py: the real releases'
+    # fields, conffiles and files) that the control node fetched by their pinned sha256
+    # and apt installed with what they depend on; what the role wrote around them is real.
+    release = standins.LAB_ENROOT
     for node in ("compute01", "compute02"):
         versions = on(node, "dpkg-query -W -f='${Package} ${Version}\\n' enroot enroot+caps")
-        assert versions.splitlines() == ["enroot 3.5.0-1", "enroot+caps 3.5.0-1"]
-        assert on(node, "enroot version").strip() == "3.5.0"
+        assert versions.splitlines() == [f"enroot {release}-1", f"enroot+caps {release}-1"]
+        assert on(node, "enroot version").strip() == release
+        # Kiln's settings are a drop-in: every packaged file, enroot.conf among them, is
+        # as the package left it.
+        assert on(node, "dpkg --verify enroot") == ""
         fstab = (
             "cat /etc/enroot/mounts.d/50-kiln-storage.fstab /etc/enroot/mounts.d/50-kiln-nccl.fstab"
         )
@@ -372,25 +379,34 @@ def test_enroot_from_the_labs_stand_ins_binds_storage_and_nccl_into_containers(l
             "/var/lib/enroot/cache 1777 root",
         ]
         assert "ENROOT_RUNTIME_PATH /var/lib/enroot/runtime/user-$(id -u)" in on(
-            node, "cat /etc/enroot/enroot.conf"
+            node, "cat /etc/enroot/enroot.conf.d/50-kiln.conf"
         )
     assert on("controller", "test -e /usr/bin/enroot || echo absent").strip() == "absent"
 
 
 def test_pyxis_from_the_labs_stand_in_is_built_for_its_slurm_and_loaded_in_jobs(lab, provisioned):
-    # The lab's pyxis source is a STAND-IN (kiln.lab.standins: a SPANK plugin with
-    # pyxis's name and build interface, adding --kiln-test); each node built it against
-    # Debian 13's Slurm, and slurmstepd loads it from plugstack.conf.d (configless: the
-    # controller's plugstack.conf, shipped to slurmd, includes the node's own directory).
+    # The lab's pyxis source is a STAND-IN (tests/standins.py: a SPANK plugin with
+    # pyxis's name, build interface and arguments, adding --kiln-test); each node built it
+    # against Debian 13's Slurm, and slurmstepd loads it from plugstack.conf.d
+    # (configless: the controller's plugstack.conf, shipped to slurmd, names the file in
+    # the node's own directory).
     release = on("controller", "dpkg-query -W -f='${Version}' slurm-client").split("-")[0]
-    build = f"/usr/local/lib/pyxis/0.20.0-slurm-{release}"
-    options = "runtime_path=/run/pyxis execute_entrypoint=0 container_scope=job sbatch_support=1"
+    version = standins.LAB_PYXIS
+    build = f"/usr/local/lib/pyxis/{version}-slurm-{release}"
+    options = "runtime_path=/run/pyxis execute_entrypoint=0 container_scope=global sbatch_support=1"
     for node in ("controller", "compute01", "compute02"):
         assert on(node, "cat /etc/slurm/plugstack.conf.d/pyxis.conf").splitlines() == [
-            f"# Written by Kiln (role pyxis): pyxis 0.20.0 built for Slurm {release}.",
+            f"# Written by Kiln (role pyxis): pyxis {version} built for Slurm {release}.",
             f"required {build}/slurm/spank_pyxis.so {options}",
         ]
         assert on(node, "ls /usr/local/lib/pyxis").split() == [build.rsplit("/", 1)[1]]
+    # Each file by name: slurmctld cannot read the glob Debian ships (it logged an error
+    # for it at every reconfigure).
+    assert on("controller", "cat /etc/slurm/plugstack.conf").splitlines() == [
+        "# Written by Kiln (roles slurm and pyxis): each file of plugstack.conf.d by name,",
+        "# since Slurm's own parser refuses a glob.",
+        "include /etc/slurm/plugstack.conf.d/pyxis.conf",
+    ]
     assert "--kiln-test=VALUE" in on("controller", "srun --help")
     out = on(
         "controller",
@@ -1034,15 +1050,15 @@ def _add_then_remove_compute03(lab: str) -> None:
 
 
 def _a_package_changed_by_hand_is_drift_until_provisioned(lab: str) -> None:
-    """enroot one release up on compute03, installed by hand: `kiln drift` names the
+    """enroot one release down on compute03, installed by hand: `kiln drift` names the
     node, the role's task that would put the pinned release back, and the fingerprint
     field that differs from its two peers'; `kiln provision` puts it back."""
     node = f"{LAB}-compute03"
     with tempfile.TemporaryDirectory() as built:
-        standins.enroot(Path(built), "3.5.1")
-        for deb in sorted(Path(built, "v3.5.1").glob("*.deb")):
+        standins.enroot(Path(built), "4.1.1")
+        for deb in sorted(Path(built, "v4.1.1").glob("*.deb")):
             subprocess.run(["podman", "cp", str(deb), f"{node}:/root/"], check=True)
-    on("compute03", "dpkg --install --force-confold /root/enroot*_3.5.1-1_*.deb >/dev/null")
+    on("compute03", "dpkg --install --force-confold /root/enroot*_4.1.1-1_*.deb >/dev/null")
     code, found = drift(lab, "--limit", "slurm_compute")
     assert code == ExitCode.DRIFT, found
     # compute01 and compute02 were left alone when compute03 was added (--limit): their
@@ -1068,8 +1084,8 @@ def _a_package_changed_by_hand_is_drift_until_provisioned(lab: str) -> None:
         node: [
             {
                 "field": "enroot",
-                "value": "3.5.1-1",
-                "majority": "3.5.0-1",
+                "value": "4.1.1-1",
+                "majority": f"{standins.LAB_ENROOT}-1",
                 "count": 2,
                 "group": "slurm_compute",
             }
@@ -1079,7 +1095,10 @@ def _a_package_changed_by_hand_is_drift_until_provisioned(lab: str) -> None:
     assert code == ExitCode.OK, report["failures"]
     code, found = drift(lab, "--limit", node)
     assert code == ExitCode.OK, found
-    assert (found["hosts"], found["fingerprints"][node]["enroot"]) == ({}, "3.5.0-1")
+    assert (found["hosts"], found["fingerprints"][node]["enroot"]) == (
+        {},
+        f"{standins.LAB_ENROOT}-1",
+    )
 
 
 def test_status_and_up_again_are_safe(lab):

@@ -13,24 +13,19 @@ from pathlib import Path
 import pytest
 
 from kiln.errors import ExitCode
+from tests import standins
 from tests.conftest import run_kiln
 from tests.e2e.accounts import ACCOUNTS, SHOW_ACCOUNTS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.migration]
 LABS = ("old", "new")
 # What differs between two labs from the same settings: where each one is (addresses,
-# the apt cache on its own subnet's gateway, each lab's SSH key) and its name, and the
-# stand-in enroot and pyxis artifacts each lab builds and serves from its own state
-# directory (a site's own mirror: its URLs, and the enroot packages' sha256).
+# the apt cache on its own subnet's gateway, each lab's SSH key) and its name. The
+# stand-in enroot and pyxis the two install are pinned in the settings they share.
 ENDPOINTS = {
     "ansible_host",
     "ansible_ssh_private_key_file",
     "base_apt_proxy",
-    "enroot_base_url",
-    "enroot_sha256",
-    "enroot_caps_sha256",
-    "pyxis_base_url",
-    "pyxis_sha256",
     "kiln_lab_name",
 }
 
@@ -53,6 +48,7 @@ def labs(tmp_path_factory):
     with pytest.MonkeyPatch.context() as env:
         env.setenv("KILN_STATE_DIR", str(tmp_path_factory.mktemp("migration-state")))
         found = {}
+        standins.lab_settings()  # as `make lab` pins them, in the lab's settings
         try:
             for name in LABS:
                 # A run stopped half way leaves its lab behind: start from raw nodes.

@@ -1,15 +1,18 @@
-"""kiln.enroot: the release packages pinned together, enroot.conf, the directories
-Kiln makes, and the mounts.d entries for shared storage and NCCL's files."""
+"""kiln.enroot: the release packages pinned together, which of them a node lacks, what
+apt could not install, enroot.conf, the directories Kiln makes, and the mounts.d entries
+for shared storage and NCCL's files."""
 
 import re
+import subprocess
 
 import pytest
 
 from kiln import enroot
+from tests import standins
 
 SHA = "a" * 64
 PINNED_SHA256 = (
-    "enroot_version 3.5.0 needs enroot_sha256: the enroot package's sha256 (64 hex digits), "
+    "enroot_version 4.1.2 needs enroot_sha256: the enroot package's sha256 (64 hex digits), "
     "pinned with the version"
 )
 PATH_RULE = (
@@ -23,7 +26,7 @@ VALUE_RULE = (
 )
 CAPS_SHA = "b" * 64
 SETTINGS = {
-    "version": "3.5.0",
+    "version": "4.1.2",
     "sha256": SHA,
     "caps": True,
     "caps_sha256": CAPS_SHA,
@@ -41,29 +44,100 @@ SETTINGS = {
 }
 
 
+PAIR = enroot.packages("4.1.2", SHA, True, CAPS_SHA, "amd64", "https://mirror.site/enroot/")
+
+
 def test_packages_in_githubs_release_layout():
-    found = enroot.packages("3.5.0", SHA, True, CAPS_SHA, "arm64", "https://mirror.site/enroot/")
+    found = enroot.packages("4.1.2", SHA, True, CAPS_SHA, "arm64", "https://mirror.site/enroot/")
     assert found == [
         {
             "package": "enroot",
-            "version": "3.5.0-1",
-            "file": "enroot_3.5.0-1_arm64.deb",
-            "url": "https://mirror.site/enroot/v3.5.0/enroot_3.5.0-1_arm64.deb",
+            "version": "4.1.2-1",
+            "file": "enroot_4.1.2-1_arm64.deb",
+            "url": "https://mirror.site/enroot/v4.1.2/enroot_4.1.2-1_arm64.deb",
             "sha256": SHA,
-            "installed": "enroot 3.5.0-1 installed",
         },
         {
             "package": "enroot+caps",
-            "version": "3.5.0-1",
-            "file": "enroot+caps_3.5.0-1_arm64.deb",
-            "url": "https://mirror.site/enroot/v3.5.0/enroot%2Bcaps_3.5.0-1_arm64.deb",
+            "version": "4.1.2-1",
+            "file": "enroot+caps_4.1.2-1_arm64.deb",
+            "url": "https://mirror.site/enroot/v4.1.2/enroot%2Bcaps_4.1.2-1_arm64.deb",
             "sha256": CAPS_SHA,
-            "installed": "enroot+caps 3.5.0-1 installed",
         },
     ]
-    assert [p["package"] for p in enroot.packages("3.5.0", SHA, False, "", "amd64", "x")] == [
+    assert [p["package"] for p in enroot.packages("4.1.2", SHA, False, "", "amd64", "x")] == [
         "enroot"
     ]
+
+
+# dpkg-query's answer (enroot.query_argv) on nodes in each state an earlier run can
+# leave: installed, at another version, unpacked or half-configured by a failed
+# configure, removed with its conffiles kept, or never seen (dpkg-query prints nothing).
+@pytest.mark.parametrize(
+    ("dpkg_output", "missing"),
+    [
+        ("enroot\t4.1.2-1\tinstalled\nenroot+caps\t4.1.2-1\tinstalled\n", []),
+        ("enroot\t4.1.2-1\tinstalled\nenroot+caps\t4.1.1-1\tinstalled\n", ["enroot+caps"]),
+        (
+            "enroot\t4.1.1-1\tinstalled\nenroot+caps\t4.1.1-1\tinstalled\n",
+            ["enroot", "enroot+caps"],
+        ),
+        ("enroot\t4.1.2-1\tunpacked\nenroot+caps\t4.1.2-1\tunpacked\n", ["enroot", "enroot+caps"]),
+        ("enroot\t4.1.2-1\thalf-configured\nenroot+caps\t4.1.2-1\tinstalled\n", ["enroot"]),
+        ("enroot\t4.1.2-1\tconfig-files\nenroot+caps\t4.1.2-1\tinstalled\n", ["enroot"]),
+        ("enroot\t4.1.2-1\tinstalled\n", ["enroot+caps"]),
+        ("", ["enroot", "enroot+caps"]),
+    ],
+)
+def test_which_packages_a_node_lacks(dpkg_output, missing):
+    assert [p["package"] for p in enroot.missing(PAIR, dpkg_output)] == missing
+
+
+def test_which_packages_a_real_dpkg_query_finds_missing():
+    done = subprocess.run(enroot.query_argv(PAIR), capture_output=True, text=True)
+    assert done.returncode == 1  # neither is installed on this machine
+    assert enroot.missing(PAIR, done.stdout) == PAIR
+
+
+def apt_output(name: str) -> str:
+    return (standins.REPO / "tests" / "fixtures" / "apt" / name).read_text()
+
+
+# apt's real output (tests/fixtures/apt) installing a stand-in release whose enroot
+# depends on a package no source has (Debian 12 and 13), and on one more at a version
+# the sources lack.
+@pytest.mark.parametrize(
+    ("fixture", "line"),
+    [
+        (
+            "unmet-bookworm.txt",
+            "enroot 4.1.3-1 cannot be installed on node1: enroot depends on "
+            "kiln-no-such-package, but it is not installable",
+        ),
+        (
+            "unmet-trixie.txt",
+            "enroot 4.1.3-1 cannot be installed on node1: enroot depends on "
+            "kiln-no-such-package, but it is not installable",
+        ),
+        (
+            "unmet-two-trixie.txt",
+            "enroot 4.1.3-1 cannot be installed on node1: enroot depends on "
+            "kiln-no-such-package, but it is not installable; enroot depends on jq (>= 99), "
+            "but 1.7.1-6+deb13u4 is to be installed",
+        ),
+    ],
+)
+def test_what_apt_could_not_install_in_one_line(fixture, line):
+    release = enroot.packages("4.1.3", SHA, True, CAPS_SHA, "amd64", "x")
+    assert enroot.install_failure("node1", release, apt_output(fixture)) == line
+
+
+def test_an_apt_failure_without_unmet_dependencies_gives_apts_error():
+    output = "Reading package lists...\nE: Could not get lock /var/lib/dpkg/lock-frontend\n"
+    assert enroot.install_failure("node1", PAIR, output) == (
+        "enroot 4.1.2-1 cannot be installed on node1: apt: Could not get lock "
+        "/var/lib/dpkg/lock-frontend"
+    )
 
 
 @pytest.mark.parametrize(
@@ -74,19 +148,19 @@ def test_packages_in_githubs_release_layout():
         (
             {"sha256": ""},
             [
-                "enroot_version 3.5.0 needs enroot_sha256: the enroot package's sha256 (64 hex "
+                "enroot_version 4.1.2 needs enroot_sha256: the enroot package's sha256 (64 hex "
                 "digits), pinned with the version"
             ],
         ),
         (
             {"caps_sha256": "short"},
             [
-                "enroot_version 3.5.0 with enroot_caps needs enroot_caps_sha256: the "
+                "enroot_version 4.1.2 with enroot_caps needs enroot_caps_sha256: the "
                 "enroot+caps package's sha256, pinned with the version"
             ],
         ),
         ({"caps": False, "caps_sha256": ""}, []),
-        ({"version": "3.5"}, ["enroot_version '3.5': expected a release such as 3.5.0"]),
+        ({"version": "4.1"}, ["enroot_version '4.1': expected a release such as 4.1.2"]),
         ({"fetch": "ftp"}, ["enroot_fetch 'ftp': expected one of control, node"]),
         (
             {"extra_hooks": ["../x.sh"]},
@@ -96,7 +170,7 @@ def test_packages_in_githubs_release_layout():
             {"extra_hooks": ["x.sh\n"]},
             ["enroot_extra_hooks: 'x.sh\\n' is not a hook file name (NAME.sh)"],
         ),
-        ({"version": "3.5.0\n"}, ["enroot_version '3.5.0\\n': expected a release such as 3.5.0"]),
+        ({"version": "3.5.0\n"}, ["enroot_version '3.5.0\\n': expected a release such as 4.1.2"]),
         ({"sha256": SHA + "\n"}, [PINNED_SHA256]),
         # enroot expands each value in a shell: its documented expansions only.
         ({"runtime_path": "/e/${ENROOT_RUNTIME_USER}/$(id -u)/$(id -g)"}, []),
@@ -134,7 +208,7 @@ def test_enroot_conf_whole():
         "extra_config": {"ENROOT_MAX_PROCESSORS": 16, "ENROOT_ALLOW_HTTP": True},
     }
     assert enroot.config(settings).splitlines() == [
-        "# Written by Kiln (role enroot).",
+        "# Written by Kiln (role enroot): read after /etc/enroot/enroot.conf.",
         "ENROOT_RUNTIME_PATH /var/lib/enroot/runtime/user-$(id -u)",
         "ENROOT_CACHE_PATH /var/lib/enroot/cache/group-$(id -g)",
         "ENROOT_DATA_PATH /var/lib/enroot/data/user-$(id -u)",
@@ -215,36 +289,3 @@ def test_nccl_files_bound_read_only():
         "/usr/local/gib/lib64 /usr/local/gib/lib64 none "
         "x-create=dir,bind,ro,nosuid,nodev,nofail,silent\n"
     )
-
-
-def test_the_labs_stand_in_packages_are_built_once_and_pinned(tmp_path):
-    import hashlib
-    import subprocess
-
-    from kiln.lab import standins
-
-    first = standins.lab_enroot(tmp_path / "enroot")
-    assert standins.lab_enroot(tmp_path / "enroot") == first  # reused, not rebuilt
-    release = tmp_path / "enroot" / "v3.5.0"
-    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True)
-    arch = arch.stdout.strip()
-    deb = release / f"enroot_3.5.0-1_{arch}.deb"
-    caps = release / f"enroot+caps_3.5.0-1_{arch}.deb"
-    assert first == {
-        "enroot_version": "3.5.0",
-        "enroot_sha256": hashlib.sha256(deb.read_bytes()).hexdigest(),
-        "enroot_caps_sha256": hashlib.sha256(caps.read_bytes()).hexdigest(),
-        "enroot_base_url": (tmp_path / "enroot").as_uri(),
-        "enroot_fetch": "control",
-    }
-    # What the role's URL names is where the package is.
-    (url,) = [
-        p["url"] for p in enroot.packages("3.5.0", "", False, "", arch, first["enroot_base_url"])
-    ]
-    assert url == deb.as_uri()
-    fields = subprocess.run(["dpkg-deb", "-f", str(caps)], capture_output=True, text=True)
-    assert "Depends: enroot (= 3.5.0-1)" in fields.stdout
-    assert "STAND-IN" in fields.stdout
-    listing = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True).stdout
-    for path in ("./usr/bin/enroot", "./usr/share/enroot/hooks.d/50-slurm-pmi.sh"):
-        assert path in listing

@@ -75,6 +75,14 @@ def test_validate_plan_from_scontrol():
     assert found["resume_to_test"] == ["gpu2"]
 
 
+def test_plugstack_conf_from_the_files_found():
+    offered = filters("kiln_slurm")
+    found = ["/etc/slurm/plugstack.conf.d/pyxis.conf"]
+    assert offered["kiln_slurm_plugstack"](found).splitlines()[2:] == [
+        "include /etc/slurm/plugstack.conf.d/pyxis.conf"
+    ]
+
+
 def test_slurm_settings_and_files_from_the_found_plugins():
     offered = filters("kiln_slurm")
     # What the role's find returns on Debian 12 with libpmix-dev (libpmix2 alone has only
@@ -239,7 +247,7 @@ def test_nccl_plan_and_plugin_for_a_node():
 def test_enroot_plan_for_a_node():
     plan = filters("kiln_enroot")["kiln_enroot_plan"]
     settings = {
-        "version": "3.5.0",
+        "version": "4.1.2",
         "sha256": "a" * 64,
         "caps": False,
         "caps_sha256": "",
@@ -259,13 +267,33 @@ def test_enroot_plan_for_a_node():
     mounts = [{"name": "shared", "path": "/shared", "type": "nfs", "source": "nas:/s"}]
     found = plan(settings, "amd64", mounts, ["slurm_compute"], ["/etc/nccl.conf"])
     assert [p["url"] for p in found["packages"]] == [
-        "http://mirror/v3.5.0/enroot_3.5.0-1_amd64.deb"
+        "http://mirror/v4.1.2/enroot_4.1.2-1_amd64.deb"
     ]
+    assert found["query"] == [
+        "dpkg-query",
+        "-W",
+        "-f=${binary:Package}\\t${Version}\\t${db:Status-Status}\\n",
+        "--",
+        "enroot",
+    ]
+    offered = filters("kiln_enroot")
+    assert (
+        offered["kiln_enroot_missing"](found["packages"], "enroot\t4.1.2-1\tunpacked\n")
+        == (found["packages"])
+    )
+    assert offered["kiln_enroot_missing"](found["packages"], "enroot\t4.1.2-1\tinstalled\n") == []
+    unmet = (
+        "The following packages have unmet dependencies:\n"
+        " enroot : Depends: x but it is not installable\n"
+    )
+    assert offered["kiln_enroot_install_failure"](found["packages"], "n1", unmet, "E: held") == (
+        "enroot 4.1.2-1 cannot be installed on n1: enroot depends on x, but it is not installable"
+    )
     assert found["directories"] == ["/e/run", "/e/cache", "/e/data", "/e/tmp"]
     assert sorted(found["mounts"]) == ["50-kiln-nccl.fstab", "50-kiln-storage.fstab"]
     assert found["problems"] == [] and "ENROOT_MOUNT_HOME yes" in found["conf"]
     assert plan({**settings, "sha256": ""}, "amd64", [], [], [])["problems"] == [
-        "enroot_version 3.5.0 needs enroot_sha256: the enroot package's sha256 (64 hex digits), "
+        "enroot_version 4.1.2 needs enroot_sha256: the enroot package's sha256 (64 hex digits), "
         "pinned with the version"
     ]
     # The role's "Refuse settings" task fails on these before anything is written.
@@ -290,36 +318,36 @@ def test_enroot_plan_for_a_node():
 def test_pyxis_plan_for_a_node():
     offered = filters("kiln_pyxis")
     settings = {
-        "version": "0.20.0",
+        "version": "0.24.0",
         "sha256": "d" * 64,
         "base_url": "http://mirror/pyxis",
         "fetch": "node",
         "runtime_path": "/run/pyxis",
         "execute_entrypoint": False,
-        "container_scope": "job",
+        "container_scope": "global",
         "sbatch_support": True,
     }
     header = "#define SLURM_VERSION_NUMBER 0x180b05\n"
-    old = "/usr/local/lib/pyxis/0.20.0-slurm-22.05.8"
+    old = "/usr/local/lib/pyxis/0.24.0-slurm-22.05.8"
     assert offered["kiln_pyxis_plan"](settings, header, [old]) == {
         "slurm": "24.11.5",
         "source": {
-            "url": "http://mirror/pyxis/v0.20.0.tar.gz",
-            "file": "pyxis-0.20.0.tar.gz",
-            "top": "pyxis-0.20.0",
+            "url": "http://mirror/pyxis/v0.24.0.tar.gz",
+            "file": "pyxis-0.24.0.tar.gz",
+            "top": "pyxis-0.24.0",
             "sha256": "d" * 64,
         },
-        "build_dir": "/usr/local/lib/pyxis/0.20.0-slurm-24.11.5",
-        "plugin": "/usr/local/lib/pyxis/0.20.0-slurm-24.11.5/slurm/spank_pyxis.so",
+        "build_dir": "/usr/local/lib/pyxis/0.24.0-slurm-24.11.5",
+        "plugin": "/usr/local/lib/pyxis/0.24.0-slurm-24.11.5/slurm/spank_pyxis.so",
         "conf": (
-            "# Written by Kiln (role pyxis): pyxis 0.20.0 built for Slurm 24.11.5.\n"
-            "required /usr/local/lib/pyxis/0.20.0-slurm-24.11.5/slurm/spank_pyxis.so "
-            "runtime_path=/run/pyxis execute_entrypoint=0 container_scope=job sbatch_support=1\n"
+            "# Written by Kiln (role pyxis): pyxis 0.24.0 built for Slurm 24.11.5.\n"
+            "required /usr/local/lib/pyxis/0.24.0-slurm-24.11.5/slurm/spank_pyxis.so "
+            "runtime_path=/run/pyxis execute_entrypoint=0 container_scope=global sbatch_support=1\n"
         ),
         "stale": [old],
     }
     assert offered["kiln_pyxis_problems"]({**settings, "sha256": ""}) == [
-        "pyxis_version 0.20.0 needs pyxis_sha256: the source tarball's sha256 (64 hex digits), "
+        "pyxis_version 0.24.0 needs pyxis_sha256: the source tarball's sha256 (64 hex digits), "
         "pinned with the version"
     ]
     with pytest.raises(AnsibleFilterError, match=r"has no SLURM_VERSION_NUMBER"):

@@ -2,6 +2,7 @@
 dpkg-query's real output on this machine and from recorded lines of every status."""
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,48 @@ def test_a_real_dpkg_query_on_this_machine():
     pinned = [f"dpkg={version}", "coreutils", "dpkg=0.0-kiln"]
     done = subprocess.run(packages.query_argv(pinned), capture_output=True, text=True, check=True)
     assert packages.missing(pinned, done.stdout) == ["dpkg=0.0-kiln"]
+
+
+def recorded_apt(name: str) -> str:
+    return (Path(__file__).parents[1] / "fixtures" / "apt" / name).read_text()
+
+
+# apt's real output, on Debian 12 and 13, installing local .debs whose Depends name a
+# package no source has (and, in the last, one at a version the sources lack).
+@pytest.mark.parametrize(
+    ("fixture", "unmet"),
+    [
+        (
+            "unmet-bookworm.txt",
+            [("enroot", "Depends", "kiln-no-such-package", "it is not installable")],
+        ),
+        (
+            "unmet-trixie.txt",
+            [("enroot", "Depends", "kiln-no-such-package", "it is not installable")],
+        ),
+        (
+            "unmet-two-trixie.txt",
+            [
+                ("enroot", "Depends", "kiln-no-such-package", "it is not installable"),
+                ("enroot", "Depends", "jq (>= 99)", "1.7.1-6+deb13u4 is to be installed"),
+            ],
+        ),
+    ],
+)
+def test_what_apt_says_it_cannot_install(fixture, unmet):
+    assert packages.unmet(recorded_apt(fixture)) == unmet
+
+
+def test_alternatives_apt_cannot_install_and_no_account_at_all():
+    output = (
+        "The following packages have unmet dependencies:\n"
+        " enroot : Depends: gawk but it is not installable or\n"
+        "                   mawk but it is not installable\n"
+        "          Depends: zstd but it is not going to be installed\n"
+        "E: Unable to correct problems, you have held broken packages.\n"
+    )
+    assert packages.unmet(output) == [
+        ("enroot", "Depends", "gawk", "it is not installable or mawk but it is not installable"),
+        ("enroot", "Depends", "zstd", "it is not going to be installed"),
+    ]
+    assert packages.unmet("E: Could not get lock /var/lib/dpkg/lock-frontend\n") == []

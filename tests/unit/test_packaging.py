@@ -1,5 +1,6 @@
 """A built wheel carries the Ansible content, and kiln finds it there."""
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -45,6 +46,20 @@ def test_wheel_ships_playbooks_roles_and_lab_settings(wheel):
     ):
         assert expected in names
     assert not any("hosts.yml" in n and "inventories/lab" in n for n in names)
+
+
+def test_wheel_carries_no_stand_in_and_no_test_code(wheel):
+    """Stand-ins are test aids (tests/standins.py): not in the wheel, nor the lab settings
+    `make lab` writes for them (git-ignored), and nothing in it imports the tests."""
+    archive = zipfile.ZipFile(wheel)
+    assert [n for n in archive.namelist() if "standin" in n] == []
+    importing = [
+        name
+        for name in archive.namelist()
+        if name.endswith(".py")
+        and re.search(r"^\s*(from|import) tests\b", archive.read(name).decode(), re.M)
+    ]
+    assert importing == []
 
 
 def test_installed_wheel_finds_its_own_content(wheel, tmp_path):

@@ -1,23 +1,21 @@
 """kiln.pyxis: the release pinned together, the Slurm release read from its headers,
 the build directory keyed by both releases, pyxis.conf, and which builds are stale."""
 
-import hashlib
-import io
-import tarfile
-
 import pytest
+import yaml
 
 from kiln import pyxis
+from tests import standins
 
 SHA = "c" * 64
 SETTINGS = {
-    "version": "0.20.0",
+    "version": "0.24.0",
     "sha256": SHA,
     "base_url": "https://github.com/NVIDIA/pyxis/archive/refs/tags",
     "fetch": "control",
     "runtime_path": "/run/pyxis",
     "execute_entrypoint": False,
-    "container_scope": "job",
+    "container_scope": "global",
     "sbatch_support": True,
 }
 # The part of Debian 12's libslurm-dev slurm/slurm_version.h that names the release.
@@ -39,15 +37,15 @@ def test_a_pinned_release_has_no_problems():
 def test_every_problem_is_named():
     bad = {
         **SETTINGS,
-        "version": "v0.20",
+        "version": "v0.24",
         "sha256": "abc",
         "fetch": "mirror",
         "container_scope": "node",
         "runtime_path": "run/pyxis",
     }
     assert pyxis.settings_problems(bad) == [
-        "pyxis_version 'v0.20': expected a release such as 0.20.0",
-        "pyxis_version 'v0.20' needs pyxis_sha256: the source tarball's sha256 (64 hex digits), "
+        "pyxis_version 'v0.24': expected a release such as 0.24.0",
+        "pyxis_version 'v0.24' needs pyxis_sha256: the source tarball's sha256 (64 hex digits), "
         "pinned with the version",
         "pyxis_fetch 'mirror': expected one of control, node",
         "pyxis_container_scope 'node': expected one of job, global",
@@ -56,10 +54,10 @@ def test_every_problem_is_named():
 
 
 def test_source_in_githubs_tag_archive_layout():
-    assert pyxis.source("0.20.0", SHA, "https://mirror.site/pyxis/") == {
-        "url": "https://mirror.site/pyxis/v0.20.0.tar.gz",
-        "file": "pyxis-0.20.0.tar.gz",
-        "top": "pyxis-0.20.0",
+    assert pyxis.source("0.24.0", SHA, "https://mirror.site/pyxis/") == {
+        "url": "https://mirror.site/pyxis/v0.24.0.tar.gz",
+        "file": "pyxis-0.24.0.tar.gz",
+        "top": "pyxis-0.24.0",
         "sha256": SHA,
     }
 
@@ -79,56 +77,49 @@ def test_a_header_without_the_number_is_refused():
 
 
 def test_the_build_is_keyed_by_both_releases():
-    assert pyxis.build_dir("0.20.0", "22.05.8") == "/usr/local/lib/pyxis/0.20.0-slurm-22.05.8"
-    assert pyxis.plugin_path("0.20.0", "24.11.5") == (
-        "/usr/local/lib/pyxis/0.20.0-slurm-24.11.5/slurm/spank_pyxis.so"
+    assert pyxis.build_dir("0.24.0", "22.05.8") == "/usr/local/lib/pyxis/0.24.0-slurm-22.05.8"
+    assert pyxis.plugin_path("0.24.0", "24.11.5") == (
+        "/usr/local/lib/pyxis/0.24.0-slurm-24.11.5/slurm/spank_pyxis.so"
     )
 
 
 def test_pyxis_conf_whole():
     assert pyxis.config(SETTINGS, "22.05.8").splitlines() == [
-        "# Written by Kiln (role pyxis): pyxis 0.20.0 built for Slurm 22.05.8.",
-        "required /usr/local/lib/pyxis/0.20.0-slurm-22.05.8/slurm/spank_pyxis.so "
-        "runtime_path=/run/pyxis execute_entrypoint=0 container_scope=job sbatch_support=1",
+        "# Written by Kiln (role pyxis): pyxis 0.24.0 built for Slurm 22.05.8.",
+        "required /usr/local/lib/pyxis/0.24.0-slurm-22.05.8/slurm/spank_pyxis.so "
+        "runtime_path=/run/pyxis execute_entrypoint=0 container_scope=global sbatch_support=1",
     ]
-    other = {**SETTINGS, "execute_entrypoint": True, "container_scope": "global"}
+    other = {**SETTINGS, "execute_entrypoint": True, "container_scope": "job"}
     other["sbatch_support"] = False
     assert pyxis.config(other, "24.11.5").splitlines()[1] == (
-        "required /usr/local/lib/pyxis/0.20.0-slurm-24.11.5/slurm/spank_pyxis.so "
-        "runtime_path=/run/pyxis execute_entrypoint=1 container_scope=global sbatch_support=0"
+        "required /usr/local/lib/pyxis/0.24.0-slurm-24.11.5/slurm/spank_pyxis.so "
+        "runtime_path=/run/pyxis execute_entrypoint=1 container_scope=job sbatch_support=0"
     )
 
 
 def test_builds_for_another_slurm_or_pyxis_are_stale():
     installed = [
-        "/usr/local/lib/pyxis/0.20.0-slurm-22.05.8",
-        "/usr/local/lib/pyxis/0.20.0-slurm-24.11.5",
-        "/usr/local/lib/pyxis/0.19.0-slurm-24.11.5",
+        "/usr/local/lib/pyxis/0.24.0-slurm-22.05.8",
+        "/usr/local/lib/pyxis/0.24.0-slurm-24.11.5",
+        "/usr/local/lib/pyxis/0.23.0-slurm-24.11.5",
     ]
-    assert pyxis.stale_builds(installed, "0.20.0", "24.11.5") == [
-        "/usr/local/lib/pyxis/0.19.0-slurm-24.11.5",
-        "/usr/local/lib/pyxis/0.20.0-slurm-22.05.8",
+    assert pyxis.stale_builds(installed, "0.24.0", "24.11.5") == [
+        "/usr/local/lib/pyxis/0.23.0-slurm-24.11.5",
+        "/usr/local/lib/pyxis/0.24.0-slurm-22.05.8",
     ]
-    assert pyxis.stale_builds(["/elsewhere/x"], "0.20.0", "24.11.5") == []
+    assert pyxis.stale_builds(["/elsewhere/x"], "0.24.0", "24.11.5") == []
 
 
-def test_the_labs_stand_in_source_is_reproducible_and_pinned(tmp_path):
-    from kiln.lab import standins
-
-    first = standins.lab_pyxis(tmp_path / "pyxis")
-    assert standins.lab_pyxis(tmp_path / "pyxis") == first  # the same bytes again
-    tarball = tmp_path / "pyxis" / "v0.20.0.tar.gz"
-    assert first == {
-        "pyxis_version": "0.20.0",
-        "pyxis_sha256": hashlib.sha256(tarball.read_bytes()).hexdigest(),
-        "pyxis_base_url": (tmp_path / "pyxis").as_uri(),
-        "pyxis_fetch": "control",
+def test_kilns_defaults_are_pyxiss_own():
+    """Every option pyxis.conf sets is one of pyxis's arguments, and each role default
+    is the value pyxis itself takes when the argument is left out (docs/containers.md)."""
+    real = standins.facts("pyxis")["options"]
+    defaults = yaml.safe_load((standins.REPO / "roles/pyxis/defaults/main.yml").read_text())
+    settings = {**SETTINGS} | {
+        key: defaults[f"pyxis_{key}"]
+        for key in ("runtime_path", "execute_entrypoint", "container_scope", "sbatch_support")
     }
-    # What the role's URL names is where the tarball is, and it unpacks as GitHub's do.
-    assert pyxis.source("0.20.0", "", first["pyxis_base_url"])["url"] == tarball.as_uri()
-    with tarfile.open(fileobj=io.BytesIO(tarball.read_bytes())) as tar:
-        names = tar.getnames()
-        makefile = tar.extractfile("pyxis-0.20.0/Makefile").read().decode()
-    assert names == ["pyxis-0.20.0/Makefile", "pyxis-0.20.0/standin.c", "pyxis-0.20.0/README"]
-    assert makefile.startswith(f"# {standins.LABEL}\n")
-    assert "\tinstall -m 755 spank_pyxis.so $(DESTDIR)$(libdir)/slurm/\n" in makefile
+    arguments = dict(
+        option.split("=", 1) for option in pyxis.config(settings, "24.11.5").split()[-4:]
+    )
+    assert arguments == {key: real[key] for key in arguments}

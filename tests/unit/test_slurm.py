@@ -254,3 +254,20 @@ def test_config_files_are_every_file_the_role_writes():
     assert files["slurm.conf"] == slurm.slurm_conf({"ClusterName": "c"}, (24, 11), shapes, parts)
     assert files["gres.conf"].splitlines()[1] == "NodeName=gpu1 Name=gpu File=/dev/nvidia[0-1]"
     assert files["cgroup.conf"].splitlines()[1:] == ["ConstrainCores=YES"]
+
+
+def test_plugstack_conf_names_each_file_of_plugstack_conf_d():
+    # As a glob orders them; nothing outside the directory, no file a blank would cut.
+    found = [
+        "/etc/slurm/plugstack.conf.d/pyxis.conf",
+        "/etc/slurm/plugstack.conf.d/10-site.conf",
+        "/etc/slurm/plugstack.conf.d/with space.conf",
+        "/etc/slurm/elsewhere.conf",
+    ]
+    assert slurm.plugstack_conf(found).splitlines() == [
+        "# Written by Kiln (roles slurm and pyxis): each file of plugstack.conf.d by name,",
+        "# since Slurm's own parser refuses a glob.",
+        "include /etc/slurm/plugstack.conf.d/10-site.conf",
+        "include /etc/slurm/plugstack.conf.d/pyxis.conf",
+    ]
+    assert slurm.plugstack_conf([]).splitlines() == slurm.plugstack_conf(found).splitlines()[:2]

@@ -16,7 +16,7 @@ import yaml
 
 from kiln import paths
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.lab import doctor, image, standins
+from kiln.lab import doctor, image
 from kiln.lab.podman import answers, containers_with_label, exists, inspect, podman
 
 LABEL = "io.kiln.lab"
@@ -245,9 +245,7 @@ def _wait_for_ssh(lab: LabPlan, key: Path, timeout: float = 90) -> None:
         )
 
 
-def inventory_data(
-    lab: LabPlan, key: Path, apt_proxy: str | None, standin_vars: dict | None = None
-) -> dict:
+def inventory_data(lab: LabPlan, key: Path, apt_proxy: str | None) -> dict:
     def host(node: LabNode) -> dict:
         return {
             "ansible_host": node.address,
@@ -271,29 +269,23 @@ def inventory_data(
     }
     if apt_proxy:
         all_vars["base_apt_proxy"] = apt_proxy
-    # Software the lab cannot download (NVIDIA's, from GitHub): STAND-INs, labelled so.
-    all_vars.update(standin_vars or {})
     return {"all": {"vars": all_vars, "children": children}}
 
 
 def _write_inventory(lab: LabPlan, key: Path) -> Path:
     directory = paths.lab_inventory_dir(lab.name)
     if directory != paths.packaged_lab_settings():
-        # A copy of the committed lab settings, refreshed on every `up`.
+        # A copy of the lab settings (those committed, and any written beside them, such
+        # as the stand-ins `make lab` pins), refreshed on every `up`.
         shutil.rmtree(directory / "group_vars", ignore_errors=True)
         shutil.copytree(paths.packaged_lab_settings() / "group_vars", directory / "group_vars")
     # Nodes fetch packages through the host's apt cache when it has one.
     proxy = (
         f"http://{lab.gateway}:{doctor.APT_CACHE_PORT}" if doctor.apt_cache_available() else None
     )
-    standin_dir = paths.lab_state_dir(lab.name) / "standins"
-    standin_vars = {
-        **standins.lab_enroot(standin_dir / "enroot"),
-        **standins.lab_pyxis(standin_dir / "pyxis"),
-    }
     hosts = directory / "hosts.yml"
     text = GENERATED_HEADER.format(name=lab.name) + yaml.safe_dump(
-        inventory_data(lab, key, proxy, standin_vars),
+        inventory_data(lab, key, proxy),
         sort_keys=False,
         default_flow_style=False,
         width=200,

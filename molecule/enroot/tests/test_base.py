@@ -95,7 +95,7 @@ def test_the_fingerprint_fact_answers_the_nodes_versions(host):
     pretty = host.check_output(". /etc/os-release && echo $PRETTY_NAME")
     # The kernel, the distribution and enroot (the package, either flavour): nothing of
     # the GPU or Slurm stack is installed here.
-    assert found == {"distribution": pretty, "kernel": release, "enroot": "3.5.0-1"}
+    assert found == {"distribution": pretty, "kernel": release, "enroot": "4.1.2-1"}
 
 
 def test_apt_proxy_matches_the_setting(host):

@@ -1,11 +1,13 @@
-"""The enroot role's real effects on the nodes, around STAND-IN release packages."""
+"""The enroot role's real effects on the nodes, around STAND-IN release packages (the
+real ones' fields, conffiles and files: tests/standins.py), after side_effect.yml took
+the pin down to 4.1.1 and back up to 4.1.2."""
 
 import pytest
 
 testinfra_hosts = ["podman://enroot-a", "podman://enroot-b"]
 
 CONF = [
-    "# Written by Kiln (role enroot).",
+    "# Written by Kiln (role enroot): read after /etc/enroot/enroot.conf.",
     "ENROOT_RUNTIME_PATH /var/lib/enroot/runtime/user-$(id -u)",
     "ENROOT_CACHE_PATH /var/lib/enroot/cache/group-$(id -g)",
     "ENROOT_DATA_PATH /var/lib/enroot/data/user-$(id -u)",
@@ -14,7 +16,7 @@ CONF = [
 ]
 NODES = {
     "enroot-a": {
-        "packages": {"enroot": "3.5.0-1", "enroot+caps": "3.5.0-1"},
+        "packages": {"enroot": "4.1.2-1", "enroot+caps": "4.1.2-1"},
         "conf": [
             *CONF,
             "ENROOT_MOUNT_HOME no",
@@ -34,7 +36,7 @@ NODES = {
         "credentials": None,
     },
     "enroot-b": {
-        "packages": {"enroot": "3.5.0-1"},
+        "packages": {"enroot": "4.1.2-1"},
         "conf": [
             *CONF,
             "ENROOT_MOUNT_HOME yes",
@@ -61,19 +63,42 @@ def test_the_pinned_packages_are_installed(host):
             assert package.is_installed and package.version == wanted[name]
         else:
             assert not package.is_installed
-    assert host.check_output("enroot version") == "3.5.0"  # the stand-in's answer
+    assert host.check_output("enroot version") == "4.1.2"  # the stand-in's answer
 
 
-@pytest.mark.parametrize(
-    "package",
-    ["squashfs-tools", "parallel", "jq", "zstd", "pigz", "squashfuse", "fuse-overlayfs"],
-)
-def test_runtime_dependencies_come_from_the_distribution(host, package):
-    assert host.package(package).is_installed
+def test_what_the_packages_depend_on_is_installed(host):
+    # apt finds nothing unmet or half-installed; bsdmainutils is the dependency the
+    # role's own list once lacked. The extras: enroot_extra_packages.
+    assert host.run("apt-get check").rc == 0
+    assert host.check_output("dpkg --audit") == ""
+    for package in ("bsdmainutils", "pigz", "squashfuse", "fuse-overlayfs"):
+        assert host.package(package).is_installed, package
 
 
-def test_enroot_conf_is_kilns_whole(host):
-    conf = host.file("/etc/enroot/enroot.conf")
+def test_every_packaged_file_is_as_shipped(host):
+    # Its conffiles too (enroot.conf, the hooks, mounts, the AppArmor profile side_effect
+    # wrote over on enroot-a): dpkg finds them as the package left them, and nothing
+    # that dpkg leaves when it has to choose between two versions of one.
+    assert host.run("dpkg --verify enroot").stdout == ""
+    packaged = host.file("/etc/enroot/enroot.conf").content_string
+    assert packaged.splitlines()[0].endswith("/etc/enroot/enroot.conf of enroot 4.1.2.")
+    left = host.check_output("find /etc/enroot /etc/apparmor.d -name '*.dpkg-*'")
+    assert left == ""
+
+
+def test_the_helpers_have_their_capabilities_with_enroot_caps(host):
+    found = host.check_output("getcap /usr/bin/enroot-mksquashovlfs /usr/bin/enroot-aufs2ovlfs")
+    if "enroot+caps" in node(host)["packages"]:
+        assert found.splitlines() == [
+            "/usr/bin/enroot-mksquashovlfs cap_sys_admin=ep",
+            "/usr/bin/enroot-aufs2ovlfs cap_sys_admin,cap_mknod=ep",
+        ]
+    else:
+        assert found == ""
+
+
+def test_kilns_settings_are_a_drop_in_whole(host):
+    conf = host.file("/etc/enroot/enroot.conf.d/50-kiln.conf")
     assert (conf.user, conf.group, conf.mode) == ("root", "root", 0o644)
     assert conf.content_string.splitlines() == node(host)["conf"]
 
@@ -96,6 +121,7 @@ def test_mounts_bring_shared_storage_and_nccl_files_into_containers(host):
             assert found.content_string.splitlines() == node(host)[key]
     # The package's own entries stay.
     assert host.file("/etc/enroot/mounts.d/10-system.fstab").exists
+    assert host.file("/etc/enroot/mounts.d/20-config.fstab").exists
 
 
 def test_slurm_hooks_are_enabled_and_the_others_not(host):
@@ -116,7 +142,3 @@ def test_registry_credentials_are_roots_alone(host):
     assert (found.user, found.group, found.mode) == ("root", "root", 0o600)
     assert host.file("/root/.config/enroot").mode == 0o700
     assert found.content_string == wanted
-
-
-def test_no_apparmor_profile_outside_ubuntu_24_04(host):
-    assert not host.file("/etc/apparmor.d/enroot").exists

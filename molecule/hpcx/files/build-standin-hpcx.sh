@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# STAND-IN, NOT NVIDIA'S: builds a small tarball with HPC-X's layout (hpcx-init.sh,
-# modulefiles/hpcx, ompi/, ucx/, hcoll/, pkg-config files carrying NVIDIA's build prefix,
-# utils/hpcx_rebuild.sh) for the hpcx scenario, which cannot reach NVIDIA's servers.
+# STAND-IN, NOT NVIDIA'S: builds a small tarball with HPC-X's top-level layout (the facts
+# in docs/mpi.md, which tests/unit/test_standins.py checks it against: hpcx-init.sh,
+# modulefiles/hpcx, ompi/, ucx/, ucc/, hcoll/, sharp/, nccl_rdma_sharp_plugin/,
+# clusterkit/, sources/, utils/), pkg-config files carrying NVIDIA's build prefix and
+# utils/hpcx_rebuild.sh, for the hpcx scenario, which cannot reach NVIDIA's servers.
 # None of its programs is HPC-X: each says it is a stand-in.
 #   build-standin-hpcx.sh OUTDIR VERSION FLAVOUR...   (FLAVOUR: gcc-inbox-ubuntu24.04-cuda12-x86_64)
 set -euo pipefail
@@ -15,7 +17,9 @@ for flavour in "$@"; do
   name="hpcx-v$version-$flavour"
   top="$work/$name"
   mkdir -p "$top"/{modulefiles,utils,sources} "$top"/{ompi,ucx,hcoll,sharp}/{bin,lib/pkgconfig}
-  echo "Kiln's stand-in for NVIDIA HPC-X $version ($flavour): the layout, not the software." >"$top/STAND-IN"
+  mkdir -p "$top"/{ucc,nccl_rdma_sharp_plugin,clusterkit}/lib
+  label="Kiln's stand-in for NVIDIA HPC-X $version ($flavour): the layout, not the software."
+  for part in ucc nccl_rdma_sharp_plugin clusterkit; do echo "$label" >"$top/$part/lib/STAND-IN"; done
 
   for part in ompi ucx hcoll sharp; do
     cat >"$top/$part/lib/pkgconfig/$part.pc" <<PC
@@ -95,7 +99,7 @@ prepend-path PATH $hpcx_dir/hpcx-rebuild/bin
 TCL
 SH
   chmod 755 "$top/utils/hpcx_rebuild.sh"
-  echo "stand-in: no sources" >"$top/sources/README"
+  echo "$label" >"$top/sources/STAND-IN"
 
   tar -C "$work" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
     -cjf "$out/v$version/$name.tbz" "$name"

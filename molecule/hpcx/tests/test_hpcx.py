@@ -22,12 +22,20 @@ def name(host):
     return host.backend.get_hostname()
 
 
+# HPC-X's top level (docs/mpi.md), and Kiln's record of what it unpacked.
+TOP = ["clusterkit", "hcoll", "hpcx-init-ompi.sh", "hpcx-init.sh", "modulefiles"]
+TOP += ["nccl_rdma_sharp_plugin", "ompi", "sharp", "sources", "ucc", "ucx", "utils"]
+
+
 def test_the_flavour_of_the_node_is_unpacked_whole_in_place(host, name):
-    stand_in = host.file(f"{HOME}/STAND-IN")
+    stand_in = host.file(f"{HOME}/sources/STAND-IN")
     flavour = f"gcc-inbox-{BUILD[name]}-cuda12-x86_64"
     assert stand_in.content_string == (
         f"Kiln's stand-in for NVIDIA HPC-X {VERSION} ({flavour}): the layout, not the software.\n"
     )
+    # Beside it: Kiln's record, and hpcx_rebuild.sh's build where it ran.
+    added = [".kiln-hpcx"] + (["hpcx-rebuild"] if name == "hpcx-modules" else [])
+    assert sorted(host.run(f"ls -A {HOME}").stdout.split()) == sorted(TOP + added)
     assert host.file(HOME).user == "root"
     # Nothing beside it: no unpack directory, no downloaded tarball.
     assert host.run("ls -A /opt/hpcx").stdout.split() == [VERSION]

@@ -1,0 +1,380 @@
+"""STAND-INs for the releases the lab and CI cannot download (NVIDIA's enroot packages
+and pyxis's source, from GitHub): test aids, not part of Kiln. Each copies its real
+release in everything Kiln touches, from the facts written in docs/containers.md (the
+`kiln:release-facts` blocks, which tests/unit/test_standins.py checks every stand-in
+against); none of them runs a container.
+
+    python tests/standins.py enroot OUT VERSION [DEPENDS]
+        OUT/v<VERSION>/enroot{,+caps}_<VERSION>-1_<arch>.deb (GitHub's release layout);
+        DEPENDS: one more package enroot depends on (one apt cannot install, in tests)
+    python tests/standins.py pyxis OUT VERSION
+        OUT/v<VERSION>.tar.gz, unpacking to pyxis-<VERSION>/ (GitHub's tag archives)
+    python tests/standins.py lab
+        the lab's: built into build/standins/, pinned in
+        inventories/lab/group_vars/all/standins.yml (git-ignored), which `kiln lab up`
+        copies with the rest of the lab's settings (`make lab` runs this first)
+
+Each build gives the same bytes for the same arguments (fixed times and owners), so a
+pin written once stays true.
+"""
+
+import gzip
+import hashlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+FACTS_DOC = REPO / "docs" / "containers.md"
+LAB_DIR = REPO / "build" / "standins"
+LAB_SETTINGS = REPO / "inventories" / "lab" / "group_vars" / "all" / "standins.yml"
+LAB_ENROOT = "4.1.2"
+LAB_PYXIS = "0.24.0"
+LABEL = "STAND-IN built by Kiln's tests, not NVIDIA's"
+_FACTS = re.compile(
+    r"<!-- kiln:release-facts (?P<name>[a-z]+) -->\n```yaml\n(?P<body>.*?)```\n"
+    r"<!-- /kiln:release-facts -->",
+    re.DOTALL,
+)
+# The dpkg fields that relate a package to others: what apt resolves.
+RELATIONS = ("Pre-Depends", "Depends", "Recommends", "Suggests", "Conflicts", "Breaks")
+RELATIONS += ("Replaces", "Provides")
+# Set on every build: dpkg-deb and tar clamp their times to it.
+EPOCH = 1700000000
+
+
+def facts(name: str, doc: Path = FACTS_DOC) -> dict:
+    """The real release's facts, as the doc's `kiln:release-facts NAME` block holds them."""
+    for found in _FACTS.finditer(doc.read_text()):
+        if found["name"] == name:
+            return yaml.safe_load(found["body"])
+    raise LookupError(f"{doc} has no kiln:release-facts block for {name}")
+
+
+def arch() -> str:
+    return subprocess.run(
+        ["dpkg", "--print-architecture"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def _write(root: Path, relative: str, data: str | bytes, mode: int) -> None:
+    path = root / relative.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    path.chmod(mode)
+
+
+def _gzip(text: str) -> bytes:
+    raw = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped:
+        zipped.write(text.encode())
+    return raw.getvalue()
+
+
+def _enroot_program(path: str, version: str) -> str:
+    """enroot answers `version`, and `list` with no containers (what pyxis's epilog
+    asks); anything else, and every helper, says it is a stand-in and fails."""
+    head = f"#!/bin/sh\n# {LABEL}: {path} of enroot {version}.\n"
+    if path != "/usr/bin/enroot":
+        return head + f'echo "{path}: {LABEL}" >&2\nexit 1\n'
+    return head + (
+        'case "$1" in\n'
+        f"  version) echo {version} ;;\n"
+        "  list) ;;\n"
+        f'  *) echo "enroot $*: {LABEL}: it runs no container" >&2; exit 1 ;;\n'
+        "esac\n"
+    )
+
+
+def _enroot_file(path: str, version: str) -> str | bytes:
+    if path.startswith("/usr/bin/"):
+        return _enroot_program(path, version)
+    if path.endswith(".sh"):  # hooks and enroot's shell libraries
+        return f"#!/bin/bash\n# {LABEL}: {path} of enroot {version}.\nexit 0\n"
+    if path.endswith("changelog.Debian.gz"):
+        return _gzip(f"enroot ({version}-1) stable; urgency=medium\n\n  * {LABEL}.\n")
+    if path == "/etc/apparmor.d/enroot":
+        # As the real one: user namespaces for the helper that creates them.
+        return (
+            f"# {LABEL} (enroot {version}).\nabi <abi/4.0>,\ninclude <tunables/global>\n\n"
+            "profile enroot-nsenter /usr/bin/enroot-nsenter flags=(unconfined) {\n"
+            "  userns,\n  include if exists <local/enroot>\n}\n"
+        )
+    # Conffiles and the rest: text naming the version, so every conffile changes
+    # from one release to the next.
+    return f"# {LABEL}: {path} of enroot {version}.\n"
+
+
+# Maintainer scripts doing what the real ones do: enroot's reloads its AppArmor profile
+# where AppArmor runs; enroot+caps's give the two helpers their file capabilities.
+_ENROOT_SCRIPTS = {
+    "postinst": (
+        'if [ "$1" = configure ] && aa-enabled --quiet 2>/dev/null; then\n'
+        "  apparmor_parser -r -T -W /etc/apparmor.d/enroot || true\nfi\n"
+    ),
+    "postrm": "",
+}
+_CAPS = (
+    ("/usr/bin/enroot-mksquashovlfs", "cap_sys_admin"),
+    ("/usr/bin/enroot-aufs2ovlfs", "cap_sys_admin,cap_mknod"),
+)
+_CAPS_SCRIPTS = {
+    "postinst": 'case "$1" in configure|abort-*)\n'
+    + "".join(f"  setcap {caps}+pe {path}\n" for path, caps in _CAPS)
+    + "esac\n",
+    "prerm": 'case "$1" in remove|upgrade|deconfigure)\n'
+    + "".join(f"  setcap {caps}-pe {path}\n" for path, caps in _CAPS)
+    + "esac\n",
+}
+
+
+def _control(name: str, version: str, fields: dict[str, str], arch_: str) -> str:
+    lines = [f"Package: {name}", f"Version: {version}", f"Architecture: {arch_}"]
+    lines.append("Maintainer: Kiln tests <kiln@localhost>")
+    lines += [f"{key}: {value}" for key, value in fields.items()]
+    lines += ["Section: utils", "Priority: optional", f"Description: {LABEL}"]
+    return "\n".join(lines) + "\n"
+
+
+def _build(root: Path, out: Path) -> None:
+    env = {**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)}
+    argv = ["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise RuntimeError(f"dpkg-deb could not build {out.name}: {done.stderr.strip()}")
+
+
+def enroot(out: Path, version: str, depends: str = "") -> dict[str, str]:
+    """enroot and enroot+caps of `version` under out/v<version>/, with the real
+    packages' fields, conffiles, files and modes; `depends` adds one more package to
+    enroot's Depends. Returns {package: sha256}."""
+    known = facts("enroot")
+    full = f"{version}-{known['revision']}"
+    machine = arch()
+    release = out / f"v{version}"
+    release.mkdir(parents=True, exist_ok=True)
+    scripts = {"enroot": _ENROOT_SCRIPTS, "enroot+caps": _CAPS_SCRIPTS}
+    digests = {}
+    with tempfile.TemporaryDirectory() as work:
+        for name, package in known["packages"].items():
+            root = Path(work) / name
+            fields = {k: v.format(version=version) for k, v in package["fields"].items()}
+            if depends and name == "enroot":
+                fields["Depends"] += f", {depends}"
+            _write(root, "DEBIAN/control", _control(name, full, fields, machine), 0o644)
+            if package["conffiles"]:
+                _write(root, "DEBIAN/conffiles", "\n".join(package["conffiles"]) + "\n", 0o644)
+            for script in package["scripts"]:
+                body = f"#!/bin/sh\n# {LABEL}\nset -e\n{scripts[name][script]}exit 0\n"
+                _write(root, f"DEBIAN/{script}", body, 0o755)
+            for path, mode in package["files"].items():
+                _write(root, path, _enroot_file(path, version), int(mode, 8))
+            package_file = release / f"{name}_{full}_{machine}.deb"
+            _build(root, package_file)
+            digests[name] = hashlib.sha256(package_file.read_bytes()).hexdigest()
+    return digests
+
+
+# pyxis's build interface: make, then make install with its variables (prefix, libdir,
+# datarootdir, datadir, DESTDIR), installing what the real one installs, as it does.
+PYXIS_MAKEFILE = f"""# {LABEL}
+prefix ?= /usr/local
+libdir ?= $(prefix)/lib
+datarootdir ?= $(prefix)/share
+datadir ?= $(datarootdir)
+CFLAGS ?= -O2 -Wall -Werror
+
+all: spank_pyxis.so
+
+spank_pyxis.so: standin.c
+\t$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -shared -o $@ $< $(LDFLAGS)
+
+install: all
+\tinstall -d -m 755 $(DESTDIR)$(libdir)/slurm $(DESTDIR)$(datadir)/pyxis
+\tinstall -m 644 spank_pyxis.so $(DESTDIR)$(libdir)/slurm/
+\tprintf 'required %s\\n' '$(libdir)/slurm/spank_pyxis.so' >$(DESTDIR)$(datadir)/pyxis/pyxis.conf
+\tchmod 644 $(DESTDIR)$(datadir)/pyxis/pyxis.conf
+
+clean:
+\trm -f spank_pyxis.so
+
+.PHONY: all install clean
+"""
+
+
+def _c_strings(values: list[str]) -> str:
+    return "{" + ", ".join(f'"{v}"' for v in values) + ", NULL}"
+
+
+def pyxis_source(known: dict) -> str:
+    """A SPANK plugin named pyxis that takes the real one's plugstack.conf arguments and
+    refuses any other as it does (its start fails, and with `required` every step);
+    `--kiln-test=VALUE` sets KILN_TEST=VALUE in the job step, and KILN_TEST_ARGS to
+    its plugstack.conf arguments."""
+    options = known["options"]
+    booleans = [k for k, v in options.items() if v in ("0", "1")]
+    texts = [k for k in options if k not in booleans and k != "container_scope"]
+    return f"""/* {LABEL}: a SPANK plugin with pyxis's name, build
+ * interface and plugstack.conf arguments; it runs no container. `--kiln-test=VALUE` sets
+ * KILN_TEST=VALUE in the job step and KILN_TEST_ARGS to its plugstack.conf arguments. */
+#include <stdlib.h>
+#include <string.h>
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(pyxis, 1);
+
+static const char *const booleans[] = {_c_strings(known["booleans"])};
+static const char *const scopes[] = {_c_strings(known["container_scopes"])};
+static const char *const boolean_options[] = {_c_strings(booleans)};
+static const char *const text_options[] = {_c_strings(texts)};
+static char *test_value;
+
+static int listed(const char *const *list, const char *value, size_t length)
+{{
+	for (; *list; list++)
+		if (strlen(*list) == length && strncmp(*list, value, length) == 0)
+			return 1;
+	return 0;
+}}
+
+/* As pyxis: each argument is NAME=VALUE of a known name with a valid value. */
+static int check_arguments(int ac, char **av)
+{{
+	static const char *const scope_option[] = {{"container_scope", NULL}};
+
+	for (int i = 0; i < ac; i++) {{
+		const char *value = strchr(av[i], '=');
+		size_t name = value ? (size_t)(value - av[i]) : 0;
+		int boolean = value && listed(boolean_options, av[i], name);
+		int scope = value && listed(scope_option, av[i], name);
+
+		if (!boolean && !scope && !(value && listed(text_options, av[i], name))) {{
+			slurm_error("pyxis: unknown configuration option: %s", av[i]);
+			return -1;
+		}}
+		value++;
+		if ((boolean && !listed(booleans, value, strlen(value)))
+			|| (scope && !listed(scopes, value, strlen(value)))) {{
+			slurm_error("pyxis: %.*s: invalid value: %s", (int)name, av[i], value);
+			return -1;
+		}}
+	}}
+	return 0;
+}}
+
+static int set_test_value(int val, const char *optarg, int remote)
+{{
+	free(test_value);
+	test_value = strdup(optarg ? optarg : "");
+	return test_value ? 0 : -1;
+}}
+
+struct spank_option spank_options[] = {{
+	{{"kiln-test", "VALUE", "STAND-IN for pyxis in Kiln's tests: sets KILN_TEST", 1, 0,
+		set_test_value}},
+	SPANK_OPTIONS_TABLE_END
+}};
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{{
+	return check_arguments(ac, av);
+}}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{{
+	char args[1024] = "";
+
+	if (!test_value)
+		return 0;
+	for (int i = 0; i < ac; i++) {{
+		if (i)
+			strncat(args, " ", sizeof(args) - strlen(args) - 1);
+		strncat(args, av[i], sizeof(args) - strlen(args) - 1);
+	}}
+	if (spank_setenv(sp, "KILN_TEST", test_value, 1) != ESPANK_SUCCESS)
+		return -1;
+	if (spank_setenv(sp, "KILN_TEST_ARGS", args, 1) != ESPANK_SUCCESS)
+		return -1;
+	return 0;
+}}
+"""
+
+
+def pyxis(out: Path, version: str) -> str:
+    """out/v<version>.tar.gz, unpacking to pyxis-<version>/ as GitHub's tag archives
+    do; the same bytes every time. Returns its sha256."""
+    known = facts("pyxis")
+    top = known["top"].format(version=version)
+    files = {
+        "Makefile": PYXIS_MAKEFILE,
+        "standin.c": pyxis_source(known),
+        "README": f"{LABEL}: pyxis {version}'s build interface and arguments.\n",
+    }
+    raw = io.BytesIO()
+    with (
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, EPOCH
+            tar.addfile(info, io.BytesIO(data))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"v{version}.tar.gz").write_bytes(raw.getvalue())
+    return hashlib.sha256(raw.getvalue()).hexdigest()
+
+
+def lab_settings(directory: Path = LAB_DIR, settings: Path = LAB_SETTINGS) -> dict[str, object]:
+    """The lab's stand-ins built into `directory`, and the settings that pin them written
+    to `settings` (the lab's group_vars): the control node fetches them from there."""
+    digests = enroot(directory / "enroot", LAB_ENROOT)
+    values: dict[str, object] = {
+        "enroot_version": LAB_ENROOT,
+        "enroot_sha256": digests["enroot"],
+        "enroot_caps_sha256": digests["enroot+caps"],
+        "enroot_base_url": (directory / "enroot").resolve().as_uri(),
+        "enroot_fetch": "control",
+        "pyxis_version": LAB_PYXIS,
+        "pyxis_sha256": pyxis(directory / "pyxis", LAB_PYXIS),
+        "pyxis_base_url": (directory / "pyxis").resolve().as_uri(),
+        "pyxis_fetch": "control",
+    }
+    header = (
+        "# Written by tests/standins.py (`make lab`): STAND-INs for NVIDIA's enroot and\n"
+        f"# pyxis, which the lab cannot download (not NVIDIA's), built in {directory}.\n"
+        "# Not committed.\n"
+    )
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(header + yaml.safe_dump(values, sort_keys=False))
+    return values
+
+
+USAGE = "usage: python tests/standins.py enroot OUT VERSION [DEPENDS] | pyxis OUT VERSION | lab"
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["lab"]:
+        lab_settings()
+        print(LAB_SETTINGS)
+        return 0
+    if argv[:1] == ["pyxis"] and len(argv) == 3:
+        print(f"pyxis {pyxis(Path(argv[1]), argv[2])}")
+        return 0
+    if argv[:1] == ["enroot"] and len(argv) in (3, 4):
+        for name, digest in enroot(Path(argv[1]), argv[2], *argv[3:]).items():
+            print(f"{name} {digest}")
+        return 0
+    print(USAGE, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

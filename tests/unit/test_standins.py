@@ -1,0 +1,331 @@
+"""The stand-ins for NVIDIA's releases (tests/standins.py, the HPC-X script) against the
+facts of the real ones written in docs/containers.md and docs/mpi.md: each is built
+here and read back as apt, make and tar see it, so a stand-in that drifts from its
+release (or a fact changed in the docs without the stand-in) fails here."""
+
+import ctypes
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kiln import enroot as kiln_enroot
+from kiln import hpcx as kiln_hpcx
+from kiln import pyxis as kiln_pyxis
+from tests import standins
+
+ENROOT = standins.facts("enroot")
+PYXIS = standins.facts("pyxis")
+HPCX = standins.facts("hpcx", standins.REPO / "docs" / "mpi.md")
+ARCH = standins.arch()
+
+
+def run(*argv: str, **kwargs) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, check=True, **kwargs).stdout
+
+
+@pytest.fixture(scope="module")
+def enroot_built(tmp_path_factory) -> tuple[Path, dict[str, dict[str, str]]]:
+    out = tmp_path_factory.mktemp("enroot")
+    return out, {version: standins.enroot(out, version) for version in ENROOT["versions"]}
+
+
+def deb(out: Path, name: str, version: str) -> Path:
+    # Where the role's URL for this release and package points (GitHub's layout).
+    [chosen] = [
+        p
+        for p in kiln_enroot.packages(version, "", True, "", ARCH, out.as_uri())
+        if p["package"] == name
+    ]
+    return Path(chosen["url"].removeprefix("file://").replace("%2B", "+"))
+
+
+def fields(package: Path) -> dict[str, str]:
+    found = {}
+    for line in run("dpkg-deb", "-f", str(package)).splitlines():
+        if not line.startswith(" "):
+            key, _, value = line.partition(": ")
+            found[key] = value
+    return found
+
+
+def control_member(package: Path, member: str, where: Path) -> Path:
+    control = where / package.name
+    if not control.exists():
+        run("dpkg-deb", "--control", str(package), str(control))
+    return control / member
+
+
+@pytest.mark.parametrize("version", ENROOT["versions"])
+@pytest.mark.parametrize("name", ["enroot", "enroot+caps"])
+def test_each_enroot_package_has_the_real_ones_control_fields(enroot_built, name, version):
+    out, _ = enroot_built
+    found = fields(deb(out, name, version))
+    wanted = {k: v.format(version=version) for k, v in ENROOT["packages"][name]["fields"].items()}
+    assert (found["Package"], found["Version"], found["Architecture"]) == (
+        name,
+        f"{version}-{ENROOT['revision']}",
+        ARCH,
+    )
+    # Every relation apt resolves, and no other (no Conflicts or Replaces between the two).
+    assert {k: v for k, v in found.items() if k in standins.RELATIONS} == wanted
+    assert "STAND-IN" in found["Description"]
+
+
+@pytest.mark.parametrize("version", ENROOT["versions"])
+@pytest.mark.parametrize("name", ["enroot", "enroot+caps"])
+def test_each_enroot_package_has_the_real_ones_files_conffiles_and_scripts(
+    enroot_built, name, version, tmp_path
+):
+    out, _ = enroot_built
+    package = deb(out, name, version)
+    real = ENROOT["packages"][name]
+    files, directories = {}, set()
+    for line in run("dpkg-deb", "-c", str(package)).splitlines():
+        mode, owner, _size, _day, _time, path = line.split(maxsplit=5)
+        assert owner == "root/root", line
+        path = path.removeprefix(".").rstrip("/") or "/"
+        if mode.startswith("d"):
+            directories.add(path)
+        else:
+            files[path] = mode
+    assert files == {path: _mode_string(mode) for path, mode in real["files"].items()}
+    parents = {str(p) for path in real["files"] for p in Path(path).parents}
+    assert directories == parents
+    conffiles = control_member(package, "conffiles", tmp_path)
+    listed = conffiles.read_text().splitlines() if conffiles.exists() else []
+    assert listed == real["conffiles"]
+    scripts = {p.name for p in conffiles.parent.iterdir()} - {"control", "conffiles", "md5sums"}
+    assert scripts == set(real["scripts"])
+
+
+def _mode_string(octal: str) -> str:
+    bits = int(octal, 8)
+    return "-" + "".join(
+        flag if bits & (1 << (8 - i)) else "-" for i, flag in enumerate("rwxrwxrwx")
+    )
+
+
+def test_every_conffile_changes_from_one_stand_in_release_to_the_next(enroot_built, tmp_path):
+    # The case where dpkg would ask about a conffile a site changed: the enroot role's
+    # upgrades and downgrades between the two must never come to that question.
+    out, _ = enroot_built
+    first, second = ENROOT["versions"]
+    contents = {}
+    for version in (first, second):
+        unpacked = tmp_path / version
+        run("dpkg-deb", "--extract", str(deb(out, "enroot", version)), str(unpacked))
+        contents[version] = {
+            path: (unpacked / path.lstrip("/")).read_bytes()
+            for path in ENROOT["packages"]["enroot"]["conffiles"]
+        }
+    assert [p for p in contents[first] if contents[first][p] == contents[second][p]] == []
+
+
+def test_the_stand_in_enroot_answers_its_version_and_runs_no_container(enroot_built, tmp_path):
+    out, _ = enroot_built
+    version = ENROOT["versions"][-1]
+    run("dpkg-deb", "--extract", str(deb(out, "enroot", version)), str(tmp_path))
+    program = str(tmp_path / "usr/bin/enroot")
+    assert run(program, "version") == f"{version}\n"
+    assert run(program, "list") == ""  # no containers, as pyxis's epilog asks
+    refused = subprocess.run([program, "start", "x"], capture_output=True, text=True)
+    assert refused.returncode == 1
+    assert "STAND-IN" in refused.stderr
+
+
+def test_the_stand_ins_are_the_same_bytes_every_time(enroot_built, tmp_path):
+    _, digests = enroot_built
+    version = ENROOT["versions"][0]
+    assert standins.enroot(tmp_path, version) == digests[version]
+    assert standins.pyxis(tmp_path, PYXIS["version"]) == standins.pyxis(
+        tmp_path / "again", PYXIS["version"]
+    )
+
+
+def test_a_stand_in_can_depend_on_one_more_package(tmp_path):
+    standins.enroot(tmp_path, "4.1.3", "kiln-no-such-package")
+    depends = fields(deb(tmp_path, "enroot", "4.1.3"))["Depends"]
+    assert depends == ENROOT["packages"]["enroot"]["fields"]["Depends"] + ", kiln-no-such-package"
+
+
+@pytest.fixture(scope="module")
+def pyxis_tree(tmp_path_factory) -> Path:
+    """The stand-in's source, where the role's URL points, unpacked as the role does."""
+    out = tmp_path_factory.mktemp("pyxis")
+    version = PYXIS["version"]
+    digest = standins.pyxis(out, version)
+    source = kiln_pyxis.source(version, digest, out.as_uri())
+    tarball = Path(source["url"].removeprefix("file://"))
+    assert hashlib.sha256(tarball.read_bytes()).hexdigest() == digest
+    with tarfile.open(fileobj=io.BytesIO(tarball.read_bytes())) as tar:
+        top = PYXIS["top"].format(version=version)
+        assert source["top"] == top
+        assert tar.getnames() == [f"{top}/Makefile", f"{top}/standin.c", f"{top}/README"]
+        tar.extractall(out, filter="data")
+    return out / top
+
+
+def test_pyxis_make_install_installs_what_the_real_one_does(pyxis_tree, tmp_path):
+    # The plugin is not compiled here (no Slurm headers): an up-to-date one stands in.
+    (pyxis_tree / "spank_pyxis.so").write_bytes(b"")
+    libdir = kiln_pyxis.build_dir(PYXIS["version"], "24.11.5")
+    variables = {"libdir": libdir, "datadir": "/usr/local/share"}
+    run("make", "-s", "-C", str(pyxis_tree), "install", f"DESTDIR={tmp_path}")
+    run("make", "-s", "-C", str(pyxis_tree), "install", f"DESTDIR={tmp_path}", "prefix=/usr/local",
+        f"libdir={libdir}")  # fmt: skip
+    installed = {
+        "/" + str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777)[2:].zfill(4)
+        for p in tmp_path.rglob("*")
+        if p.is_file()
+    }
+    wanted = {path.format(**variables): mode for path, mode in PYXIS["install"].items()}
+    # The first install, with make's defaults: libdir $(prefix)/lib.
+    wanted["/usr/local/lib/slurm/spank_pyxis.so"] = PYXIS["install"][
+        "{libdir}/slurm/spank_pyxis.so"
+    ]
+    assert installed == wanted
+    conf = tmp_path / "usr/local/share/pyxis/pyxis.conf"
+    assert conf.read_text() == PYXIS["pyxis_conf"].format(**variables)
+    assert f"{libdir}/slurm/spank_pyxis.so" == kiln_pyxis.plugin_path(PYXIS["version"], "24.11.5")
+
+
+# The little of Slurm's SPANK interface the stand-in uses, to build it here and call it
+# as slurmd would: its start (slurm_spank_init) with plugstack.conf arguments.
+SPANK_H = """
+typedef struct spank_handle *spank_t;
+typedef int (*spank_opt_cb_f)(int val, const char *optarg, int remote);
+struct spank_option { char *name; char *arginfo; char *usage; int has_arg; int val;
+    spank_opt_cb_f cb; };
+#define SPANK_OPTIONS_TABLE_END { 0, 0, 0, 0, 0, 0 }
+#define SPANK_PLUGIN(name, version) const char plugin_name[] = #name; \\
+    const char plugin_type[] = "spank"; const unsigned int plugin_version = 0;
+typedef enum { ESPANK_SUCCESS = 0 } spank_err_t;
+spank_err_t spank_setenv(spank_t spank, const char *var, const char *val, int overwrite);
+void slurm_error(const char *format, ...);
+"""
+ERRORS_C = """
+#include <stdarg.h>
+#include <stdio.h>
+char last_error[256];
+void slurm_error(const char *format, ...)
+{ va_list ap; va_start(ap, format); vsnprintf(last_error, sizeof(last_error), format, ap);
+  va_end(ap); }
+int spank_setenv(void *sp, const char *var, const char *val, int overwrite) { return 0; }
+"""
+
+
+@pytest.fixture(scope="module")
+def pyxis_plugin(pyxis_tree, tmp_path_factory) -> ctypes.CDLL:
+    compiler = shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the stand-in plugin with")
+    where = tmp_path_factory.mktemp("spank")
+    (where / "slurm").mkdir()
+    (where / "slurm" / "spank.h").write_text(SPANK_H)
+    (where / "errors.c").write_text(ERRORS_C)
+    plugin = where / "spank_pyxis.so"
+    run(compiler, "-shared", "-fPIC", "-std=gnu11", "-Wall", "-Werror", f"-I{where}",
+        "-o", str(plugin), str(pyxis_tree / "standin.c"), str(where / "errors.c"))  # fmt: skip
+    return ctypes.CDLL(str(plugin), mode=os.RTLD_NOW)
+
+
+def start(plugin: ctypes.CDLL, *arguments: str) -> tuple[int, str]:
+    argv = (ctypes.c_char_p * max(len(arguments), 1))(*[a.encode() for a in arguments])
+    error = ctypes.c_char.in_dll(plugin, "last_error")
+    ctypes.memset(ctypes.addressof(error), 0, 256)
+    code = plugin.slurm_spank_init(None, len(arguments), argv)
+    return code, ctypes.string_at(ctypes.addressof(error)).decode()
+
+
+def test_the_pyxis_stand_in_takes_the_real_ones_arguments(pyxis_plugin):
+    every = [
+        f"{name}={'job' if name == 'container_scope' else (default or '/x')}"
+        for name, default in PYXIS["options"].items()
+    ]
+    assert start(pyxis_plugin, *every) == (0, "")
+    for boolean in PYXIS["booleans"]:
+        assert start(pyxis_plugin, f"sbatch_support={boolean}") == (0, "")
+    for scope in PYXIS["container_scopes"]:
+        assert start(pyxis_plugin, f"container_scope={scope}") == (0, "")
+    # What Kiln's pyxis.conf gives it.
+    settings = {"version": PYXIS["version"], "runtime_path": "/run/pyxis"}
+    settings |= {"execute_entrypoint": False, "container_scope": "global", "sbatch_support": True}
+    line = kiln_pyxis.config(settings, "24.11.5").splitlines()[1]
+    assert start(pyxis_plugin, *line.split()[2:]) == (0, "")
+
+
+@pytest.mark.parametrize(
+    ("argument", "error"),
+    [
+        ("remap_root=1", "pyxis: unknown configuration option: remap_root=1"),
+        ("runtime_path", "pyxis: unknown configuration option: runtime_path"),
+        ("sbatch_support=maybe", "pyxis: sbatch_support: invalid value: maybe"),
+        ("container_scope=node", "pyxis: container_scope: invalid value: node"),
+    ],
+)
+def test_the_pyxis_stand_in_refuses_what_the_real_one_refuses(pyxis_plugin, argument, error):
+    assert start(pyxis_plugin, argument) == (-1, error)
+
+
+def test_the_hpcx_stand_in_has_hpcxs_top_level(tmp_path):
+    version, flavour = "2.22.1", "gcc-inbox-ubuntu24.04-cuda12-x86_64"
+    script = standins.REPO / "molecule" / "hpcx" / "files" / "build-standin-hpcx.sh"
+    run(str(script), str(tmp_path), version, flavour)
+    flavour_of_node = kiln_hpcx.Flavour(
+        distro="ubuntu24.04", ofed="inbox", cuda="12", arch="x86_64"
+    )
+    url = kiln_hpcx.default_url(tmp_path.as_uri(), version, flavour_of_node)
+    tarball = Path(url.removeprefix("file://"))
+    top = HPCX["top"].format(version=version, flavour=flavour)
+    assert tarball.name == f"{top}.tbz"
+    with tarfile.open(tarball) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    entries = sorted(
+        name.removeprefix(f"{top}/") + ("/" if member.isdir() else "")
+        for name, member in members.items()
+        if name.count("/") == 1
+    )
+    assert entries == sorted(HPCX["entries"])
+    links = {
+        name.removeprefix(f"{top}/"): member.linkname
+        for name, member in members.items()
+        if member.issym() and name.removeprefix(f"{top}/") in HPCX["links"]
+    }
+    assert links == HPCX["links"]
+
+
+def test_the_lab_settings_pin_what_was_built_where_the_roles_fetch_it(tmp_path):
+    settings = tmp_path / "group_vars" / "all" / "standins.yml"
+    values = standins.lab_settings(tmp_path / "built", settings)
+    assert yaml.safe_load(settings.read_text()) == values
+    assert settings.read_text().startswith("# Written by tests/standins.py (`make lab`)")
+    chosen = kiln_enroot.packages(
+        values["enroot_version"],
+        values["enroot_sha256"],
+        True,
+        values["enroot_caps_sha256"],
+        ARCH,
+        values["enroot_base_url"],
+    )
+    for package in chosen:
+        path = Path(package["url"].removeprefix("file://").replace("%2B", "+"))
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == package["sha256"]
+    source = kiln_pyxis.source(values["pyxis_version"], "", values["pyxis_base_url"])
+    tarball = Path(source["url"].removeprefix("file://"))
+    assert hashlib.sha256(tarball.read_bytes()).hexdigest() == values["pyxis_sha256"]
+    assert (values["enroot_version"], values["pyxis_version"]) == ("4.1.2", PYXIS["version"])
+    assert (values["enroot_fetch"], values["pyxis_fetch"]) == ("control", "control")
+    # What kiln inventory check asks of a pinned release.
+    assert (
+        kiln_enroot.settings_problems({k[7:]: v for k, v in values.items() if k[:7] == "enroot_"})
+        == []
+    )
+    pyxis_settings = {k[6:]: v for k, v in values.items() if k.startswith("pyxis_")}
+    assert kiln_pyxis.settings_problems(pyxis_settings) == []
