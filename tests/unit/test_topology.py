@@ -325,6 +325,33 @@ def test_nvlink_node_with_two_cliques():
         sources.from_nvlink(text, "nvl.txt")
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "gpu001,evil[1-9]: 6f8a0c4e-1b2c-4d5e-8f90-1234567890ab, 32766",
+        "gpu001: 6f8a0c4e-1b2c-4d5e-8f90-1234567890ab, 32766 evil",
+        "gpu001: not-a-uuid, 32766",
+        "gpu001: 6f8a0c4e-1b2c-4d5e-8f90-1234567890ab, ٣",
+    ],
+)
+def test_an_nvlink_line_holds_a_host_a_uuid_and_a_clique_id_and_nothing_else(line):
+    with pytest.raises(TopologyError) as refused:
+        sources.from_nvlink(NVLINK + line + "\n", "nvl.txt")
+    assert str(refused.value) == (
+        f"nvl.txt:7: expected 'HOST: clusterUuid, cliqueId', got {line[:80]!r}"
+    )
+
+
+def test_nvlink_gpus_without_a_fabric_are_named_in_a_warning():
+    text = NVLINK + "gpu006: N/A, N/A\ngpu007,[N/A],[N/A]\n"
+    topo = sources.from_nvlink(text, "nvl.txt")
+    assert topo.warnings == ["no NVLink domain reported by gpu[006-007]"]
+    assert sorted(b.nodes for b in topo.blocks.values()) == [
+        {"gpu001", "gpu002", "gpu003"},
+        {"gpu004", "gpu005"},
+    ]
+
+
 def test_yaml_writer_golden():
     topo = sources.from_labels({"n1": ["s1", "l1"], "n2": ["s1", "l2"]})
     assert body(writers.topology_yaml(topo)) == (

@@ -989,35 +989,37 @@ def test_compare_lines_up_two_clusters_by_role_and_place(write_inventory):
     ]
 
 
-LAB_NODES = ["kiln-compute01", "kiln-compute02", "kiln-compute03"]
+LAB_NODES = ["kiln-compute01", "kiln-compute02"]
 SHOW_NODE = Path(__file__).parent.parent / "fixtures" / "slurm" / "show-node-oneliner-24.11.txt"
 
 
 def test_a_node_kiln_health_drained_fails_with_its_reason_and_an_operators_drain_warns(tmp_path):
-    """The lab after the passive health check drained kiln-compute02 (autofs stopped)
-    and an operator drained kiln-compute03: Kiln's own check found a fault (fail, exit
-    5, the check keeps its drain to resume it); the operator's drain is maintenance."""
+    """The lab, captured, after the passive health check drained kiln-compute02 (autofs
+    stopped) and an operator drained kiln-compute01: Kiln's own check found a fault
+    (fail, exit 5, the check keeps its drain to resume it); the operator's drain is
+    maintenance (warn)."""
     scontrol = SHOW_NODE.read_text()
     plan = drain.plan(scontrol, LAB_NODES)
     health_reason = (
-        "kiln-health: mounts: shared /shared: not mounted after access: "
-        "autofs could not mount kiln-storage:/"
+        "kiln-health: mounts: shared /shared: autofs could not mount "
+        "kiln-storage:/shared (server kiln-storag"
     )
+    operators = "RMA 4711: replace the fan"
     assert plan.to_dict() | {"states": {}} == {
         "states": {},
-        "test": ["kiln-compute01"],
+        "test": [],
         "resume_to_test": [],
         "skipped": {
+            "kiln-compute01": f"drained by someone else: {operators}",
             "kiln-compute02": f"drained by Kiln's health check: {health_reason}",
-            "kiln-compute03": "drained by someone else: RMA 4711: replace the fan",
         },
     }
     raw = Raw(layout.make(tmp_path / "raw").root)
     raw.put(layout.SLURM_STATE, {"scontrol": scontrol, "plan": plan.to_dict()})
     found = collect.collect(raw, LAB_NODES, [])
     report = model.Report(
-        id="20261125-063000-abcd",
-        started="2026-11-25T06:30:00+00:00",
+        id="20261126-172200-abcd",
+        started="2026-11-26T17:22:00+00:00",
         inventory="inv",
         profile="lab-cpu",
         suites=[],
@@ -1028,11 +1030,10 @@ def test_a_node_kiln_health_drained_fails_with_its_reason_and_an_operators_drain
     assert markdown.render(report).split("## Nodes\n\n")[1].split("\n\n")[0].splitlines() == [
         "| node | verdict | reason |",
         "|---|---|---|",
-        "| kiln-compute01 | pass | all tests passed |",
+        "| kiln-compute01 | warn | slurm.state: not tested: drained by someone else: "
+        f"{operators} |",
         "| kiln-compute02 | fail | slurm.state: not tested: drained by Kiln's health check: "
         f"{health_reason} |",
-        "| kiln-compute03 | warn | slurm.state: not tested: drained by someone else: "
-        "RMA 4711: replace the fan |",
     ]
     # Neither drain is Kiln validate's to change: the health check resumes its own.
     assert actions.to_dict() == {

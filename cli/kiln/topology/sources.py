@@ -40,7 +40,14 @@ def from_labels(paths: dict[str, Any], source: str = "inventory labels") -> Topo
     return topology
 
 
-_NVLINK = re.compile(r"\s*(?P<host>[^\s:,]+)\s*[:,]\s*(?P<uuid>[^,]+?)\s*,\s*(?P<clique>[^,]+?)\s*")
+# nvidia-smi's fabric.clusterUuid is a UUID and fabric.cliqueId a number, or N/A where
+# the GPU has no NVLink fabric: nothing else is taken, so no text rides along into a name.
+_NOT_APPLICABLE = r"\[?(?i:N/A)\]?"
+_UUID = r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}"
+_NVLINK = re.compile(
+    rf"\s*(?P<host>[^\s:,]+)\s*[:,]\s*(?P<uuid>{_UUID}|{_NOT_APPLICABLE})"
+    rf"\s*,\s*(?P<clique>[0-9]+|{_NOT_APPLICABLE})\s*"
+)
 
 
 def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topology:
@@ -79,7 +86,7 @@ def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topolog
                 f"different NVLink domains ({listed})"
             )
         domain = next(iter(seen))
-        if any(v.strip().upper() in ("N/A", "[N/A]", "") for v in domain):
+        if any(re.fullmatch(_NOT_APPLICABLE, v) for v in domain):
             no_fabric.append(host)
             continue
         members[domain].add(host)
