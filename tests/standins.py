@@ -12,7 +12,9 @@ against); none of them runs a container.
     python tests/standins.py lab
         the lab's: built into build/standins/, pinned in
         inventories/lab/group_vars/all/standins.yml (git-ignored), which `kiln lab up`
-        copies with the rest of the lab's settings (`make lab` runs this first)
+        copies with the rest of the lab's settings (`make lab` runs this first). With
+        KILN_LAB_RELEASES=DIR, NVIDIA's real releases in DIR are pinned instead (GitHub's
+        layout: DIR/enroot/v<version>/*.deb, DIR/pyxis/v<version>.tar.gz)
 
 Each build gives the same bytes for the same arguments (fixed times and owners), so a
 pin written once stays true.
@@ -38,6 +40,8 @@ LAB_SETTINGS = REPO / "inventories" / "lab" / "group_vars" / "all" / "standins.y
 LAB_ENROOT = "4.1.2"
 LAB_PYXIS = "0.24.0"
 LABEL = "STAND-IN built by Kiln's tests, not NVIDIA's"
+# Names a directory of NVIDIA's real releases for the lab to install instead.
+RELEASES = "KILN_LAB_RELEASES"
 _FACTS = re.compile(
     r"<!-- kiln:release-facts (?P<name>[a-z]+) -->\n```yaml\n(?P<body>.*?)```\n"
     r"<!-- /kiln:release-facts -->",
@@ -213,12 +217,28 @@ def _c_strings(values: list[str]) -> str:
     return "{" + ", ".join(f'"{v}"' for v in values) + ", NULL}"
 
 
+def _spank_option_rows(options: dict[str, str | None]) -> str:
+    """spank_options rows for pyxis's srun options: name, argument, a usage of the
+    stand-in's own, whether it takes a value, its index for set_container_option."""
+    rows = []
+    for index, (name, argument) in enumerate(options.items()):
+        arginfo = f'"{argument}"' if argument else "NULL"
+        rows.append(
+            f'\t{{"{name}", {arginfo}, STANDIN_USAGE, {int(bool(argument))}, {index},'
+            " set_container_option},\n"
+        )
+    return "".join(rows)
+
+
 def pyxis_source(known: dict) -> str:
     """A SPANK plugin named pyxis that takes the real one's plugstack.conf arguments and
     refuses any other as it does (its start fails, and with `required` every step);
     `--kiln-test=VALUE` sets KILN_TEST=VALUE in the job step, and KILN_TEST_ARGS to
-    its plugstack.conf arguments."""
+    its plugstack.conf arguments. It adds the real one's srun options
+    (`--container-image`...) and, since it runs no container, fails a step given any of
+    them with one line naming the node and the options it received."""
     options = known["options"]
+    srun_options = known["srun_options"]
     booleans = [k for k, v in options.items() if v in ("0", "1")]
     texts = [k for k in options if k not in booleans and k != "container_scope"]
     return f"""/* {LABEL}: a SPANK plugin with pyxis's name, build
@@ -235,6 +255,10 @@ static const char *const scopes[] = {_c_strings(known["container_scopes"])};
 static const char *const boolean_options[] = {_c_strings(booleans)};
 static const char *const text_options[] = {_c_strings(texts)};
 static char *test_value;
+/* pyxis's srun options, as the step received them (NULL: not given). */
+#define STANDIN_USAGE "[pyxis] {LABEL}: runs no container"
+static const char *const container_options[] = {_c_strings(list(srun_options))};
+static char *container_values[{len(srun_options)}];
 
 static int listed(const char *const *list, const char *value, size_t length)
 {{
@@ -276,11 +300,35 @@ static int set_test_value(int val, const char *optarg, int remote)
 	return test_value ? 0 : -1;
 }}
 
+static int set_container_option(int val, const char *optarg, int remote)
+{{
+	free(container_values[val]);
+	container_values[val] = strdup(optarg ? optarg : "");
+	return container_values[val] ? 0 : -1;
+}}
+
 struct spank_option spank_options[] = {{
 	{{"kiln-test", "VALUE", "STAND-IN for pyxis in Kiln's tests: sets KILN_TEST", 1, 0,
 		set_test_value}},
-	SPANK_OPTIONS_TABLE_END
+{_spank_option_rows(srun_options)}	SPANK_OPTIONS_TABLE_END
 }};
+
+/* The options of pyxis this step was given, "--NAME[=VALUE] ...". */
+static void given_container_options(char *given, size_t size)
+{{
+	for (int i = 0; container_options[i]; i++) {{
+		if (!container_values[i])
+			continue;
+		if (*given)
+			strncat(given, " ", size - strlen(given) - 1);
+		strncat(given, "--", size - strlen(given) - 1);
+		strncat(given, container_options[i], size - strlen(given) - 1);
+		if (*container_values[i]) {{
+			strncat(given, "=", size - strlen(given) - 1);
+			strncat(given, container_values[i], size - strlen(given) - 1);
+		}}
+	}}
+}}
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {{
@@ -290,7 +338,13 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {{
 	char args[1024] = "";
+	char given[2048] = "";
 
+	given_container_options(given, sizeof(given));
+	if (*given) {{
+		slurm_error("pyxis: {LABEL}: it runs no container: %s", given);
+		return -1;
+	}}
 	if (!test_value)
 		return 0;
 	for (int i = 0; i < ac; i++) {{
@@ -332,26 +386,63 @@ def pyxis(out: Path, version: str) -> str:
     return hashlib.sha256(raw.getvalue()).hexdigest()
 
 
+def real_releases() -> Path | None:
+    """The directory of NVIDIA's real releases the lab installs instead of stand-ins, if
+    KILN_LAB_RELEASES names one: GitHub's layout, enroot/v<version>/<package>.deb and
+    pyxis/v<version>.tar.gz (a mirror's, or packages built by hand)."""
+    where = os.environ.get(RELEASES, "")
+    return Path(where).resolve() if where else None
+
+
+def _sha256(path: Path) -> str:
+    if not path.is_file():
+        raise SystemExit(f"{RELEASES}: no {path} (GitHub's release layout is expected)")
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _real_pins(where: Path) -> dict[str, str]:
+    """The sha256 of the lab's releases in `where`, read from the files the role fetches."""
+    from kiln import enroot as kiln_enroot
+    from kiln import pyxis as kiln_pyxis
+
+    base = (where / "enroot").as_uri()
+    chosen = kiln_enroot.packages(LAB_ENROOT, "", True, "", arch(), base)
+    files = {p["package"]: where / "enroot" / f"v{LAB_ENROOT}" / p["file"] for p in chosen}
+    tarball = kiln_pyxis.source(LAB_PYXIS, "", (where / "pyxis").as_uri())["url"]
+    return {
+        "enroot": _sha256(files["enroot"]),
+        "enroot+caps": _sha256(files["enroot+caps"]),
+        "pyxis": _sha256(Path(tarball.removeprefix("file://"))),
+    }
+
+
 def lab_settings(directory: Path = LAB_DIR, settings: Path = LAB_SETTINGS) -> dict[str, object]:
-    """The lab's stand-ins built into `directory`, and the settings that pin them written
-    to `settings` (the lab's group_vars): the control node fetches them from there."""
-    digests = enroot(directory / "enroot", LAB_ENROOT)
+    """The lab's stand-ins built into `directory` (or, with KILN_LAB_RELEASES, NVIDIA's
+    releases in the directory it names), and the settings that pin them written to
+    `settings` (the lab's group_vars): the control node fetches them from there."""
+    real = real_releases()
+    if real:
+        digests, where = _real_pins(real), real
+        made = f"# NVIDIA's releases, from {real} ({RELEASES}).\n"
+    else:
+        digests = enroot(directory / "enroot", LAB_ENROOT)
+        digests["pyxis"], where = pyxis(directory / "pyxis", LAB_PYXIS), directory
+        made = (
+            "# STAND-INs for NVIDIA's enroot and pyxis, which the lab cannot download (not\n"
+            f"# NVIDIA's), built in {directory}.\n"
+        )
     values: dict[str, object] = {
         "enroot_version": LAB_ENROOT,
         "enroot_sha256": digests["enroot"],
         "enroot_caps_sha256": digests["enroot+caps"],
-        "enroot_base_url": (directory / "enroot").resolve().as_uri(),
+        "enroot_base_url": (where / "enroot").resolve().as_uri(),
         "enroot_fetch": "control",
         "pyxis_version": LAB_PYXIS,
-        "pyxis_sha256": pyxis(directory / "pyxis", LAB_PYXIS),
-        "pyxis_base_url": (directory / "pyxis").resolve().as_uri(),
+        "pyxis_sha256": digests["pyxis"],
+        "pyxis_base_url": (where / "pyxis").resolve().as_uri(),
         "pyxis_fetch": "control",
     }
-    header = (
-        "# Written by tests/standins.py (`make lab`): STAND-INs for NVIDIA's enroot and\n"
-        f"# pyxis, which the lab cannot download (not NVIDIA's), built in {directory}.\n"
-        "# Not committed.\n"
-    )
+    header = f"# Written by tests/standins.py (`make lab`).\n{made}# Not committed.\n"
     settings.parent.mkdir(parents=True, exist_ok=True)
     settings.write_text(header + yaml.safe_dump(values, sort_keys=False))
     return values

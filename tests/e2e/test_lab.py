@@ -17,6 +17,7 @@ import yaml
 
 from kiln import inventory
 from kiln.errors import ExitCode
+from kiln.validation import drain
 from tests import standins
 from tests.collection import build_collection, install_collection, plain_ansible
 from tests.conftest import run_kiln
@@ -168,6 +169,62 @@ def test_provision_then_reprovision_changes_and_restarts_nothing(lab, provisione
         " dpkg -s nvidia-smi >/dev/null 2>&1 && echo nvidia-smi; true"
     )
     assert on("compute01", touched).strip() == ""
+
+
+# The error lines Slurm logs on a freshly provisioned lab that Kiln's configuration does
+# not cause, each with the reason it is expected. Any other `error:` or `fatal:` line in
+# slurmctld's or slurmd's log fails the test: a new one from Kiln's files shows up here.
+EXPECTED_SLURM_ERRORS = [
+    # slurmctld's first start on a new controller: no state has been saved yet (Slurm
+    # says so as errors, then starts empty). The reconfigure that follows Kiln's first
+    # run reads the job state again, before any job saved one.
+    (
+        r"error: Could not open (node|job|reservation|trigger) state file "
+        r"/var/lib/slurm/slurmctld/(node|job|resv|trigger)_state: No such file or directory",
+        "first start: no saved state",
+    ),
+    (
+        r"error: NOTE: Trying backup state save file\. "
+        r"(Information|Jobs|Reservations|Triggers) may be lost!?",
+        "first start: no saved state",
+    ),
+    (
+        r"error: No fed_mgr state file \(/var/lib/slurm/slurmctld/fed_mgr_state\) to recover",
+        "first start: no saved state (no federation either)",
+    ),
+    # Slurm's default MailProg, /bin/mail: the lab's nodes have no mail program (Debian's
+    # Slurm packages neither depend on nor recommend one). Mail is the site's to set up
+    # (a mailer, and slurm_conf_overrides: {MailProg: ...}); Kiln does not invent one.
+    (r"error: Configured MailProg is invalid", "no mail program on the lab's nodes"),
+]
+# "[2026-11-26T15:28:38.345] error: ...", "[...] [1.0] error: ..." (a job step's), and
+# the journal's "slurmctld: error: ...".
+_SLURM_ERROR = re.compile(r"(?:\[[^]]*\] |slurm\w*: )*((?:error|fatal): .*)")
+
+
+def unexpected_slurm_errors(node: str, unit: str) -> list[str]:
+    """The error lines of one daemon (its log file and its journal since boot, which also
+    holds what it printed before opening the file) that EXPECTED_SLURM_ERRORS does not
+    name."""
+    log = f"/var/log/slurm/{unit}.log"
+    text = on(node, f"cat {log}; journalctl -b -u {unit} -o cat --no-pager")
+    found = {m[1] for line in text.splitlines() if (m := _SLURM_ERROR.fullmatch(line))}
+    return sorted(
+        line
+        for line in found
+        if not any(re.fullmatch(pattern, line) for pattern, _ in EXPECTED_SLURM_ERRORS)
+    )
+
+
+def test_slurm_logs_no_error_from_kilns_configuration(lab, provisioned):
+    # After Kiln's first run and two more (the collection's, then kiln's again): every
+    # start and reconfigure of the daemons Kiln configured is in these logs.
+    daemons = {"controller": "slurmctld", "compute01": "slurmd", "compute02": "slurmd"}
+    found = {node: unexpected_slurm_errors(node, unit) for node, unit in daemons.items()}
+    assert found == {node: [] for node in daemons}, found
+    # The check reads what the daemons write: each log names its own start.
+    assert "slurmctld version" in on("controller", "cat /var/log/slurm/slurmctld.log")
+    assert "slurmd version" in on("compute01", "cat /var/log/slurm/slurmd.log")
 
 
 def drift(inventory: str, *extra: str) -> tuple[int, dict]:
@@ -407,13 +464,190 @@ def test_pyxis_from_the_labs_stand_in_is_built_for_its_slurm_and_loaded_in_jobs(
         "# since Slurm's own parser refuses a glob.",
         "include /etc/slurm/plugstack.conf.d/pyxis.conf",
     ]
-    assert "--kiln-test=VALUE" in on("controller", "srun --help")
+    assert on("storage", "test -e /usr/local/lib/pyxis || echo absent").strip() == "absent"
+    # srun offers pyxis's options (the real one's and the stand-in's, named alike).
+    assert "--container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH" in on("controller", "srun --help")
+    if standins.real_releases():
+        return  # NVIDIA's pyxis has no --kiln-test: test_containers_run_in_jobs uses it
+    # The stand-in's --kiln-test: slurmstepd loaded it on each node, with pyxis.conf's
+    # arguments.
     out = on(
         "controller",
-        "srun -N2 --ntasks-per-node=1 --kiln-test=lab sh -c 'echo $(hostname) $KILN_TEST'",
+        "srun -N2 --ntasks-per-node=1 --kiln-test=lab"
+        " sh -c 'echo $(hostname) $KILN_TEST: $KILN_TEST_ARGS'",
     )
-    assert sorted(out.splitlines()) == [f"{LAB}-compute01 lab", f"{LAB}-compute02 lab"]
-    assert on("storage", "test -e /usr/local/lib/pyxis || echo absent").strip() == "absent"
+    assert sorted(out.splitlines()) == [f"{LAB}-{n} lab: {options}" for n in COMPUTE]
+
+
+COMPUTE = ("compute01", "compute02")
+# An ordinary user, known on the node it submits from and the nodes its steps run on.
+USER, UID = "e2e-user", 4242
+# A squashfs image of a provisioned compute node's root filesystem (see
+# test_containers_run_in_jobs), on the shared volume both compute nodes read it from.
+IMAGE = "/shared/.e2e-container.sqsh"
+# Left out of the image: what the kernel, systemd and autofs mount (proc sys dev run tmp
+# shared: -one-file-system stops at them too), secrets (munge's key, SSH host keys,
+# root's home, shadow files), files only the enroot hooks and mounts may bring
+# (/etc/nccl.conf, Slurm's spool with its PMIx directories, /shared) and what no step
+# uses (apt's caches, logs, documentation, Python's packages with Debian's CPU torch,
+# compilers).
+IMAGE_EXCLUDES = (
+    "proc sys dev run tmp var/tmp shared root home etc/munge etc/ssh/ssh_host_* etc/*shadow*"
+    " etc/nccl.conf var/lib/slurm var/lib/enroot var/spool var/cache var/log var/lib/apt/lists"
+    " usr/share/doc usr/share/locale usr/share/man usr/share/info usr/lib/python3"
+    " usr/lib/x86_64-linux-gnu/libtorch* usr/libexec/gcc usr/lib/gcc usr/include"
+)
+# A file only the image holds: a step that reads it runs in the container.
+IMAGE_MARK = "etc/kiln-e2e-image"
+MPI_CHECK = "/usr/local/libexec/kiln/kiln-mpi-check"
+
+
+def as_user(command: str) -> str:
+    """COMMAND run on the controller by the ordinary user, from a directory every node has."""
+    return on("controller", f"runuser -u {USER} -- sh -c {shlex.quote(f'cd /tmp && {command}')}")
+
+
+def srun_as_user(command: str) -> subprocess.CompletedProcess:
+    """An srun by the ordinary user that may fail: its exit code and output."""
+    wrapped = f"runuser -u {USER} -- sh -c {shlex.quote(f'cd /tmp && {command}')}"
+    return run_kiln("lab", "ssh", "--name", LAB, "controller", "--", wrapped)
+
+
+@contextlib.contextmanager
+def ordinary_user():
+    for node in ("controller", *COMPUTE):
+        on(node, f"useradd --create-home --uid {UID} --user-group --shell /bin/sh {USER}")
+    try:
+        yield
+    finally:
+        for node in COMPUTE:  # its containers (named ones outlive jobs) and images
+            on(node, f"rm -rf /var/lib/enroot/*/user-{UID} /var/lib/enroot/cache/group-{UID}")
+        for node in ("controller", *COMPUTE):
+            on(node, f"userdel --remove {USER} 2>/dev/null; true")
+
+
+def test_containers_run_in_jobs(lab, provisioned):
+    """`srun --container-image` by an ordinary user, on both compute nodes: the image is
+    built here from compute01's root filesystem, after provisioning (so Open MPI, PMIx
+    and Kiln's MPI check are inside, the very builds that talk to the nodes' Slurm), less
+    secrets and what only the hooks and mounts may bring. Everything Kiln writes for
+    enroot and pyxis is checked with either; the steps in containers need NVIDIA's
+    releases (KILN_LAB_RELEASES), since the stand-ins run no container."""
+    with ordinary_user():
+        on("compute01", f"rm -f {IMAGE}")
+        on(
+            "compute01",
+            f"cd / && mksquashfs / {IMAGE} -one-file-system -comp lz4 -quiet -no-progress"
+            f" -p '{IMAGE_MARK} f 444 0 0 echo built-by-the-e2e'"
+            f" -wildcards -e {IMAGE_EXCLUDES} >/dev/null",
+        )
+        try:
+            _containers_run_in_jobs()
+        finally:
+            on("compute01", f"rm -f {IMAGE}")
+
+
+def _containers_run_in_jobs() -> None:
+    listed = set(on("compute01", f"unsquashfs -l {IMAGE}").split())
+    for kept in (MPI_CHECK, "/usr/bin/mpirun", "/usr/bin/python3", f"/{IMAGE_MARK}"):
+        assert f"squashfs-root{kept}" in listed, kept
+    for left_out in ("/etc/munge/munge.key", "/etc/nccl.conf", "/shared", "/var/lib/slurm"):
+        assert f"squashfs-root{left_out}" not in listed, left_out
+    secrets = re.compile(r"squashfs-root/etc/(g?shadow-?|ssh/ssh_host_.*)")
+    assert [path for path in listed if secrets.fullmatch(path)] == []
+
+    # What enroot reads on each node: the package's files, Kiln's drop-in and mounts,
+    # and the two hooks the package ships unlinked, enabled as links to its own copies.
+    facts = standins.facts("enroot")["packages"]["enroot"]
+    packaged = [p.removeprefix("/etc/enroot/") for p in facts["conffiles"] if "/enroot/" in p]
+    kilns = ["enroot.conf.d/50-kiln.conf", "mounts.d/50-kiln-nccl.fstab"]
+    kilns += ["mounts.d/50-kiln-storage.fstab"]
+    hooks = [f"hooks.d/{hook} -> /usr/share/enroot/hooks.d/{hook}" for hook in
+             ("50-slurm-pmi.sh", "50-slurm-pytorch.sh")]  # fmt: skip
+    files = "find /etc/enroot -type f -printf '%P\\n' -o -type l -printf '%P -> %l\\n'"
+    for node in COMPUTE:
+        assert sorted(on(node, files).splitlines()) == sorted(packaged + kilns + hooks)
+        assert on(node, "test -f /usr/share/enroot/hooks.d/50-slurm-pmi.sh && echo ok") == "ok\n"
+
+    run = f"srun -N2 --ntasks-per-node=1 --container-image={IMAGE}"
+    if not standins.real_releases():
+        # The stand-in pyxis takes the real one's options and refuses every step given
+        # one: the options reached the plugin on both nodes, as srun passed them.
+        done = srun_as_user(f"{run} --container-name=e2e --container-writable true")
+        assert done.returncode != 0
+        refused = sorted(line for line in done.stderr.splitlines() if "pyxis: STAND-IN" in line)
+        assert refused == [
+            f"slurmstepd-{LAB}-{node}: error: pyxis: {standins.LABEL}: it runs no container:"
+            f" --container-image={IMAGE} --container-name=e2e --container-writable"
+            for node in COMPUTE
+        ]
+        pytest.skip(
+            "the stand-ins run no container: the steps in containers run with NVIDIA's "
+            "enroot and pyxis (KILN_LAB_RELEASES=DIR, docs/lab.md)"
+        )
+    _steps_run_in_containers(run)
+
+
+def _steps_run_in_containers(run: str) -> None:
+    """The steps in containers, with NVIDIA's enroot and pyxis: what a step on each node
+    sees, the PMIx wiring of the Slurm hook and an MPI program across both nodes, and a
+    named container kept from one step of a job to the next."""
+    marker = f"{LAB}-{os.getpid()}"
+    on("controller", f"echo {marker} > /shared/.e2e-marker")
+    # compute02's automount has expired (as after an hour idle): the container's /shared
+    # is the mount all the same.
+    on("compute02", "umount /shared")
+    nccl = {n: on(n, "sha256sum < /etc/nccl.conf").split()[0] for n in COMPUTE}
+    # One task a node: the image's own file (so: in the container), the user (as
+    # themselves, no root in the user namespace: its uid_map maps only their uid), the
+    # shared volume, and the node's NCCL settings, read-only.
+    seen = as_user(
+        f"{run} sh -c 'echo $(hostname) $(cat /{IMAGE_MARK}) $(id -un) $(id -u)"
+        " $(cat /proc/self/uid_map) $(cat /shared/.e2e-marker) $(findmnt -n -o FSTYPE /shared)"
+        " $(sha256sum < /etc/nccl.conf) $(findmnt -n -o OPTIONS /etc/nccl.conf | cut -d, -f1)'"
+    )
+    assert sorted(seen.splitlines()) == [
+        f"{LAB}-{node} built-by-the-e2e {USER} {UID} {UID} {UID} 1 {marker} fuse.glusterfs"
+        f" {nccl[node]} - ro"
+        for node in COMPUTE
+    ]
+    # enroot's Slurm hook, which Kiln enables: PMIx's settings from Slurm's (the step
+    # outside a container has no PMIX_MCA_*), and the PMIx server's directories from the
+    # node (the image has no /var/lib/slurm) mounted in.
+    spool = "/var/lib/slurm/slurmd/pmix.$SLURM_JOB_ID.$SLURM_STEP_ID"
+    wired = as_user(
+        f"srun -N2 -n2 --mpi=pmix --container-image={IMAGE} sh -c 'echo $(hostname)"
+        " $SLURM_PROCID $PMIX_RANK $PMIX_MCA_psec=$PMIX_SECURITY_MODE"
+        f" $PMIX_MCA_gds=$PMIX_GDS_MODULE $(mountpoint -q {spool} && echo spool-mounted)"
+        " $(findmnt -n -o TARGET | grep -c spmix_appdir_$SLURM_JOB_UID)'"
+    )
+    assert sorted(line.split()[:3] for line in wired.splitlines()) == [
+        [f"{LAB}-compute01", "0", "0"],
+        [f"{LAB}-compute02", "1", "1"],
+    ]
+    for line in wired.splitlines():
+        psec, gds, spool_mounted, appdir = line.split()[3:]
+        assert (psec.count("="), gds.count("=")) == (1, 1), line
+        assert psec.split("=")[0] == psec.split("=")[1] != "", line
+        assert gds.split("=")[0] == gds.split("=")[1] != "", line
+        assert (spool_mounted, appdir) == ("spool-mounted", "1"), line
+    assert "PMIX_MCA" not in on("controller", "srun --mpi=pmix -n1 env")
+    # Kiln's MPI check, Open MPI inside the image: four ranks on two nodes, a ping-pong.
+    report = json.loads(as_user(f"srun -N2 -n4 --mpi=pmix --container-image={IMAGE} {MPI_CHECK}"))
+    nodes = [f"{LAB}-{node}" for node in COMPUTE]
+    assert report["ranks"] == 4 and sorted(report["hosts"]) == sorted(nodes * 2)
+    assert [(p["node"], p["peer"]) for p in report["pairs"]] == [tuple(nodes)]
+    # A named container: the job's first step makes it and writes in it; the second,
+    # given its name and no image, runs in it and reads what the first wrote.
+    steps = (
+        f"srun --container-image={IMAGE} --container-name=e2e sh -c"
+        " 'echo $SLURM_STEP_ID > /e2e-first-step' &&"
+        " srun --container-name=e2e sh -c 'echo $(hostname) $(cat /e2e-first-step) $SLURM_STEP_ID'"
+    )
+    reused = as_user(f"salloc -N2 --ntasks-per-node=1 sh -c {shlex.quote(steps)}")
+    assert sorted(reused.splitlines()) == [f"{LAB}-{node} 0 1" for node in COMPUTE]
+    for node in COMPUTE:  # pyxis_<name>: container_scope global keeps it after the job
+        assert on(node, f"runuser -u {USER} -- enroot list") == "pyxis_e2e\n"
 
 
 def test_every_node_automounts_the_shared_volume(lab, provisioned):
@@ -634,11 +868,13 @@ def test_kiln_health_drains_and_resumes_only_its_own(lab, provisioned):
         for name, reason in reasons.items():
             line = on("controller", f"scontrol show node {LAB}-{name} --oneliner")
             assert "DRAIN" in line and reason in line, line
-        # An operator takes compute01 over; then both faults go away.
+        # An operator takes compute01 over.
         on(
             "controller",
             f"scontrol update nodename={LAB}-compute01 state=drain reason='e2e: RMA 9'",
         )
+        _validate_fails_what_kiln_health_drained_and_warns_of_an_operators_drain(lab)
+        # Then both faults go away.
     finally:
         on("compute01", "umount /var/lib/enroot")
         on("compute02", "systemctl start autofs")
@@ -648,6 +884,36 @@ def test_kiln_health_drains_and_resumes_only_its_own(lab, provisioned):
     kept = on("controller", f"scontrol show node {LAB}-compute01 --oneliner")
     assert "DRAIN" in kept and "Reason=e2e: RMA 9" in kept
     on("controller", f"scontrol update nodename={LAB}-compute01 state=resume")
+
+
+def _validate_fails_what_kiln_health_drained_and_warns_of_an_operators_drain(lab: str) -> None:
+    """compute02 drained by kiln-health (its /shared gone), compute01 by an operator:
+    `kiln validate` tests neither; kiln-health's drain is a fault (fail, with its
+    reason; exit 5), the operator's is maintenance (warn). Neither drain is changed."""
+    health_reason = on(
+        "controller", f"sinfo -h -N -n {LAB}-compute02 -o '%E'"
+    ).strip()  # sinfo's REASON, without scontrol's " [user@time]"
+    assert health_reason.startswith("kiln-health: mounts: shared /shared: "), health_reason
+    code, report = validate(lab, "--suite", "slurm")
+    assert code == ExitCode.VALIDATION_FAILED == 5, report["node_verdicts"]
+    assert report["node_verdicts"] == {
+        f"{LAB}-compute01": {
+            "verdict": "warn",
+            "reasons": ["slurm.state: not tested: drained by someone else: e2e: RMA 9"],
+        },
+        f"{LAB}-compute02": {
+            "verdict": "fail",
+            "reasons": [f"slurm.state: not tested: {drain.HEALTH_DRAINED}: {health_reason}"],
+        },
+    }
+    assert report["actions"] == {
+        "drain": {},
+        "resume": [],
+        "left": {f"{LAB}-compute02": f"already {drain.HEALTH_DRAINED} ({health_reason})"},
+    }
+    for node, reason in ((f"{LAB}-compute01", "e2e: RMA 9"), (f"{LAB}-compute02", health_reason)):
+        line = on("controller", f"scontrol show node {node} --oneliner")
+        assert "DRAIN" in line and f"Reason={reason} [" in line, line
 
 
 def test_the_scheduled_active_check_runs_on_idle_nodes_into_the_history(lab, provisioned):

@@ -128,6 +128,7 @@ def test_a_container_that_outlived_its_host_is_made_again(monkeypatch, running):
             NODE.address,
             "--privileged",
             "--systemd=always",
+            "--cgroupns=private",
             "--no-hosts",
             "--label",
             "io.kiln.lab=t",

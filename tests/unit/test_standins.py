@@ -274,6 +274,42 @@ def test_the_pyxis_stand_in_refuses_what_the_real_one_refuses(pyxis_plugin, argu
     assert start(pyxis_plugin, argument) == (-1, error)
 
 
+class SpankOption(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("arginfo", ctypes.c_char_p),
+        ("usage", ctypes.c_char_p),
+        ("has_arg", ctypes.c_int),
+        ("val", ctypes.c_int),
+        ("cb", ctypes.c_void_p),
+    ]
+
+
+def test_the_pyxis_stand_in_offers_the_real_ones_srun_options_and_runs_no_container(
+    pyxis_plugin,
+):
+    rows = len(PYXIS["srun_options"]) + 2  # --kiln-test, and the table's end
+    table = (SpankOption * rows).in_dll(pyxis_plugin, "spank_options")
+    options = {row.name.decode(): row for row in table[:-1]}
+    assert table[-1].name is None
+    offered = {name: row.arginfo and row.arginfo.decode() for name, row in options.items()}
+    assert offered == {"kiln-test": "VALUE", **PYXIS["srun_options"]}
+    assert [row.has_arg for row in options.values()] == [int(bool(a)) for a in offered.values()]
+    # A step given two of them, as srun passes them to slurmstepd: refused, naming both.
+    callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
+    for name, value in (("container-image", b"/shared/x.sqsh"), ("container-writable", None)):
+        row = options[name]
+        assert callback(row.cb)(row.val, value, 1) == 0
+    error = ctypes.c_char.in_dll(pyxis_plugin, "last_error")
+    ctypes.memset(ctypes.addressof(error), 0, 256)
+    code = pyxis_plugin.slurm_spank_user_init(None, 0, (ctypes.c_char_p * 1)())
+    assert (code, ctypes.string_at(ctypes.addressof(error)).decode()) == (
+        -1,
+        f"pyxis: {standins.LABEL}: it runs no container:"
+        " --container-image=/shared/x.sqsh --container-writable",
+    )
+
+
 def test_the_hpcx_stand_in_has_hpcxs_top_level(tmp_path):
     version, flavour = "2.22.1", "gcc-inbox-ubuntu24.04-cuda12-x86_64"
     script = standins.REPO / "molecule" / "hpcx" / "files" / "build-standin-hpcx.sh"
@@ -301,7 +337,8 @@ def test_the_hpcx_stand_in_has_hpcxs_top_level(tmp_path):
     assert links == HPCX["links"]
 
 
-def test_the_lab_settings_pin_what_was_built_where_the_roles_fetch_it(tmp_path):
+def test_the_lab_settings_pin_what_was_built_where_the_roles_fetch_it(tmp_path, monkeypatch):
+    monkeypatch.delenv(standins.RELEASES, raising=False)
     settings = tmp_path / "group_vars" / "all" / "standins.yml"
     values = standins.lab_settings(tmp_path / "built", settings)
     assert yaml.safe_load(settings.read_text()) == values
@@ -329,3 +366,45 @@ def test_the_lab_settings_pin_what_was_built_where_the_roles_fetch_it(tmp_path):
     )
     pyxis_settings = {k[6:]: v for k, v in values.items() if k.startswith("pyxis_")}
     assert kiln_pyxis.settings_problems(pyxis_settings) == []
+
+
+def test_the_lab_pins_nvidias_releases_from_the_directory_named(tmp_path, monkeypatch):
+    """KILN_LAB_RELEASES names a directory in GitHub's release layout: the lab pins the
+    files there, by the sha256 read from them, and builds no stand-in."""
+    releases = tmp_path / "releases"
+    # Stand-ins play the downloaded files here; the lab's hand check used NVIDIA's.
+    for version in ("4.1.1", "4.1.2"):
+        standins.enroot(releases / "enroot", version)
+    pyxis_digest = standins.pyxis(releases / "pyxis", PYXIS["version"])
+    monkeypatch.setenv(standins.RELEASES, str(releases))
+    settings = tmp_path / "standins.yml"
+    values = standins.lab_settings(tmp_path / "built", settings)
+    assert values == {
+        "enroot_version": "4.1.2",
+        "enroot_sha256": hashlib.sha256(
+            (releases / f"enroot/v4.1.2/enroot_4.1.2-1_{ARCH}.deb").read_bytes()
+        ).hexdigest(),
+        "enroot_caps_sha256": hashlib.sha256(
+            (releases / f"enroot/v4.1.2/enroot+caps_4.1.2-1_{ARCH}.deb").read_bytes()
+        ).hexdigest(),
+        "enroot_base_url": (releases / "enroot").as_uri(),
+        "enroot_fetch": "control",
+        "pyxis_version": PYXIS["version"],
+        "pyxis_sha256": pyxis_digest,
+        "pyxis_base_url": (releases / "pyxis").as_uri(),
+        "pyxis_fetch": "control",
+    }
+    assert yaml.safe_load(settings.read_text()) == values
+    assert settings.read_text().splitlines()[:3] == [
+        "# Written by tests/standins.py (`make lab`).",
+        f"# NVIDIA's releases, from {releases} (KILN_LAB_RELEASES).",
+        "# Not committed.",
+    ]
+    assert not (tmp_path / "built").exists()
+    (releases / "pyxis" / f"v{PYXIS['version']}.tar.gz").unlink()
+    with pytest.raises(SystemExit) as refused:
+        standins.lab_settings(tmp_path / "built", settings)
+    assert str(refused.value) == (
+        f"KILN_LAB_RELEASES: no {releases}/pyxis/v{PYXIS['version']}.tar.gz"
+        " (GitHub's release layout is expected)"
+    )

@@ -170,6 +170,10 @@ def _ensure_container(
         node.address,
         "--privileged",
         "--systemd=always",
+        # Its own cgroup tree, from its root, as a machine sees it (podman's default on
+        # cgroup v1 hosts is the host's, where a node's processes are under the host's
+        # paths): enroot's cgroups hook mounts the job's subtree into each container.
+        "--cgroupns=private",
         # /etc/hosts belongs to the base role, as on a real node.
         "--no-hosts",
         "--label",
