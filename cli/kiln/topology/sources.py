@@ -43,7 +43,7 @@ def from_labels(paths: dict[str, Any], source: str = "inventory labels") -> Topo
 # nvidia-smi's fabric.clusterUuid is a UUID and fabric.cliqueId a number, or N/A where
 # the GPU has no NVLink fabric: nothing else is taken, so no text rides along into a name.
 _NOT_APPLICABLE = r"\[?(?i:N/A)\]?"
-_UUID = r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}"
+_UUID = r"[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+)*"  # hex groups, as nvidia-smi prints a UUID
 _NVLINK = re.compile(
     rf"\s*(?P<host>[^\s:,]+)\s*[:,]\s*(?P<uuid>{_UUID}|{_NOT_APPLICABLE})"
     rf"\s*,\s*(?P<clique>[0-9]+|{_NOT_APPLICABLE})\s*"
