@@ -196,6 +196,12 @@ EXPECTED_SLURM_ERRORS = [
     # Slurm packages neither depend on nor recommend one). Mail is the site's to set up
     # (a mailer, and slurm_conf_overrides: {MailProg: ...}); Kiln does not invent one.
     (r"error: Configured MailProg is invalid", "no mail program on the lab's nodes"),
+    # Slurm times the clock at start; on a loaded host (CI's, the lab's nodes sharing two
+    # cores) the calls take longer than its threshold. The machine's, not Kiln's.
+    (
+        r"error: High latency for 1000 calls to gettimeofday\(\): [0-9]+ microseconds",
+        "a loaded host",
+    ),
 ]
 # "[2026-11-26T15:28:38.345] error: ...", "[...] [1.0] error: ..." (a job step's), and
 # the journal's "slurmctld: error: ...".
