@@ -12,6 +12,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from kiln import formats, paths
+from kiln.validation.verdicts import Verdict
 
 if TYPE_CHECKING:  # kiln inventory check imports this module: keep it light
     from kiln.run.events import RunSummary
@@ -146,6 +147,13 @@ class Health:
     @property
     def unchecked(self) -> bool:
         return any(n.error for n in self.nodes)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The run's verdict for its exit code: a failing node, else one not checked."""
+        if self.failed:
+            return Verdict.FAIL
+        return Verdict.UNCHECKED if self.unchecked else Verdict.PASS
 
     def to_json(self) -> dict[str, Any]:
         return {"nodes": {n.node: n.to_json() for n in self.nodes}, "run": self.summary.run}

@@ -13,7 +13,7 @@ from kiln import inventory
 from kiln.errors import ExitCode
 from kiln.report import compare, html, junit, markdown, model, write
 from kiln.run import ids
-from kiln.validation import assess, collect, drain, profiles, session
+from kiln.validation import assess, campaign, collect, drain, profiles, session
 from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict
 from tests.conftest import cluster_inventory
@@ -693,13 +693,13 @@ def test_a_missing_prerequisite_travels_as_data_not_as_message_text(tmp_path):
         json.dumps({"missing": ["collectives suite: neither torch nor nccl-tests on gpu001"]})
     )
     with pytest.raises(PrerequisiteError) as found:
-        session.stop_on_controller_failure(stopped, "ctl1", tmp_path)
+        campaign.stop_on_controller_failure(stopped, "ctl1", tmp_path)
     assert found.value.message == "collectives suite: neither torch nor nccl-tests on gpu001"
     assert found.value.exit_code == ExitCode.BAD_INPUT
     # Without the file, a failure on the controller is the run's failure, with its words.
     (tmp_path / "prerequisites.json").unlink()
     with pytest.raises(KilnError) as failed:
-        session.stop_on_controller_failure(stopped, "ctl1", tmp_path)
+        campaign.stop_on_controller_failure(stopped, "ctl1", tmp_path)
     assert failed.value.message == "validation could not run on ctl1: anything (kiln runs show r1)"
     assert failed.value.exit_code == ExitCode.FAILED
 

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import click
 
-from kiln.errors import ExitCode
 from kiln.report import model, write
 from kiln.run import display
 from kiln.validation import nccl_judge, nccl_tests, profiles
-from kiln.validation.verdicts import Verdict, fmt
+from kiln.validation.verdicts import Verdict, exit_code, fmt, worst
 
 
 @click.group()
@@ -54,8 +53,7 @@ def nccl_tests_command(
         _print(results, profile)
         click.echo(f"report: {page}")
     write.write_all(found)
-    if any(r.verdict is Verdict.FAIL for r in results):
-        sys.exit(int(ExitCode.VALIDATION_FAILED))
+    sys.exit(int(exit_code(worst((r.verdict for r in results), default=Verdict.PASS))))
 
 
 def _print(results: list[nccl_judge.Result], profile: profiles.Profile | None) -> None:
