@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from kiln import formats, paths
+from kiln import paths, schedules
+from kiln.schedules import HEALTH_ACTIVE
 from kiln.validation.verdicts import Verdict
 
 if TYPE_CHECKING:  # kiln inventory check imports this module: keep it light
@@ -57,12 +58,10 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
                 f"health_ib_ports: {port!r} is not {{device: mlx5_0, port: 1, rate: 400}} (Gb/s)"
             )
     schedule = settings.get("active_schedule", "")
-    if isinstance(schedule, str) and formats.one_line(schedule):
-        # It is written into a systemd unit: a second line would be a second setting.
-        problems.append(
-            f"health_active_schedule {schedule!r}: must be one line, "
-            'a systemd OnCalendar expression such as "Sun *-*-* 03:00:00"'
-        )
+    if isinstance(schedule, str) and (
+        problem := schedules.one_line_problem(HEALTH_ACTIVE, schedule)
+    ):
+        problems.append(problem)
     for name in ("active_minutes", "active_keep"):
         value = settings.get(name, 1)
         if isinstance(value, int) and value < 1:

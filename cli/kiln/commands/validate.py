@@ -84,11 +84,11 @@ def validate(
 
 
 def _install_timer(spec: inventory.ClusterSpec) -> None:
-    from kiln.validation import schedule
+    from kiln import schedules
 
-    timer, next_run = schedule.install(spec)
+    timer, next_run = schedules.install(spec)
     if not timer.schedule:
-        click.echo(f"{schedule.VARIABLE} is empty: no timer ({timer.name}.timer is removed)")
+        click.echo(f"{schedules.VARIABLE} is empty: no timer ({timer.name}.timer is removed)")
         return
     click.echo(
         f"{timer.name}.timer in {timer.directory}: {timer.schedule}, next run {next_run}\n"
