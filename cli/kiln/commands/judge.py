@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kiln.report import model, write
+from kiln.report import judged, model, write
 from kiln.run import display
 from kiln.validation import nccl_judge, nccl_tests, profiles
 from kiln.validation.verdicts import Verdict, exit_code, fmt, worst
@@ -39,7 +39,7 @@ def nccl_tests_command(
                 f"{run.source}: cannot tell which collective this is; pass --collective"
             )
     results = nccl_judge.judge(runs, profile)
-    found = nccl_judge.report(runs, results, profile)
+    found = judged.nccl_tests(runs, results, profile)
     page = model.directory(found.id) / model.FORMATS["html"]
     # The verdict first: a report that cannot be written (a full disk) still leaves it.
     if as_json:

@@ -1,4 +1,4 @@
-"""One `kiln validate`: a campaign (kiln.validation.campaign) whose hold, run and
+"""One `kiln validate`: a campaign (kiln.campaigns.campaign) whose hold, run and
 collect are one validate.yml run, with the pairwise search when the multi-node run
 fails; then judge, act in Slurm (validate-drain.yml) and write the report. The CLI only
 parses options and renders."""
@@ -6,15 +6,16 @@ parses options and renders."""
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kiln.campaigns import campaign
+from kiln.campaigns.campaign import Outcome
 from kiln.errors import ExitCode
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
 from kiln.report import model
 from kiln.run.display import Displays, for_people
 from kiln.run.events import RunSummary
-from kiln.validation import assess, campaign, collect, drain, pairs, profiles
+from kiln.validation import assess, collect, drain, pairs, profiles
 from kiln.validation import results as layout
-from kiln.validation.campaign import Outcome
 from kiln.validation.verdicts import Judgement, Verdict
 
 SUITES = ("slurm", "storage", "collectives")

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kiln import health, hostlist
+from kiln.campaigns import campaign, validate
+from kiln.campaigns.campaign import Outcome
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
@@ -17,11 +19,10 @@ from kiln.report import model
 from kiln.run import ids
 from kiln.run.display import Displays, for_people
 from kiln.run.events import RunSummary
-from kiln.validation import assess, campaign, collect, drain, pairs, profiles, session
+from kiln.validation import assess, collect, drain, pairs, profiles
 from kiln.validation import results as layout
 from kiln.validation.burn_in_judge import Limits, device_label, first_failures, judge_round
 from kiln.validation.burn_in_samples import NodeRound, read_node
-from kiln.validation.campaign import Outcome
 from kiln.validation.verdicts import Judgement, Verdict, fmt
 
 SUITE = "burn-in"
@@ -84,7 +85,7 @@ class BurnIn(campaign.Campaign):
 
     def __init__(self, request: Request) -> None:
         spec = request.inventory
-        nodes = session.select_nodes(spec, request.nodes)
+        nodes = validate.select_nodes(spec, request.nodes)
         profile = choose_profile(request, spec.group("slurm_controller")[0])
         super().__init__(
             spec,
