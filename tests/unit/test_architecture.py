@@ -168,3 +168,14 @@ def test_the_judging_floor_builds_on_nothing_above_it():
 def test_the_floor_rule_sees_an_import_from_above():
     edges = {"kiln.validation.x": {"kiln.report.model"}, "kiln.report.model": set()}
     assert reachable(edges, "kiln.validation.x") - BELOW_FLOOR == {"kiln.report.model"}
+
+
+def test_a_verdicts_exit_code_is_decided_in_one_place():
+    """5 (a node failed) is only ever kiln.validation.verdicts.exit_code's answer: every
+    command that judges exits by it, none compares verdicts to pick a code itself."""
+    found = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "VALIDATION_FAILED" in path.read_text()
+    ]
+    assert sorted(found) == ["errors.py", "validation/verdicts.py"]
