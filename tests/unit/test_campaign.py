@@ -51,7 +51,7 @@ class Recorded(campaign.Campaign):
     drain_prefix = "test: "
 
     def __init__(self, spec, outcome: campaign.Outcome, judgements: list[Judgement]):
-        super().__init__(spec, NODES, None, ["test"], no_drain=False, display=None, lock=None)
+        super().__init__(campaign.Request(inventory=spec), NODES, None, ["test"])
         self.outcome, self.given = outcome, judgements
 
     def execute(self) -> campaign.Outcome:

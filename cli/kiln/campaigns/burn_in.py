@@ -13,11 +13,8 @@ from kiln import health, hostlist
 from kiln.campaigns import campaign, validate
 from kiln.campaigns.campaign import Outcome
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.inventory import ClusterSpec
-from kiln.lock import Lock
 from kiln.report import model
 from kiln.run import ids
-from kiln.run.display import Displays, for_people
 from kiln.run.events import RunSummary
 from kiln.validation import assess, collect, drain, pairs, profiles
 from kiln.validation import results as layout
@@ -35,15 +32,9 @@ SHORTEST = 30
 MULTI_NODE = pairs.MULTI_NODE
 
 
-@dataclass
-class Request:
-    inventory: ClusterSpec
+@dataclass(kw_only=True)
+class Request(campaign.Request):
     duration_s: int
-    profile: str | None = None
-    nodes: list[str] | None = None
-    no_drain: bool = False
-    display: Displays = for_people
-    lock: Lock | None = None
 
 
 def parse_duration(text: str) -> int:
@@ -87,16 +78,7 @@ class BurnIn(campaign.Campaign):
         spec = request.inventory
         nodes = validate.select_nodes(spec, request.nodes)
         profile = choose_profile(request, spec.group("slurm_controller")[0])
-        super().__init__(
-            spec,
-            nodes,
-            profile,
-            [SUITE],
-            no_drain=request.no_drain,
-            display=request.display,
-            lock=request.lock,
-            report_id=ids.new_id(SUITE),
-        )
+        super().__init__(request, nodes, profile, [SUITE], ids.new_id(SUITE))
         self.request = request
         self.profile: profiles.Profile = profile
         self.settings = dict(profile.burn_in or {})

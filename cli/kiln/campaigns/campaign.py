@@ -20,7 +20,7 @@ from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
 from kiln.report import model, write
 from kiln.run import ids
-from kiln.run.display import Displays
+from kiln.run.display import Displays, for_people
 from kiln.run.events import RunSummary
 from kiln.validation import assess, collect, drain, pairs, profiles
 from kiln.validation import results as layout
@@ -49,6 +49,18 @@ def skipped_judgements(skipped: dict[str, str]) -> list[Judgement]:
     ]
 
 
+@dataclass(kw_only=True)
+class Request:
+    """What every campaign is asked: where, with which profile, on which nodes."""
+
+    inventory: ClusterSpec
+    profile: str | None = None  # a profile's name; None: the inventory's validate_profile
+    nodes: list[str] | None = None  # compute nodes by name; None: all
+    no_drain: bool = False
+    display: Displays = for_people  # how each playbook run shows (silent for --json)
+    lock: Lock | None = None  # the inventory's lock, held by the caller
+
+
 @dataclass
 class Outcome:
     """How a campaign's rounds ended, for the steps every campaign shares."""
@@ -70,23 +82,20 @@ class Campaign:
 
     def __init__(
         self,
-        spec: ClusterSpec,
+        request: Request,
         nodes: list[str],
         profile: profiles.Profile | None,
         suites: list[str],
-        *,
-        no_drain: bool,
-        display: Displays,
-        lock: Lock | None,
         report_id: str | None = None,
     ) -> None:
+        spec = request.inventory
         self.spec = spec
         self.nodes = nodes
         self.profile = profile
         self.controller = spec.group("slurm_controller")[0]
-        self.no_drain = no_drain
-        self.display = display
-        self.lock = lock
+        self.no_drain = request.no_drain
+        self.display = request.display
+        self.lock = request.lock
         self.report = model.Report(
             id=report_id or ids.new_id(),
             started=model.now(),

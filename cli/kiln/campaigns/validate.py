@@ -10,9 +10,7 @@ from kiln.campaigns import campaign
 from kiln.campaigns.campaign import Outcome
 from kiln.errors import ExitCode
 from kiln.inventory import ClusterSpec
-from kiln.lock import Lock
 from kiln.report import model
-from kiln.run.display import Displays, for_people
 from kiln.run.events import RunSummary
 from kiln.validation import assess, collect, drain, pairs, profiles
 from kiln.validation import results as layout
@@ -22,17 +20,11 @@ SUITES = ("slurm", "storage", "collectives")
 PAIR_TEST = pairs.MULTI_NODE
 
 
-@dataclass
-class Request:
-    inventory: ClusterSpec
+@dataclass(kw_only=True)
+class Request(campaign.Request):
     suites: list[str] = field(default_factory=lambda: list(SUITES))
     suites_named: bool = False
-    profile: str | None = None
-    nodes: list[str] | None = None  # compute nodes by name; None: all
-    no_drain: bool = False
     idle_only: bool = False  # test idle nodes only, never waiting for or beside a job
-    display: Displays = for_people  # how each playbook run shows (silent for --json)
-    lock: Lock | None = None  # the inventory's lock, held by the caller
 
 
 def select_nodes(spec: ClusterSpec, nodes: list[str] | None) -> list[str]:
@@ -49,15 +41,7 @@ class Validation(campaign.Campaign):
         controller = spec.group("slurm_controller")[0]
         # A bad profile stops before any run.
         profile = campaign.choose_profile(spec, controller, request.profile)
-        super().__init__(
-            spec,
-            nodes,
-            profile,
-            request.suites,
-            no_drain=request.no_drain,
-            display=request.display,
-            lock=request.lock,
-        )
+        super().__init__(request, nodes, profile, request.suites)
         self.request = request
 
     def suites(self, results: Path, names: list[str], chosen: list[tuple[str, str]]) -> RunSummary:
