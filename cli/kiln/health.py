@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from kiln import formats, paths
+from kiln import paths, schedules
+from kiln.schedules import HEALTH_ACTIVE
+from kiln.validation.verdicts import Verdict
 
 if TYPE_CHECKING:  # kiln inventory check imports this module: keep it light
     from kiln.run.events import RunSummary
@@ -56,12 +58,10 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
                 f"health_ib_ports: {port!r} is not {{device: mlx5_0, port: 1, rate: 400}} (Gb/s)"
             )
     schedule = settings.get("active_schedule", "")
-    if isinstance(schedule, str) and formats.one_line(schedule):
-        # It is written into a systemd unit: a second line would be a second setting.
-        problems.append(
-            f"health_active_schedule {schedule!r}: must be one line, "
-            'a systemd OnCalendar expression such as "Sun *-*-* 03:00:00"'
-        )
+    if isinstance(schedule, str) and (
+        problem := schedules.one_line_problem(HEALTH_ACTIVE, schedule)
+    ):
+        problems.append(problem)
     for name in ("active_minutes", "active_keep"):
         value = settings.get(name, 1)
         if isinstance(value, int) and value < 1:
@@ -146,6 +146,13 @@ class Health:
     @property
     def unchecked(self) -> bool:
         return any(n.error for n in self.nodes)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The run's verdict for its exit code: a failing node, else one not checked."""
+        if self.failed:
+            return Verdict.FAIL
+        return Verdict.UNCHECKED if self.unchecked else Verdict.PASS
 
     def to_json(self) -> dict[str, Any]:
         return {"nodes": {n.node: n.to_json() for n in self.nodes}, "run": self.summary.run}

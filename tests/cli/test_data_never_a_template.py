@@ -17,10 +17,11 @@ import yaml
 
 from kiln import inventory
 from kiln.accounting import QOS_FIELDS
+from kiln.campaigns import burn_in, validate
 from kiln.errors import ExitCode
 from kiln.run import execute
 from kiln.run.events import RunSummary
-from kiln.validation import burn_in, drain, session
+from kiln.validation import drain
 from kiln.validation import results as layout
 from tests.conftest import LOCAL, cluster_inventory, run_kiln
 from tests.unit.test_burn_in import write_round
@@ -176,7 +177,7 @@ def test_a_canceled_validate_drains_again_with_the_reason_slurm_gave_verbatim(
         return RunSummary(run="r-suites", playbook=request.playbook, status="canceled")
 
     ran = real_acts(monkeypatch, {"validate.yml": canceled_suites})
-    report, code = session.validate(session.Request(inventory=write_cluster(tmp_path)))
+    report, code = validate.validate(validate.Request(inventory=write_cluster(tmp_path)))
 
     assert code == ExitCode.INTERRUPTED
     assert ran == ["validate.yml", "validate-drain.yml"]
@@ -212,10 +213,10 @@ def test_validate_drains_with_the_reason_a_node_printed_verbatim(
 
     ran = real_acts(monkeypatch, {"validate.yml": suites})
     slurm.answer("scontrol show node gpu002 --oneliner", scontrol_line("gpu002") + "\n")
-    request = session.Request(
+    request = validate.Request(
         inventory=write_cluster(tmp_path), suites=["storage"], suites_named=True
     )
-    report, code = session.validate(request)
+    report, code = validate.validate(request)
 
     assert code == ExitCode.VALIDATION_FAILED
     assert ran == ["validate.yml", "validate-drain.yml"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from kiln import schedules
 from kiln.errors import ExitCode
-from kiln.validation import schedule
 from tests.conftest import run_kiln
 
 
@@ -49,7 +49,7 @@ def test_the_timer_is_installed_whole_and_again_unchanged(
     inv = inventory_with(write_inventory).resolve()
     shown = run_kiln("validate", "-i", str(inv), "--install-timer", env=env)
     assert shown.returncode == ExitCode.OK, shown.stderr
-    name = schedule.unit_name(inv)
+    name = schedules.unit_name(inv)
     assert shown.stdout.splitlines() == [
         f"{name}.timer in {units}: Sun *-*-* 05:00:00, next run "
         + shown.stdout.split("next run ", 1)[1].splitlines()[0],
@@ -100,7 +100,7 @@ def test_an_empty_schedule_removes_the_timer(write_inventory, systemd):
     env, units, calls, _fail = systemd
     inv = inventory_with(write_inventory)
     assert run_kiln("validate", "-i", str(inv), "--install-timer", env=env).returncode == 0
-    name = schedule.unit_name(inv)
+    name = schedules.unit_name(inv)
     (inv / "group_vars").mkdir()
     (inv / "group_vars" / "all.yml").write_text('validate_schedule: ""\n')
     shown = run_kiln("validate", "-i", str(inv), "--install-timer", env=env)
@@ -116,13 +116,13 @@ def test_an_empty_schedule_removes_the_timer(write_inventory, systemd):
 def test_each_inventory_has_its_own_timer(tmp_path):
     (tmp_path / "a" / "prod").mkdir(parents=True)
     (tmp_path / "b" / "prod").mkdir(parents=True)
-    first = schedule.unit_name(tmp_path / "a" / "prod")
-    second = schedule.unit_name(tmp_path / "b" / "prod")
+    first = schedules.unit_name(tmp_path / "a" / "prod")
+    second = schedules.unit_name(tmp_path / "b" / "prod")
     assert first.startswith("kiln-validate-prod-") and second.startswith("kiln-validate-prod-")
     assert first != second
-    assert schedule.unit_name(tmp_path / "a" / "prod") == first  # stable
+    assert schedules.unit_name(tmp_path / "a" / "prod") == first  # stable
     (tmp_path / "x y%").mkdir()
-    assert schedule.unit_name(tmp_path / "x y%").startswith("kiln-validate-x-y-")
+    assert schedules.unit_name(tmp_path / "x y%").startswith("kiln-validate-x-y-")
 
 
 def test_refused_schedules_and_a_failing_systemd_leave_nothing(write_inventory, systemd):

@@ -16,11 +16,17 @@ def module_name(path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path, name: str, known: set[str]) -> set[str]:
-    """Kiln modules `path` imports, at the top or inside functions."""
+def imports_of(path, name: str, known: set[str], runtime: bool = False) -> set[str]:
+    """Kiln modules `path` imports, at the top or inside functions; with `runtime`, not
+    those imported only for type checkers (`if TYPE_CHECKING:`)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    if runtime:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                node.body = [ast.Pass()]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -74,7 +80,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read_whole():
     edges = graph()
-    assert {"kiln.inventory", "kiln.inventory.reader", "kiln.validation.session"} <= set(edges)
+    assert {"kiln.inventory", "kiln.inventory.reader", "kiln.campaigns.validate"} <= set(edges)
     assert "kiln.inventory.model" in edges["kiln.inventory.reader"]
     assert "kiln.topology.for_slurm" in edges["kiln.inventory.checks"]
 
@@ -109,3 +115,67 @@ def test_library_errors_name_no_command_line_option():
         if "commands" not in path.parts and naming.search(path.read_text())
     ]
     assert found == []
+
+
+# The judging floor: verdicts, profiles, the parsers of results, assess, burn-in judging,
+# pairs, drain decisions and the result records. It runs no playbook and knows no
+# report or command, so every campaign (validate, burn-in, a rollout's batches) and
+# every role's filter judges with the same rules.
+FLOOR = "kiln.validation"
+# What the floor may build on: errors, hostlists and Slurm's files with what they
+# need, reading files, the MPI check's name; kiln.health for the node programs' drain
+# reason prefixes (until kiln.node holds them); kiln.node, the standard-library node
+# library.
+BELOW_FLOOR = {
+    "kiln.errors",
+    "kiln.hostlist",
+    "kiln.slurm",
+    "kiln.formats",
+    "kiln.files",
+    "kiln.yaml_input",
+    "kiln.paths",
+    "kiln.mpi",
+    "kiln.health",
+    "kiln.schedules",
+}
+
+
+def runtime_graph() -> dict[str, set[str]]:
+    """The graph without imports made only for type checkers."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    known = set(paths)
+    return {name: imports_of(path, name, known, runtime=True) for name, path in paths.items()}
+
+
+def reachable(edges: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for other in edges[todo.pop()] - seen:
+            seen.add(other)
+            todo.append(other)
+    return seen
+
+
+def test_the_judging_floor_builds_on_nothing_above_it():
+    edges = runtime_graph()
+    floor = {n for n in edges if n == FLOOR or n.startswith(FLOOR + ".")}
+    assert {"kiln.validation.verdicts", "kiln.validation.drain", "kiln.validation.results"} <= floor
+    allowed = floor | BELOW_FLOOR | {n for n in edges if n.startswith("kiln.node")}
+    above = {name: sorted(reachable(edges, name) - allowed) for name in sorted(floor)}
+    assert {name: found for name, found in above.items() if found} == {}
+
+
+def test_the_floor_rule_sees_an_import_from_above():
+    edges = {"kiln.validation.x": {"kiln.report.model"}, "kiln.report.model": set()}
+    assert reachable(edges, "kiln.validation.x") - BELOW_FLOOR == {"kiln.report.model"}
+
+
+def test_a_verdicts_exit_code_is_decided_in_one_place():
+    """5 (a node failed) is only ever kiln.validation.verdicts.exit_code's answer: every
+    command that judges exits by it, none compares verdicts to pick a code itself."""
+    found = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "VALIDATION_FAILED" in path.read_text()
+    ]
+    assert sorted(found) == ["errors.py", "validation/verdicts.py"]

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from kiln.campaigns import burn_in
 from kiln.errors import InputError
 from kiln.report import html, model
-from kiln.validation import burn_in, profiles
+from kiln.validation import profiles
 from kiln.validation.burn_in_judge import Limits, first_failures, judge_round
 from kiln.validation.burn_in_samples import NodeRound, Sample, new_errors, parse_samples, read_node
 from kiln.validation.verdicts import Judgement, Verdict

@@ -1,6 +1,6 @@
 """Pairwise runs that find the slow node of a failed multi-node run."""
 
-from kiln.validation import pairs, session
+from kiln.validation import pairs
 from kiln.validation.verdicts import Verdict
 from tests.node_scripts import node_probe
 
@@ -23,26 +23,28 @@ def test_first_round_pairs_every_node_and_the_odd_one_with_the_first():
 
 def test_one_slow_node_is_found_in_two_rounds():
     run_round, rounds = fake_fabric({"n3"})
-    found = session.bisect(["n1", "n2", "n3", "n4", "n5", "n6"], run_round)
+    found = pairs.search(["n1", "n2", "n3", "n4", "n5", "n6"], run_round)
     assert found.slow == ["n3"]
     assert found.cleared == ["n1", "n2", "n4", "n5", "n6"]
     assert found.suspects == []
     assert rounds[1] == [("n3", "n1"), ("n4", "n2")]  # each suspect with a good partner
-    judged = session._pair_judgements(found, 340.0, "h100-sxm-8x-ib400")
+    judged = pairs.slow_judgements(
+        found, 340.0, "all_reduce", "collectives.pairwise: ", "run", " (profile h100-sxm-8x-ib400)"
+    )
     assert [(j.node, j.verdict) for j in judged] == [("n3", Verdict.FAIL)]
     assert "stays under 340 GB/s (profile h100-sxm-8x-ib400)" in judged[0].reason
 
 
 def test_every_pair_failing_blames_no_node():
     run_round, rounds = fake_fabric({"a", "b", "c", "d"})
-    found = session.bisect(["a", "b", "c", "d"], run_round)
+    found = pairs.search(["a", "b", "c", "d"], run_round)
     assert found.slow == [] and len(rounds) == 1
     assert found.note.startswith("every pair failed")
 
 
 def test_a_healthy_first_round_needs_no_second():
     run_round, rounds = fake_fabric(set())
-    found = session.bisect(["a", "b", "c"], run_round)
+    found = pairs.search(["a", "b", "c"], run_round)
     assert found.slow == [] and found.suspects == [] and len(rounds) == 1
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from kiln import inventory
+from kiln.campaigns import campaign, validate
 from kiln.errors import ExitCode
 from kiln.report import compare, html, junit, markdown, model, write
 from kiln.run import ids
-from kiln.validation import assess, collect, drain, profiles, session
+from kiln.validation import assess, collect, drain, profiles
 from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict
 from tests.conftest import cluster_inventory
@@ -423,7 +424,7 @@ def test_plateau_is_judged_at_1gib_and_short_sweeps_at_their_largest_sizes():
 
 
 def make_report(raw, profile="h100-sxm-8x-ib400"):
-    """A report assembled as `kiln validate` assembles it (session.conclude)."""
+    """A report assembled as `kiln validate` assembles it (validate.conclude)."""
     found, judgements, _ = run(raw, profile)
     report = model.Report(
         id=ids.new_id(),
@@ -434,7 +435,7 @@ def make_report(raw, profile="h100-sxm-8x-ib400"):
         nodes=NODES,
         judgements=judgements,
     )
-    session.conclude(report, found, NODES, no_drain=False)
+    validate.conclude(report, found, NODES, no_drain=False)
     return report
 
 
@@ -650,7 +651,6 @@ def test_a_canceled_run_judges_nothing_drains_nothing_and_releases_its_reservati
     from kiln.errors import ExitCode
     from kiln.run import execute
     from kiln.run.events import RunSummary
-    from kiln.validation import session
 
     monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
     asked = []
@@ -669,7 +669,7 @@ def test_a_canceled_run_judges_nothing_drains_nothing_and_releases_its_reservati
 
     monkeypatch.setattr(execute, "run_playbook", fake_run)
     spec = inventory.load(write_inventory())
-    report, code = session.validate(session.Request(inventory=spec, profile="lab-cpu"))
+    report, code = validate.validate(validate.Request(inventory=spec, profile="lab-cpu"))
     assert code == ExitCode.INTERRUPTED == 130
     assert (report.judgements, report.node_verdicts, report.actions) == ([], {}, {})
     assert [playbook for playbook, _ in asked] == ["validate.yml", "validate-drain.yml"]
@@ -693,13 +693,13 @@ def test_a_missing_prerequisite_travels_as_data_not_as_message_text(tmp_path):
         json.dumps({"missing": ["collectives suite: neither torch nor nccl-tests on gpu001"]})
     )
     with pytest.raises(PrerequisiteError) as found:
-        session.stop_on_controller_failure(stopped, "ctl1", tmp_path)
+        campaign.stop_on_controller_failure(stopped, "ctl1", tmp_path)
     assert found.value.message == "collectives suite: neither torch nor nccl-tests on gpu001"
     assert found.value.exit_code == ExitCode.BAD_INPUT
     # Without the file, a failure on the controller is the run's failure, with its words.
     (tmp_path / "prerequisites.json").unlink()
     with pytest.raises(KilnError) as failed:
-        session.stop_on_controller_failure(stopped, "ctl1", tmp_path)
+        campaign.stop_on_controller_failure(stopped, "ctl1", tmp_path)
     assert failed.value.message == "validation could not run on ctl1: anything (kiln runs show r1)"
     assert failed.value.exit_code == ExitCode.FAILED
 
@@ -1026,7 +1026,7 @@ def test_a_node_kiln_health_drained_fails_with_its_reason_and_an_operators_drain
         nodes=LAB_NODES,
         judgements=assess.judge(found, profiles.load("lab-cpu")),
     )
-    actions = session.conclude(report, found, LAB_NODES, no_drain=False)
+    actions = validate.conclude(report, found, LAB_NODES, no_drain=False)
     assert markdown.render(report).split("## Nodes\n\n")[1].split("\n\n")[0].splitlines() == [
         "| node | verdict | reason |",
         "|---|---|---|",
@@ -1072,7 +1072,7 @@ def test_a_node_nothing_was_judged_on_is_unchecked_and_never_resumed():
     )  # fmt: skip
     found = collect.Collected(nodes)
     found.states = {"gpu002": drain.NodeState("IDLE+DRAIN", "kiln: slurm.srun: failed")}
-    actions = session.conclude(report, found, nodes, no_drain=False)
+    actions = validate.conclude(report, found, nodes, no_drain=False)
     assert report.node_verdicts == {
         "gpu001": {"verdict": "pass", "reasons": []},
         "gpu002": {"verdict": "unchecked", "reasons": ["nothing was checked on the node"]},

@@ -36,7 +36,7 @@ def burn_in(
     Exit 0 when every node passes, 5 when a node fails, 4 when a node was not checked
     and none failed, 130 when stopped (Ctrl-C ends
     the current round; the rounds that ended are judged and the nodes let go)."""
-    from kiln.validation import burn_in as burn
+    from kiln.campaigns import burn_in as burn
 
     try:  # bad input stops before the inventory is read
         seconds = burn.parse_duration(duration)

@@ -7,8 +7,9 @@ import click
 
 from kiln import inventory
 from kiln.commands import inventory_option, parse_nodes
-from kiln.errors import ExitCode, InputError
+from kiln.errors import InputError
 from kiln.run import display
+from kiln.validation.verdicts import exit_code
 
 
 @click.command()
@@ -47,9 +48,7 @@ def health(
         display.emit_json(result.to_json())
     else:
         _print(result)
-    if result.failed:
-        sys.exit(int(ExitCode.VALIDATION_FAILED))
-    sys.exit(int(ExitCode.HOSTS_FAILED if result.unchecked else ExitCode.OK))
+    sys.exit(int(exit_code(result.verdict)))
 
 
 def _print(result) -> None:

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import click
 
-from kiln.errors import ExitCode
-from kiln.report import model, write
+from kiln.report import judged, model, write
 from kiln.run import display
 from kiln.validation import nccl_judge, nccl_tests, profiles
-from kiln.validation.verdicts import Verdict, fmt
+from kiln.validation.verdicts import Verdict, exit_code, fmt, worst
 
 
 @click.group()
@@ -40,7 +39,7 @@ def nccl_tests_command(
                 f"{run.source}: cannot tell which collective this is; pass --collective"
             )
     results = nccl_judge.judge(runs, profile)
-    found = nccl_judge.report(runs, results, profile)
+    found = judged.nccl_tests(runs, results, profile)
     page = model.directory(found.id) / model.FORMATS["html"]
     # The verdict first: a report that cannot be written (a full disk) still leaves it.
     if as_json:
@@ -54,8 +53,7 @@ def nccl_tests_command(
         _print(results, profile)
         click.echo(f"report: {page}")
     write.write_all(found)
-    if any(r.verdict is Verdict.FAIL for r in results):
-        sys.exit(int(ExitCode.VALIDATION_FAILED))
+    sys.exit(int(exit_code(worst((r.verdict for r in results), default=Verdict.PASS))))
 
 
 def _print(results: list[nccl_judge.Result], profile: profiles.Profile | None) -> None:

@@ -7,8 +7,9 @@ import click
 
 from kiln import inventory
 from kiln.commands import inventory_option
-from kiln.errors import ExitCode, InputError
+from kiln.errors import InputError
 from kiln.run import display
+from kiln.validation.verdicts import Verdict, exit_code
 
 
 @click.group()
@@ -37,8 +38,8 @@ def show(inventory_path: Path | None, node: str | None, json_mode: bool) -> None
         display.emit_json(shown.to_json())
     else:
         _print(shown)
-    failed = any(n.error for n in shown.nodes)
-    sys.exit(int(ExitCode.HOSTS_FAILED if failed else ExitCode.OK))
+    unread = any(n.error for n in shown.nodes)
+    sys.exit(int(exit_code(Verdict.UNCHECKED if unread else Verdict.PASS)))
 
 
 def _print(shown) -> None:

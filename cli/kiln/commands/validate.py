@@ -50,7 +50,7 @@ def validate(
 
     Exit 0 when every node passes (warnings included), 5 when a node fails, 4 when a
     node was not checked and none failed."""
-    from kiln.validation import session
+    from kiln.campaigns import validate as validation
 
     spec = inventory.load(inventory_path)
     if install_timer:
@@ -61,7 +61,7 @@ def validate(
     if not json_mode:
         for warning in spec.warnings:
             click.echo(f"kiln: warning: {warning}", err=True)
-    request = session.Request(
+    request = validation.Request(
         inventory=spec,
         suites=_suites(suites),
         suites_named=bool(suites),
@@ -72,23 +72,23 @@ def validate(
         display=display.for_output(json_mode),
     )
     with lock.held(spec.path, "kiln validate") as request.lock:
-        report, code = session.validate(request)
+        report, code = validation.validate(request)
     if json_mode:
         display.emit_json(report.to_json())
     else:
         from kiln.report import terminal
 
         terminal.show(report)
-        click.echo(f"report: {session.report_path(report)}")
+        click.echo(f"report: {validation.report_path(report)}")
     sys.exit(int(code))
 
 
 def _install_timer(spec: inventory.ClusterSpec) -> None:
-    from kiln.validation import schedule
+    from kiln import schedules
 
-    timer, next_run = schedule.install(spec)
+    timer, next_run = schedules.install(spec)
     if not timer.schedule:
-        click.echo(f"{schedule.VARIABLE} is empty: no timer ({timer.name}.timer is removed)")
+        click.echo(f"{schedules.VARIABLE} is empty: no timer ({timer.name}.timer is removed)")
         return
     click.echo(
         f"{timer.name}.timer in {timer.directory}: {timer.schedule}, next run {next_run}\n"
@@ -98,7 +98,7 @@ def _install_timer(spec: inventory.ClusterSpec) -> None:
 
 
 def _suites(text: str | None) -> list[str]:
-    from kiln.validation.session import SUITES
+    from kiln.campaigns.validate import SUITES
 
     if not text:
         return list(SUITES)

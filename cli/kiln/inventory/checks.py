@@ -23,6 +23,7 @@ from kiln import (
     paths,
     pyxis,
     redact,
+    schedules,
     slurm,
     storage,
 )
@@ -30,7 +31,6 @@ from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec, Definition
 from kiln.topology import for_slurm
 from kiln.topology.sources import LABEL_VARIABLE
-from kiln.validation import schedule
 
 # Variables whose value must be the name of a host in the inventory.
 HOST_REFERENCES = ("base_ntp_server_host", "munge_key_host", "slurm_dbd_host")
@@ -248,7 +248,7 @@ VALUE_CHECKS: dict[str, tuple[type, Callable[[Any, dict[str, list[str]]], None]]
     **nccl.INVENTORY_CHECKS,
     **slurm.INVENTORY_CHECKS,
     **storage.INVENTORY_CHECKS,
-    **schedule.INVENTORY_CHECKS,
+    **schedules.INVENTORY_CHECKS,
 }
 
 

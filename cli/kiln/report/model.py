@@ -18,7 +18,7 @@ from kiln import paths
 from kiln.errors import ExitCode, InputError
 from kiln.files import read_text
 from kiln.run import ids
-from kiln.validation.verdicts import Judgement, Verdict, worst
+from kiln.validation.verdicts import Judgement, Verdict, exit_code, worst
 
 REPORT_FILE = "report.json"
 FORMATS = {
@@ -97,10 +97,7 @@ class Report:
     @property
     def exit_code(self) -> ExitCode:
         """5 when something failed, else 4 when a node was not checked, else 0."""
-        return {
-            Verdict.FAIL: ExitCode.VALIDATION_FAILED,
-            Verdict.UNCHECKED: ExitCode.HOSTS_FAILED,
-        }.get(self.verdict, ExitCode.OK)
+        return exit_code(self.verdict)
 
     @property
     def kind(self) -> str:

@@ -1,7 +1,10 @@
-"""Judging a cluster: benchmark output parsers, reference profiles and verdicts.
+"""The judging floor: what a cluster's results are and how they are judged.
 
-`nccl_tests` reads nccl-tests output (text and -J JSON), `fio` reads fio's JSON,
-`profiles` loads the reference numbers shipped with Kiln (or an operator's own),
-`verdicts` turns a measured value into pass / warn / fail with a one-line reason, and
-`nccl_judge` applies both to nccl-tests runs (`kiln judge nccl-tests`).
+`verdicts` (pass / warn / fail with a one-line reason, and the exit code of a
+verdict), `profiles` (the reference numbers shipped with Kiln or an operator's own),
+the parsers of results (`nccl_tests`, `fio`, `burn_in_samples`, `collect`) and the
+records they read (`results`), the judges (`assess`, `nccl_judge`, `burn_in_judge`),
+`pairs` (the search for a slow node) and `drain` (what to do in Slurm). It imports
+nothing above Slurm's files, hostlists and errors (tests/unit/test_architecture.py):
+the campaigns (kiln.campaigns), the reports and the roles' filters all judge by it.
 """

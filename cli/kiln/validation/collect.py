@@ -61,6 +61,15 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def skipped_checks(skipped: dict[str, str]) -> list[Check]:
+    """The nodes the plan left out (node -> why, Plan.skipped) as slurm.state checks:
+    a warn when the reason says nothing against the node, else a fail."""
+    return [
+        Check(node, "slurm.state", "", drain.skipped_verdict(why), f"not tested: {why}")
+        for node, why in skipped.items()
+    ]
+
+
 def collect(results: Path, nodes: list[str], suites: list[str]) -> Collected:
     found = Collected(nodes)
     state = layout.SlurmState.from_json(Layout(results).load(layout.SLURM_STATE))
@@ -68,9 +77,7 @@ def collect(results: Path, nodes: list[str], suites: list[str]) -> Collected:
     skipped_nodes = skipped(results)
     for node in nodes:
         if node in skipped_nodes:
-            why = skipped_nodes[node]
-            verdict = drain.skipped_verdict(why)
-            found.checks.append(Check(node, "slurm.state", "", verdict, f"not tested: {why}"))
+            found.checks += skipped_checks({node: skipped_nodes[node]})
         elif node in found.states:
             seen = found.states[node]
             note = f" ({seen.reason})" if seen.reason else ""

@@ -8,8 +8,6 @@ about the fabric. It is reported as a note only.
 
 from dataclasses import asdict, dataclass, field
 
-from kiln.report import model
-from kiln.run import ids
 from kiln.validation import verdicts
 from kiln.validation.nccl_tests import Run
 from kiln.validation.profiles import TESTS, Profile
@@ -157,46 +155,3 @@ def human_size(size: int | None) -> str:
         if size >= 1 << shift and size % (1 << shift) == 0:
             return f"{size >> shift} {unit}"
     return f"{size} B"
-
-
-def report(runs: list[Run], results: list[Result], profile: Profile | None) -> model.Report:
-    """The same report `kiln validate` writes, one "node" per judged file and collective,
-    with busbw against message size plotted from every row."""
-    found = model.Report(
-        id=ids.new_id(),
-        started=model.now(),
-        inventory="(kiln judge nccl-tests)",
-        profile=profile.name if profile else None,
-        suites=["nccl-tests"],
-        nodes=[],
-    )
-    for run, result in zip(runs, results, strict=True):
-        name = f"{result.source} {result.collective or '?'}"
-        found.nodes.append(name)
-        value = result.best_busbw_gbps
-        if value is None:
-            value = result.largest_size_busbw_gbps
-        why = "; ".join(result.reasons) or (result.notes[0] if result.notes else "")
-        found.judgements.append(
-            Judgement(
-                name,
-                result.test or f"collectives.{result.collective}",
-                "busbw",
-                value,
-                "GB/s",
-                result.verdict,
-                why,
-                profile.thresholds.get(result.test) if profile and result.test else None,
-            )
-        )
-        found.node_verdicts[name] = {"verdict": result.verdict.value, "reasons": result.reasons}
-        found.curves.append(
-            {
-                "node": name,
-                "collective": result.collective or "?",
-                "points": [[row.size, row.best_busbw()] for row in run.rows],
-            }
-        )
-        found.notes += [f"{name}: {note}" for note in result.notes]
-    found.finished = model.now()
-    return found

@@ -7,7 +7,13 @@ passes was the victim of its partner. With no cleared node to pair with (every p
 failed), the fabric or the test itself is suspect, not one node, and round 2 says so.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from kiln.validation.verdicts import Judgement, Verdict, fmt
+
+# The multi-node result whose failure (validate) or drop (burn-in) starts the search.
+MULTI_NODE = "collectives.all_reduce.multi_node"
 
 
 def first_round(nodes: list[str]) -> list[tuple[str, str]]:
@@ -62,3 +68,36 @@ def after_second(findings: Findings, results: dict[tuple[str, str], bool]) -> Fi
             "come from one node (load at the time, or the fabric between pairs)"
         )
     return findings
+
+
+# One round of pairs run: its index (1, 2) and the pairs -> whether each pair passed.
+RunRound = Callable[[int, list[tuple[str, str]]], dict[tuple[str, str], bool]]
+
+
+def search(tested: list[str], run_round: RunRound) -> Findings:
+    """The two rounds, each run by `run_round`."""
+    first = run_round(1, first_round(tested))
+    findings, second = after_first(first)
+    if second:
+        findings = after_second(findings, run_round(2, second))
+    return findings
+
+
+def slow_judgements(
+    found: Findings, limit: float, subject: str, lead: str, what: str, tail: str = ""
+) -> list[Judgement]:
+    """A fail for each slow node: `lead` opens the reason, `what` names the result that
+    started the search ("run", "drop"), `tail` closes it."""
+    return [
+        Judgement(
+            node,
+            "collectives.pairwise",
+            subject,
+            None,
+            "",
+            Verdict.FAIL,
+            f"{lead}the slow node of the multi-node {what}: all_reduce with a healthy "
+            f"partner stays under {fmt(limit)} GB/s{tail}",
+        )
+        for node in found.slow
+    ]

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
+from kiln.errors import ExitCode
+
 
 class Verdict(StrEnum):
     PASS = "pass"
@@ -28,6 +30,17 @@ SEVERITY = (Verdict.SKIP, Verdict.PASS, Verdict.WARN, Verdict.UNCHECKED, Verdict
 
 def worst(found: Iterable[Verdict], default: Verdict = Verdict.PASS) -> Verdict:
     return max(found, key=SEVERITY.index, default=default)
+
+
+def exit_code(verdict: Verdict, canceled: bool = False) -> ExitCode:
+    """Every command that judges exits by this: 5 when something failed (even in a
+    canceled run: what was judged stands), else 130 when the run was canceled, else 4
+    when a node was not checked, else 0 (warnings and skips pass)."""
+    if verdict is Verdict.FAIL:
+        return ExitCode.VALIDATION_FAILED
+    if canceled:
+        return ExitCode.INTERRUPTED
+    return ExitCode.HOSTS_FAILED if verdict is Verdict.UNCHECKED else ExitCode.OK
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kiln import health, hostlist
+from kiln.campaigns import campaign, validate
+from kiln.campaigns.campaign import Outcome
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.inventory import ClusterSpec
-from kiln.lock import Lock
-from kiln.report import model, write
+from kiln.report import model
 from kiln.run import ids
-from kiln.run.display import Displays, for_people
 from kiln.run.events import RunSummary
-from kiln.validation import assess, collect, drain, profiles, session
+from kiln.validation import assess, collect, drain, pairs, profiles
 from kiln.validation import results as layout
 from kiln.validation.burn_in_judge import Limits, device_label, first_failures, judge_round
 from kiln.validation.burn_in_samples import NodeRound, read_node
@@ -30,18 +29,12 @@ LONGEST = 14 * 86400
 SHORTEST = 30
 # A multi-node figure that falls this far below its first round starts the pairwise
 # search (with the profile's drop_percent) for the node that slows the rest.
-MULTI_NODE = session.PAIR_TEST
+MULTI_NODE = pairs.MULTI_NODE
 
 
-@dataclass
-class Request:
-    inventory: ClusterSpec
+@dataclass(kw_only=True)
+class Request(campaign.Request):
     duration_s: int
-    profile: str | None = None
-    nodes: list[str] | None = None
-    no_drain: bool = False
-    display: Displays = for_people
-    lock: Lock | None = None
 
 
 def parse_duration(text: str) -> int:
@@ -59,9 +52,7 @@ def parse_duration(text: str) -> int:
 
 
 def choose_profile(request: Request, controller: str) -> profiles.Profile:
-    chosen = session.choose_profile(
-        session.Request(inventory=request.inventory, profile=request.profile), controller
-    )
+    chosen = campaign.choose_profile(request.inventory, controller, request.profile)
     if chosen is None:
         raise InputError(
             "burn-in needs a profile with a burn_in: section (--profile NAME, or "
@@ -76,63 +67,47 @@ def choose_profile(request: Request, controller: str) -> profiles.Profile:
     return chosen
 
 
-class _Run:
+class BurnIn(campaign.Campaign):
     """The burn-in's state: the report as it grows, and the first figure of each GPU
     and of the multi-node collectives."""
 
-    def __init__(self, request: Request, profile: profiles.Profile, nodes: list[str]):
+    kind = "burn_in"
+    drain_prefix = f"{SUITE}: "
+
+    def __init__(self, request: Request) -> None:
+        spec = request.inventory
+        nodes = validate.select_nodes(spec, request.nodes)
+        profile = choose_profile(request, spec.group("slurm_controller")[0])
+        super().__init__(request, nodes, profile, [SUITE], ids.new_id(SUITE))
         self.request = request
-        self.profile = profile
+        self.profile: profiles.Profile = profile
         self.settings = dict(profile.burn_in or {})
         self.limits = Limits.from_profile(self.settings)
-        self.controller = request.inventory.group("slurm_controller")[0]
-        self.report = model.Report(
-            id=ids.new_id(SUITE),
-            started=model.now(),
-            inventory=str(request.inventory.path),
-            profile=profile.name,
-            suites=[SUITE],
-            nodes=nodes,
-            positions=request.inventory.positions(nodes),
-        )
-        self.raw = layout.make(model.directory(self.report.id) / "raw").root
         self.began = time.time()
         self.first: dict[tuple[str, str], tuple[int, float]] = {}
         self.first_multi: float | None = None
 
-    @property
-    def reservation(self) -> str:
-        return f"kiln_burn_in_{self.report.id}"
-
-    def playbook(self, step: str, results: Path, run: str, **extra) -> RunSummary:
-        from kiln.run.execute import RunRequest, run_playbook
-
+    def step(self, step: str, results: Path, run: str, **extra) -> RunSummary:
+        """burn-in.yml's step `hold` or `round` on the controller and the nodes."""
         tested = extra.pop("nodes", self.report.nodes)
-        summary = run_playbook(
-            RunRequest(
-                playbook="burn-in.yml",
-                inventory=self.request.inventory,
-                limit=",".join([self.controller, *tested]),
-                display=self.request.display,
-                lock=self.request.lock,
-                extravars={
-                    "validate_burn_in_step": step,
-                    "validate_reservation": self.reservation,
-                    "validate_reservation_minutes": self._reservation_minutes(),
-                    "validate_nodes": tested,
-                    "validate_suites": SUITES,
-                    "validate_results_dir": str(results),
-                    "validate_run": run,
-                    "validate_storage_params": self.profile.storage,
-                    "validate_collectives_params": self.profile.collectives,
-                    "validate_burn_in_params": self.settings,
-                    "validate_pairs": [],
-                    **extra,
-                },
-            )
+        return self.playbook(
+            "burn-in.yml",
+            tested,
+            {
+                "validate_burn_in_step": step,
+                "validate_reservation": self.reservation,
+                "validate_reservation_minutes": self._reservation_minutes(),
+                "validate_nodes": tested,
+                "validate_suites": SUITES,
+                "validate_results_dir": str(results),
+                "validate_run": run,
+                "validate_storage_params": self.profile.storage,
+                "validate_collectives_params": self.profile.collectives,
+                "validate_burn_in_params": self.settings,
+                "validate_pairs": [],
+                **extra,
+            },
         )
-        self.report.runs.append(summary.run)
-        return summary
 
     def _reservation_minutes(self) -> int:
         # Rounds overrun the duration by their suites: the hold outlasts the burn-in,
@@ -140,80 +115,63 @@ class _Run:
         round_s = int(self.settings["round_s"])
         return (self.request.duration_s + 3 * round_s) // 60 + 60
 
+    def execute(self) -> Outcome:
+        hold = layout.make(self.raw / "hold").root
+        summary = self.step("hold", hold, self.report.id)
+        if summary.status != "canceled":
+            campaign.stop_on_controller_failure(summary, self.controller, hold)
+        state = layout.SlurmState.from_json(layout.Layout(hold).load(layout.SLURM_STATE))
+        states = drain.parse_states(state.scontrol)
+        plan = collect.plan(hold)
+        tested = [str(n) for n in plan.get("test", [])]
+        self.report.judgements += campaign.skipped_judgements(plan.get("skipped", {}))
+        canceled = summary.status == "canceled"
+        index, error = 0, None
+        try:
+            while tested and not canceled:
+                index += 1
+                canceled = not _round(self, index, hold, tested)
+                if time.time() - self.began >= self.request.duration_s:
+                    break
+        except KeyboardInterrupt:  # between two playbook runs, while a round is judged
+            canceled = True
+        except KilnError as exc:  # the controller failed: let go of the nodes, then say so
+            error = exc
+            self.report.notes.append(f"stopped in round {index}: {exc.message}")
+        if canceled and not error:
+            self.report.notes.append(
+                f"canceled in round {index}: judged the rounds that had ended"
+                if index
+                else "canceled before the first round: nothing was judged"
+            )
+        elif not error:
+            self.report.notes.append(
+                f"{index} round{'' if index == 1 else 's'} in {_length(time.time() - self.began)}"
+            )
+        return Outcome(
+            canceled=canceled,
+            states=states,
+            reasons=first_failures(self.report.judgements, self.nodes),
+            release=self.release({n: states[n].reason for n in plan.get("resume_to_test", [])}),
+            error=error,
+        )
+
 
 def burn_in(request: Request) -> tuple[model.Report, ExitCode]:
-    spec = request.inventory
-    nodes = session.select_nodes(spec, request.nodes)
-    controller = spec.group("slurm_controller")[0]
-    run = _Run(request, choose_profile(request, controller), nodes)
-    hold = layout.make(run.raw / "hold").root
-    summary = run.playbook("hold", hold, run.report.id)
-    if summary.status != "canceled":
-        session.stop_on_controller_failure(summary, controller, hold)
-    found = collect.Collected(nodes)
-    state = layout.SlurmState.from_json(layout.Layout(hold).load(layout.SLURM_STATE))
-    found.states = drain.parse_states(state.scontrol)
-    plan = collect.plan(hold)
-    tested = [str(n) for n in plan.get("test", [])]
-    for node, why in plan.get("skipped", {}).items():
-        verdict = drain.skipped_verdict(why)
-        run.report.judgements.append(
-            Judgement(node, "slurm.state", "", None, "", verdict, f"not tested: {why}")
-        )
-    canceled = summary.status == "canceled"
-    index, error = 0, None
-    try:
-        while tested and not canceled:
-            index += 1
-            canceled = not _round(run, index, hold, tested)
-            if time.time() - run.began >= request.duration_s:
-                break
-    except KeyboardInterrupt:  # between two playbook runs, while a round is judged
-        canceled = True
-    except KilnError as exc:  # the controller failed: let go of the nodes, then say so
-        error = exc
-        run.report.notes.append(f"stopped in round {index}: {exc.message}")
-    if canceled and not error:
-        run.report.notes.append(
-            f"canceled in round {index}: judged the rounds that had ended"
-            if index
-            else "canceled before the first round: nothing was judged"
-        )
-    elif not error:
-        run.report.notes.append(
-            f"{index} round{'' if index == 1 else 's'} in {_length(time.time() - run.began)}"
-        )
-    actions = _conclude(run, found, nodes)
-    release = {
-        "reservation": run.reservation,
-        "redrain": {n: found.states[n].reason for n in plan.get("resume_to_test", [])},
-    }
-    session.act(
-        run.report,
-        session.Request(inventory=spec, display=request.display, lock=request.lock),
-        controller,
-        {"drain": actions.drain, "resume": actions.resume, "release": release},
-    )
-    run.report.finished = model.now()
-    write.write_all(run.report)
-    if error:
-        raise error
-    if run.report.verdict is Verdict.FAIL:
-        return run.report, ExitCode.VALIDATION_FAILED
-    return run.report, ExitCode.INTERRUPTED if canceled else run.report.exit_code
+    return BurnIn(request).run()
 
 
-def _round(run: _Run, index: int, hold: Path, tested: list[str]) -> bool:
+def _round(run: BurnIn, index: int, hold: Path, tested: list[str]) -> bool:
     """One round, judged; False when it was canceled (nothing of it is judged)."""
     left = run.request.duration_s - (time.time() - run.began)
     seconds = max(10, int(min(float(run.settings["round_s"]), left)))
     results = layout.make(run.raw / f"round{index}").root
     shutil.copy(hold / layout.SLURM_STATE, results / layout.SLURM_STATE)
     name = f"{run.report.id}-r{index}"
-    summary = run.playbook("round", results, name, nodes=tested, validate_burn_in_seconds=seconds)
+    summary = run.step("round", results, name, nodes=tested, validate_burn_in_seconds=seconds)
     if summary.status == "canceled":
         return False
-    session.stop_on_controller_failure(summary, run.controller, results)
+    campaign.stop_on_controller_failure(summary, run.controller, results)
     store = layout.Layout(results)
     stress: dict[str, NodeRound | None] = {}
     for node in tested:
@@ -287,7 +245,7 @@ def _health(store: layout.Layout, tested: list[str], index: int) -> list[Judgeme
     return out
 
 
-def _multi_node(run: _Run, suites: list[Judgement], index: int, tested: list[str]) -> list:
+def _multi_node(run: BurnIn, suites: list[Judgement], index: int, tested: list[str]) -> list:
     """The multi-node all_reduce against its first round: a drop names the slow node
     by the pairwise search where there are nodes enough to pair (three or more)."""
     figure = next((j.value for j in suites if j.test == MULTI_NODE and j.value), None)
@@ -323,36 +281,27 @@ def _multi_node(run: _Run, suites: list[Judgement], index: int, tested: list[str
         return out
     folder = run.raw / f"round{index}-pairs"
 
-    def pair_round(step: int, chosen: list[tuple[str, str]]) -> dict:
+    def run_pairs(step: int, chosen: list[tuple[str, str]]) -> Path:
         results = layout.make(folder / str(step)).root
-        run.playbook(
+        run.step(
             "round",
             results,
             f"{run.report.id}-r{index}p{step}",
             nodes=tested,
             validate_pairs=[list(p) for p in chosen],
         )
-        return collect.pair_results(results, chosen, limit)
+        return results
 
-    findings = session.bisect(tested, pair_round)
+    findings = run.find_slow(tested, limit, run_pairs)
     if findings.note:
         run.report.notes.append(f"round {index}: pairwise runs: {findings.note}")
-    return out + [
-        Judgement(
-            node,
-            "collectives.pairwise",
-            f"all_reduce, round {index}",
-            None,
-            "",
-            Verdict.FAIL,
-            f"round {index}: the slow node of the multi-node drop: all_reduce "
-            f"with a healthy partner stays under {fmt(limit)} GB/s",
-        )
-        for node in findings.slow
-    ]
+    where = f"round {index}"
+    return out + pairs.slow_judgements(
+        findings, limit, f"all_reduce, {where}", f"{where}: ", "drop"
+    )
 
 
-def _series(run: _Run, stress: dict[str, NodeRound | None]) -> None:
+def _series(run: BurnIn, stress: dict[str, NodeRound | None]) -> None:
     """Each device's figures over the whole burn-in (seconds since it began)."""
     for node, result in sorted(stress.items()):
         if result is None:
@@ -380,26 +329,6 @@ def _extend(report: model.Report, node: str, device: str, metric: str, points: l
     report.series.append(model.Series(node=node, device=device, metric=metric, points=points))
 
 
-def _conclude(run: _Run, found: collect.Collected, nodes: list[str]) -> drain.Actions:
-    report = run.report
-    failures = first_failures(report.judgements, nodes)
-    verdicts = assess.per_node(report.judgements, nodes)
-    report.node_verdicts = {}
-    for node in nodes:
-        verdict = verdicts[node]
-        reasons = failures[node] or verdict.reasons
-        report.node_verdicts[node] = {"verdict": verdict.verdict.value, "reasons": reasons}
-    failing = {
-        n: f"{SUITE}: {failures[n][0] if failures[n] else verdicts[n].reasons[0]}"
-        for n in nodes
-        if verdicts[n].verdict is Verdict.FAIL
-    }
-    passing = [n for n in nodes if verdicts[n].verdict in drain.PASSING]
-    actions = drain.decide(failing, passing, found.states, run.request.no_drain)
-    report.actions = actions.to_dict()
-    return actions
-
-
 def _length(seconds: float) -> str:
     minutes = int(seconds // 60)
     if minutes >= 60:
@@ -408,4 +337,4 @@ def _length(seconds: float) -> str:
 
 
 def report_path(report: model.Report) -> Path:
-    return session.report_path(report)
+    return campaign.report_path(report)

@@ -1,9 +1,20 @@
-"""The scheduled `kiln validate`: a systemd timer on the machine that runs Kiln.
+"""Kiln's two systemd timers, and what they share.
 
-The suites need what only Kiln's control node has (the inventory, the credentials to
-reach the nodes, the judging and the report history), so the weekly run is started
-there, as `kiln validate --idle-only`: it tests only idle nodes, held in a reservation
-that waits for no job, and its report joins the history like any other run.
+- The scheduled active check (`health_active_schedule`): the health role installs its
+  timer on the first controller, which runs kiln-health-active there (it needs nothing
+  but Slurm); `kiln health --schedule` reads its runs (kiln.health_schedule).
+- The scheduled `kiln validate` (`validate_schedule`): a timer on the machine that
+  runs Kiln, written here (`install`).
+
+Both are systemd OnCalendar expressions written into a unit, checked by one rule
+(`one_line_problem`); their defaults are set apart so the two never hold the same
+idle nodes at once.
+
+The scheduled `kiln validate`: the suites need what only Kiln's control node has (the
+inventory, the credentials to reach the nodes, the judging and the report history), so
+the weekly run is started there, as `kiln validate --idle-only`: it tests only idle
+nodes, held in a reservation that waits for no job, and its report joins the history
+like any other run.
 """
 
 import hashlib
@@ -22,10 +33,32 @@ from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 if TYPE_CHECKING:  # kiln.inventory's checks import this module
     from kiln.inventory.model import ClusterSpec
 
-# Two hours after the health role's active check (Sun 03:00, a 60-minute hold), so the
-# two never ask for the same idle nodes at once.
-DEFAULT_SCHEDULE = "Sun *-*-* 05:00:00"
-VARIABLE = "validate_schedule"
+
+@dataclass(frozen=True)
+class Calendar:
+    """A timer's inventory variable and its default OnCalendar expression."""
+
+    variable: str
+    default: str
+
+
+# The health role's default (roles/health/defaults/main.yml; a test keeps them equal).
+HEALTH_ACTIVE = Calendar("health_active_schedule", "Sun *-*-* 03:00:00")
+# Two hours after the active check (a 60-minute hold), so the two never ask for the
+# same idle nodes at once.
+VALIDATE = Calendar("validate_schedule", "Sun *-*-* 05:00:00")
+DEFAULT_SCHEDULE = VALIDATE.default
+VARIABLE = VALIDATE.variable
+
+
+def one_line_problem(calendar: Calendar, value: str) -> str:
+    """It is written into a systemd unit: a second line would be a second setting."""
+    if not formats.one_line(value):
+        return ""
+    return (
+        f"{calendar.variable} {value!r}: must be one line, "
+        f'a systemd OnCalendar expression such as "{calendar.default}"'
+    )
 
 
 @dataclass
@@ -75,12 +108,8 @@ def schedule_of(spec: "ClusterSpec") -> str:
 
 
 def _one_line(value: str, _groups: object = None) -> None:
-    # It is written into a systemd unit: a second line would be a second setting.
-    if formats.one_line(value):
-        raise ValueError(
-            f"{VARIABLE} {value!r}: must be one line, "
-            f'a systemd OnCalendar expression such as "{DEFAULT_SCHEDULE}"'
-        )
+    if problem := one_line_problem(VALIDATE, value):
+        raise ValueError(problem)
 
 
 # Checked by `kiln inventory check` (kiln.inventory.checks) as well as here.
