@@ -244,6 +244,26 @@ def test_nccl_plan_and_plugin_for_a_node():
         offered["kiln_nccl_plan"](probe, {"bad key": 1}, [])
 
 
+def test_health_plan_for_a_node():
+    plan = filters("kiln_health")["kiln_health_plan"]
+    fact = {"gpu_count": 8, "gpu_model": "NVIDIA A100-SXM4-80GB", "nvswitch_count": 6}
+    settings = {"timeout": "45", "check_timeout": "10", "gpus": "", "nvlinks_per_gpu": ""}
+    assert plan(fact, settings) == {
+        "timeout": 45,
+        "check_timeout": 10,
+        "gpus": 8,
+        "nvswitches": 6,
+        "nvlinks_per_gpu": 12,
+        "ib_ports": [],
+        "free_space": [],
+        "munge": True,
+        "slurm": True,
+        "mount_check": "",
+        "metrics_dir": "",
+        "dcgm_diag_level": 0,
+    }
+
+
 def test_enroot_plan_for_a_node():
     plan = filters("kiln_enroot")["kiln_enroot_plan"]
     settings = {
