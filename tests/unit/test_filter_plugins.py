@@ -242,6 +242,11 @@ def test_nccl_plan_and_plugin_for_a_node():
     }
     with pytest.raises(AnsibleFilterError, match=r"^nccl_env_overrides: 'bad key' is not"):
         offered["kiln_nccl_plan"](probe, {"bad key": 1}, [])
+    assert offered["kiln_nccl_metadata"]({"sys_vendor": "Google"}) == {
+        "url": "http://metadata.google.internal/computeMetadata/v1/instance/machine-type",
+        "header": "Metadata-Flavor: Google",
+    }
+    assert offered["kiln_nccl_metadata"]({"sys_vendor": "Supermicro"}) == {}
 
 
 def test_health_plan_for_a_node():
