@@ -3,7 +3,8 @@ is loaded and which installed, the version rules that keep userspace, kernel mod
 fabric manager together, and the reboot plan when a new module waits to load.
 
 The nvidia_driver role gathers raw inputs on each node and hands them here through its
-filter plugin; nothing in this module runs a command.
+filter plugin; nothing in this module runs a command. What each GPU model is (its
+NVLinks, memory, peak throughput) is kiln.gpu_models'.
 """
 
 import csv

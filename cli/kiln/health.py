@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from kiln import paths, schedules
+from kiln import gpu_models, paths, schedules
 from kiln.schedules import HEALTH_ACTIVE
 from kiln.validation.verdicts import Verdict
 
@@ -77,6 +77,42 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
                 f"health_free_space: {entry!r} is not {{path: /absolute/path, min_mb: 1024}}"
             )
     return problems
+
+
+def node_config(gpu_fact: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """What kiln-health checks on one node (/etc/kiln/health.json), from the node's
+    kiln_gpu fact (the nvidia_driver role's) and the health_* settings (without the
+    prefix; mount_check: the autofs role's check program, or ""). An operator's
+    gpus or nvlinks_per_gpu wins; empty, they follow from what the node has."""
+    nvswitches = _int(gpu_fact.get("nvswitch_count"))
+    gpus, nvlinks = settings.get("gpus", ""), settings.get("nvlinks_per_gpu", "")
+    return {
+        "timeout": _int(settings.get("timeout")),
+        "check_timeout": _int(settings.get("check_timeout")),
+        "gpus": _int(gpus if str(gpus) else gpu_fact.get("gpu_count")),
+        "nvswitches": nvswitches,
+        "nvlinks_per_gpu": _int(nvlinks)
+        if str(nvlinks)
+        else gpu_models.nvlinks_expected(str(gpu_fact.get("gpu_model") or ""), nvswitches),
+        "ib_ports": settings.get("ib_ports") or [],
+        "free_space": settings.get("free_space") or [],
+        "munge": True,
+        "slurm": True,
+        "mount_check": str(settings.get("mount_check") or ""),
+        "metrics_dir": str(settings.get("metrics_dir") or ""),
+        "dcgm_diag_level": _int(settings.get("dcgm_diag_level")),
+    }
+
+
+def _int(value: Any) -> int:
+    """As Jinja's int filter reads a setting: a number, or 0."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            return 0
 
 
 @cache

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiln import formats
+from kiln.cloud import cloud_of, machine_type
 
 CONF = "/etc/nccl.conf"
 _KEY = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -136,19 +137,6 @@ def _roce_v2_gid(files: dict[str, str], base: str) -> int | None:
 
 def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
-
-
-def cloud_of(dmi: dict[str, str]) -> str:
-    """aws, azure, gcp or "" from /sys/class/dmi/id (sys_vendor, product_name)."""
-    vendor = dmi.get("sys_vendor", "").strip()
-    product = dmi.get("product_name", "").strip()
-    if vendor == "Amazon EC2" or product.startswith("Amazon EC2"):
-        return "aws"
-    if vendor == "Microsoft Corporation" and product == "Virtual Machine":
-        return "azure"
-    if vendor == "Google" or product == "Google Compute Engine":
-        return "gcp"
-    return ""
 
 
 # --- choosing the preset ------------------------------------------------------------------
@@ -362,11 +350,12 @@ INVENTORY_CHECKS = {"nccl_env_overrides": (dict, check_overrides)}
 
 def fabric_of(probe: dict[str, Any]) -> Fabric:
     """The Fabric from the role's node probe (roles/nccl_env/files/kiln-nccl-probe)."""
+    cloud = cloud_of(probe.get("dmi", {}))
     return Fabric(
         ports=tuple(read_ports(probe.get("infiniband", {}))),
         socket_ifname=probe.get("socket_ifname", ""),
-        cloud=cloud_of(probe.get("dmi", {})),
-        machine=probe.get("machine", ""),
+        cloud=cloud,
+        machine=machine_type(cloud, probe.get("machine", "")),
     )
 
 

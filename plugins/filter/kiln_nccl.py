@@ -11,7 +11,7 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import nccl
+from kiln import cloud, nccl
 
 
 def kiln_nccl_plugin(probe, plugins):
@@ -32,6 +32,15 @@ def kiln_nccl_plan(probe, overrides, excluded, plugin_env=None, library_dir=""):
         raise AnsibleFilterError(str(exc)) from None
 
 
+def kiln_nccl_metadata(dmi):
+    """{url, header} of the metadata service the node probe asks, or {}."""
+    return cloud.metadata_request(dict(dmi or {}))
+
+
 class FilterModule:
     def filters(self):
-        return {"kiln_nccl_plugin": kiln_nccl_plugin, "kiln_nccl_plan": kiln_nccl_plan}
+        return {
+            "kiln_nccl_plugin": kiln_nccl_plugin,
+            "kiln_nccl_plan": kiln_nccl_plan,
+            "kiln_nccl_metadata": kiln_nccl_metadata,
+        }

@@ -3,6 +3,7 @@ module imports itself back through others, and no library module imports a comma
 (commands parse options, call the library, print)."""
 
 import ast
+import sys
 
 from tests.conftest import REPO
 
@@ -137,6 +138,8 @@ BELOW_FLOOR = {
     "kiln.mpi",
     "kiln.health",
     "kiln.schedules",
+    "kiln.gpu_models",  # standard library only, as are kiln.cloud and kiln.node
+    "kiln.cloud",
 }
 
 
@@ -179,3 +182,26 @@ def test_a_verdicts_exit_code_is_decided_in_one_place():
         if "VALIDATION_FAILED" in path.read_text()
     ]
     assert sorted(found) == ["errors.py", "validation/verdicts.py"]
+
+
+# Modules meant for node-side code to import as they are (Kiln's node library will ship
+# them): the standard library only, nothing of Kiln's or a third party's.
+STANDARD_LIBRARY_ONLY = ("kiln.cloud", "kiln.gpu_models")
+
+
+def test_modules_meant_for_the_nodes_import_the_standard_library_only():
+    found = {}
+    for name in STANDARD_LIBRARY_ONLY:
+        tree = ast.parse((PACKAGE.parent / f"{name.replace('.', '/')}.py").read_text())
+        tops = {
+            alias.name.split(".")[0]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Import)
+            for alias in n.names
+        } | {
+            (n.module or "").split(".")[0] if not n.level else "."
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom)
+        }
+        found[name] = sorted(tops - set(sys.stdlib_module_names) - {"__future__"})
+    assert found == {name: [] for name in STANDARD_LIBRARY_ONLY}

@@ -242,6 +242,31 @@ def test_nccl_plan_and_plugin_for_a_node():
     }
     with pytest.raises(AnsibleFilterError, match=r"^nccl_env_overrides: 'bad key' is not"):
         offered["kiln_nccl_plan"](probe, {"bad key": 1}, [])
+    assert offered["kiln_nccl_metadata"]({"sys_vendor": "Google"}) == {
+        "url": "http://metadata.google.internal/computeMetadata/v1/instance/machine-type",
+        "header": "Metadata-Flavor: Google",
+    }
+    assert offered["kiln_nccl_metadata"]({"sys_vendor": "Supermicro"}) == {}
+
+
+def test_health_plan_for_a_node():
+    plan = filters("kiln_health")["kiln_health_plan"]
+    fact = {"gpu_count": 8, "gpu_model": "NVIDIA A100-SXM4-80GB", "nvswitch_count": 6}
+    settings = {"timeout": "45", "check_timeout": "10", "gpus": "", "nvlinks_per_gpu": ""}
+    assert plan(fact, settings) == {
+        "timeout": 45,
+        "check_timeout": 10,
+        "gpus": 8,
+        "nvswitches": 6,
+        "nvlinks_per_gpu": 12,
+        "ib_ports": [],
+        "free_space": [],
+        "munge": True,
+        "slurm": True,
+        "mount_check": "",
+        "metrics_dir": "",
+        "dcgm_diag_level": 0,
+    }
 
 
 def test_enroot_plan_for_a_node():

@@ -3,6 +3,8 @@ results `kiln health` reads back from kiln-health --json."""
 
 import json
 
+import pytest
+
 from kiln import health
 
 
@@ -86,3 +88,123 @@ def test_active_check_settings_that_cannot_work_are_named():
         "health_active_minutes 0: must be 1 or more",
         "health_active_keep -1: must be 1 or more",
     ]
+
+
+SETTINGS = {
+    "timeout": 45,
+    "check_timeout": 10,
+    "gpus": "",
+    "nvlinks_per_gpu": "",
+    "ib_ports": [{"device": "mlx5_0", "port": 1, "rate": 400}],
+    "free_space": [{"path": "/tmp", "min_mb": 1024}],
+    "mount_check": "",
+    "metrics_dir": "/var/lib/prometheus/node-exporter",
+    "dcgm_diag_level": 2,
+}
+
+
+def config(gpus: int, nvswitches: int, nvlinks: int) -> dict:
+    """health.json as kiln-health reads it, with the parts that follow from the node."""
+    return {
+        "timeout": 45,
+        "check_timeout": 10,
+        "gpus": gpus,
+        "nvswitches": nvswitches,
+        "nvlinks_per_gpu": nvlinks,
+        "ib_ports": [{"device": "mlx5_0", "port": 1, "rate": 400}],
+        "free_space": [{"path": "/tmp", "min_mb": 1024}],
+        "munge": True,
+        "slurm": True,
+        "mount_check": "",
+        "metrics_dir": "/var/lib/prometheus/node-exporter",
+        "dcgm_diag_level": 2,
+    }
+
+
+@pytest.mark.parametrize(
+    ("model", "nvswitches", "expected"),
+    [
+        ("NVIDIA A100-SXM4-80GB", 6, config(8, 6, 12)),
+        ("NVIDIA H100 80GB HBM3", 4, config(8, 4, 18)),
+        ("NVIDIA H200", 4, config(8, 4, 18)),
+        ("NVIDIA B200", 2, config(8, 2, 18)),
+        ("NVIDIA H100 PCIe", 0, config(8, 0, 0)),
+    ],
+)
+def test_node_config_follows_the_nodes_gpu_model(model, nvswitches, expected):
+    fact = {"gpu_count": 8, "gpu_model": model, "nvswitch_count": nvswitches}
+    assert health.node_config(fact, SETTINGS) == expected
+
+
+def test_an_a100_node_is_not_held_to_18_nvlinks():
+    """The role used to expect 18 NVLinks wherever NVSwitches are: HGX A100 has 12, so
+    the passive check drained every A100 node."""
+    fact = {"gpu_count": 8, "gpu_model": "NVIDIA A100-SXM4-80GB", "nvswitch_count": 6}
+    assert health.node_config(fact, SETTINGS)["nvlinks_per_gpu"] == 12
+
+
+def test_the_operators_counts_win_over_the_nodes():
+    fact = {"gpu_count": 8, "gpu_model": "NVIDIA H100 80GB HBM3", "nvswitch_count": 4}
+    settings = {**SETTINGS, "gpus": 4, "nvlinks_per_gpu": 16, "mount_check": "/usr/bin/x"}
+    assert health.node_config(fact, settings) == {**config(4, 4, 16), "mount_check": "/usr/bin/x"}
+    # 0 is a value: NVLinks are not judged even where the model has them.
+    assert health.node_config(fact, {**settings, "nvlinks_per_gpu": 0})["nvlinks_per_gpu"] == 0
+
+
+def test_a_node_without_the_gpu_fact_checks_no_gpu():
+    assert health.node_config({}, SETTINGS) == config(0, 0, 0)
+
+
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  vars_files: [{defaults}, {vars}]
+  tasks:
+    - ansible.builtin.debug:
+        msg: "{{{{ _health_config }}}}"
+      vars:
+        ansible_local: {{kiln_gpu: {fact}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [("NVIDIA A100-SXM4-80GB", 12), ("NVIDIA H100 80GB HBM3", 18), ("NVIDIA H100 PCIe", 0)],
+)
+def test_the_roles_health_json_holds_the_models_nvlinks(model, expected, tmp_path):
+    """The role's own variables, rendered by ansible-playbook: on HGX A100 (NVSwitches,
+    12 links) the role used to write 18, and the check drained every node."""
+    from kiln.run import execute
+    from tests.collection import plain_ansible
+    from tests.conftest import REPO
+
+    fact = {"gpu_count": 8, "gpu_model": model, "nvswitch_count": 0 if "PCIe" in model else 6}
+    role = REPO / "roles" / "health"
+    playbook = tmp_path / "show.yml"
+    playbook.write_text(
+        PLAYBOOK.format(
+            defaults=role / "defaults" / "main.yml",
+            vars=role / "vars" / "main.yml",
+            fact=json.dumps(fact),
+        )
+    )
+    done = plain_ansible(
+        "ansible-playbook",
+        *("-i", "localhost,", "-c", "local", str(playbook)),
+        cwd=tmp_path,
+        env={
+            "ANSIBLE_COLLECTIONS_PATH": execute.collections_path(),
+            "ANSIBLE_STDOUT_CALLBACK": "json",
+        },
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [task] = json.loads(done.stdout)["plays"][0]["tasks"]
+    assert task["hosts"]["localhost"]["msg"] == {
+        **config(8, fact["nvswitch_count"], expected),
+        "ib_ports": [],
+        "free_space": [
+            {"path": "/var/lib/slurm/slurmd", "min_mb": 1024},
+            {"path": "/var/lib/enroot", "min_mb": 10240},
+            {"path": "/tmp", "min_mb": 1024},
+        ],
+    }

@@ -210,7 +210,8 @@ def test_the_probe_reads_back_every_file_of_a_recorded_tree(name, tmp_path):
     found = run_probe("--root", str(tmp_path))
     assert found["infiniband"] == {k: str(v) for k, v in dump.items()}
     assert found["dmi"] == {"sys_vendor": "Supermicro", "product_name": "SYS-821GE-TNHR"}
-    assert found["machine"] == ""  # no cloud: no metadata service asked
+    # Nothing else: the probe asks a metadata service only when told (--metadata).
+    assert list(found) == ["infiniband", "dmi", "socket_ifname"]
 
 
 def test_the_probe_reads_what_a_plugin_script_sets(tmp_path):
