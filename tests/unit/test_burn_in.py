@@ -395,6 +395,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     from kiln.run.events import RunSummary
     from kiln.validation import drain
     from kiln.validation import results as layout
+    from tests.results_files import Written
     from tests.unit.test_validation_run import scontrol_line
 
     nodes = ["gpu001", "gpu002"]  # write_inventory's compute nodes
@@ -410,7 +411,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
         asked.append((request.playbook, ev.get("validate_burn_in_step"), ev))
         if request.playbook == "validate-drain.yml":
             return RunSummary(run="r-act", playbook=request.playbook, status="successful")
-        store = layout.Layout(Path(ev["validate_results_dir"]))
+        store = Written(Path(ev["validate_results_dir"]))
         if ev["validate_burn_in_step"] == "hold":
             plan = drain.plan(scontrol, nodes).to_dict()
             store.write(layout.SLURM_STATE, {"scontrol": scontrol, "plan": plan})

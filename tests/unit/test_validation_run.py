@@ -17,6 +17,7 @@ from kiln.validation import assess, collect, drain, profiles, session
 from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict
 from tests.conftest import cluster_inventory
+from tests.results_files import Written
 
 MULTI = "collectives.all_reduce.multi_node"
 
@@ -114,10 +115,10 @@ class Raw(type(Path())):
     """The results directory, written through the layout the role and collect share."""
 
     def put(self, name, data):
-        layout.Layout(self).write(name, data)
+        Written(self).write(name, data)
 
     def node(self, kind, node, data):
-        layout.Layout(self).write_node(kind, node, data)
+        Written(self).write_node(kind, node, data)
 
 
 def mpi_output(latency=(2.1, 2.0, 2.2), bandwidth=(24.0, 23.5, 24.4)) -> str:
@@ -598,9 +599,7 @@ def test_a_node_drained_by_someone_else_during_the_run_is_not_drained_by_kiln():
     """The drain step reads the states again just before acting (the role's filter)."""
     import importlib.util
 
-    from kiln import paths
-
-    source = paths.plugins_dir() / "filter" / "kiln_validate.py"
+    source = Path(__file__).parents[2] / "plugins" / "filter" / "kiln_validate.py"
     spec = importlib.util.spec_from_file_location("f", source)
     assert spec and spec.loader
     plugin = importlib.util.module_from_spec(spec)
@@ -663,7 +662,7 @@ def test_a_canceled_run_judges_nothing_drains_nothing_and_releases_its_reservati
             )
             plan = drain.plan(scontrol, ["gpu001", "gpu002"]).to_dict()
             results = Path(request.extravars["validate_results_dir"])
-            layout.Layout(results).write(layout.SLURM_STATE, {"plan": plan})
+            Written(results).write(layout.SLURM_STATE, {"plan": plan})
             return RunSummary(run="r-suites", playbook="validate.yml", status="canceled")
         return RunSummary(run="r-release", playbook="validate-drain.yml", status="successful")
 
