@@ -2,6 +2,8 @@
 a thin call into kiln.*, and errors become AnsibleFilterError with one line."""
 
 import importlib.util
+import subprocess
+import sys
 from types import ModuleType
 
 import pytest
@@ -30,6 +32,43 @@ def filters(name: str) -> dict:
 def test_every_plugin_imports_and_offers_kiln_filters(path):
     offered = plugin(path).FilterModule().filters()
     assert offered and all(name.startswith("kiln_") and callable(f) for name, f in offered.items())
+
+
+# Ansible imports a filter plugin in every process that renders a template naming one of
+# its filters. The checks registry (it imports every module that owns a variable) is
+# kiln_checks' alone; no filter needs the run machinery, the reports or a command.
+LOADED_BY_NO_FILTER = (
+    "kiln.inventory.checks",
+    "kiln.inventory.reader",
+    "kiln.run",
+    "kiln.report",
+    "kiln.commands",
+    "kiln.cli",
+)
+MOST_MODULES = 20  # kiln modules one filter plugin loads (kiln_slurm: 18, with topology)
+
+
+def kiln_modules_loaded_by(path) -> list[str]:
+    """The kiln modules in a fresh interpreter after importing `path` as Ansible does."""
+    code = (
+        "import importlib.util, sys\n"
+        "spec = importlib.util.spec_from_file_location('filter', sys.argv[1])\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print(*sorted(m for m in sys.modules if m.split('.')[0] == 'kiln'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+    )
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in PLUGINS if p.stem != "kiln_checks"], ids=lambda p: p.name
+)
+def test_a_filter_plugin_loads_only_what_its_filters_use(path):
+    loaded = kiln_modules_loaded_by(path)
+    assert [m for m in loaded if m.startswith(LOADED_BY_NO_FILTER)] == []
+    assert len(loaded) <= MOST_MODULES, loaded
 
 
 def test_storage_plan_for_a_host():
