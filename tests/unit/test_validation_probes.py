@@ -251,6 +251,14 @@ def test_bus_factors_match_nccl_tests():
     assert torch_bench.sizes(1024, 8192) == [1024, 2048, 4096, 8192]
 
 
+def free_port() -> int:
+    """A TCP port free on this host now, for the ranks' rendezvous (a fixed one may be
+    taken by another test run)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_torch_benchmark_two_gloo_ranks(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "bench.json"
@@ -270,7 +278,7 @@ def test_torch_benchmark_two_gloo_ranks(tmp_path):
         "--iters",
         "3",
         "--master-port",
-        "29641",
+        str(free_port()),
         "--out",
         str(out),
     ]

@@ -58,14 +58,18 @@ def parse_duration(text: str) -> int:
     return seconds
 
 
+class NoProfile(InputError):
+    """No profile named and none in the inventory: the command names its option."""
+
+
 def choose_profile(request: Request, controller: str) -> profiles.Profile:
     chosen = session.choose_profile(
         session.Request(inventory=request.inventory, profile=request.profile), controller
     )
     if chosen is None:
-        raise InputError(
-            "burn-in needs a profile with a burn_in: section (--profile NAME, or "
-            f"validate_profile in the inventory); shipped: {', '.join(profiles.shipped())}"
+        raise NoProfile(
+            "burn-in needs a profile with a burn_in: section: none was named and the "
+            f"inventory sets no validate_profile (shipped: {', '.join(profiles.shipped())})"
         )
     if chosen.burn_in is None:
         with_one = [n for n in profiles.shipped() if profiles.load(n).burn_in is not None]
