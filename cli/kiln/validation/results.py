@@ -304,6 +304,11 @@ class Benchmark(Record):
     backend: str = ""
     ranks: int = 0
     hosts: list = field(default_factory=list)
+    device: str = ""  # the GPU's name, or cpu
+    torch: str = ""  # torch's version
+    nccl: str | None = None  # NCCL's version (None on CPU)
+    warmup: int = 0
+    iters: int = 0
     results: list = field(default_factory=list)
 
     def points(self) -> list[Point]:
