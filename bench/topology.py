@@ -15,9 +15,15 @@ and after, so memory per node can be compared across sizes.
 import argparse
 import json
 import resource
+import sys
 import time
+from pathlib import Path
 
-from kiln.topology import fabric_tree, ibnetdiscover, synthetic, writers
+from kiln.topology import fabric_tree, ibnetdiscover, writers
+
+# The fabric generator is a test aid (tests/, not in the wheel).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests import synthetic_fabric as synthetic
 
 
 def main() -> None:

@@ -11,13 +11,15 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.files import read_text, write_private
-from kiln.inventory.model import ClusterSpec
-from kiln.run.display import Displays
-from kiln.run.events import RunSummary
+
+if TYPE_CHECKING:  # the slurm role's filter imports this module (qos_to_set): keep it light
+    from kiln.inventory.model import ClusterSpec
+    from kiln.run.display import Displays
+    from kiln.run.events import RunSummary
 
 PLAYBOOK = "accounting.yml"
 FORMAT = 1
@@ -165,7 +167,7 @@ def read(path: Path) -> Dump:
         raise InputError(f"{path}: not a Kiln accounting dump ({exc})") from None
 
 
-def controller(spec: ClusterSpec) -> str:
+def controller(spec: "ClusterSpec") -> str:
     """The controller whose slurmdbd holds the accounting; InputError when there is none."""
     controllers = spec.group("slurm_controller")
     if not controllers:
@@ -179,14 +181,14 @@ def controller(spec: ClusterSpec) -> str:
     return first
 
 
-def _failed(summary: RunSummary, host: str) -> None:
+def _failed(summary: "RunSummary", host: str) -> None:
     """KilnError with the run's exit code when the run on HOST did not succeed."""
     if summary.exit_code != ExitCode.OK:
         why = "; ".join(f"{f.task}: {f.message}" for f in summary.failures)
         raise KilnError(f"{host}: {why or summary.error or summary.status}", summary.exit_code)
 
 
-def dump(spec: ClusterSpec, display: Displays) -> Dump:
+def dump(spec: "ClusterSpec", display: "Displays") -> Dump:
     """The controller's associations and QOS."""
     from kiln.run.gather import gather
 
@@ -206,7 +208,7 @@ def dump(spec: ClusterSpec, display: Displays) -> Dump:
     return Dump(dumped_cluster(raw["associations"]), raw["associations"], parse_qos(raw["qos"]))
 
 
-def load(spec: ClusterSpec, found: Dump, display: Displays) -> RunSummary:
+def load(spec: "ClusterSpec", found: Dump, display: "Displays") -> "RunSummary":
     """Create the dump's QOS and load its associations on SPEC's cluster."""
     from kiln.run.execute import RunRequest, run_playbook  # ansible_runner: only when running
 

@@ -7,8 +7,6 @@ filter plugin; nothing in this module runs a command. What each GPU model is (it
 NVLinks, memory, peak throughput) is kiln.gpu_models'.
 """
 
-import csv
-import io
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
@@ -65,11 +63,6 @@ class Hardware:
     @property
     def has_gpu(self) -> bool:
         return bool(self.gpus)
-
-    @property
-    def needs_fabric_manager(self) -> bool:
-        """NVSwitch systems (HGX 8-GPU boards) show no GPU to CUDA without it."""
-        return bool(self.nvswitches)
 
 
 def detect(devices: list[dict[str, Any]]) -> Hardware:
@@ -186,17 +179,6 @@ def parse_smi_xml(text: str) -> SmiReport:
         for gpu in root.findall("gpu")
     ]
     return SmiReport(text_of(root, "driver_version"), text_of(root, "cuda_version"), gpus)
-
-
-def parse_query_csv(text: str) -> list[dict[str, str]]:
-    """`nvidia-smi --query-gpu=... --format=csv`: one dict per GPU, keyed by the field
-    names as queried (units stripped from the header: `memory.total [MiB]` is
-    `memory.total`). Values stay as printed (`81559 MiB`, `[N/A]`, `Enabled`)."""
-    rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
-    if not rows:
-        return []
-    header = [name.split(" [", 1)[0].strip() for name in rows[0]]
-    return [dict(zip(header, (v.strip() for v in row), strict=False)) for row in rows[1:] if row]
 
 
 # --- version rules ----------------------------------------------------------------------

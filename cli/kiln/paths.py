@@ -36,11 +36,6 @@ def roles_dir() -> Path:
     return content_root() / "roles"
 
 
-def plugins_dir() -> Path:
-    """The roles' plugins: filters, lookups, the apt_present action, the preload callback."""
-    return content_root() / "plugins"
-
-
 # The collection the roles belong to: they name their filters and lookups
 # kiln.cluster.NAME, as they must inside the collection built from this same tree
 # (galaxy.yml), so the CLI and Molecule reach the plugins as that collection too.

@@ -447,7 +447,7 @@ def node_shapes(hostvars: dict[str, Any], hosts: list[str]) -> dict[str, NodeSha
         if not data:
             raise SlurmConfigError(
                 f"no node shape for {host}: declare slurm_node_shape, or provision it once "
-                "without --limit so Kiln can detect it"
+                "in a run not limited to other hosts, so Kiln can detect it"
             )
         shapes[host] = shape_from_dict(host, data)
     return shapes

@@ -25,10 +25,6 @@ def kiln_gpu_pin(apt_policy, requested):
         raise AnsibleFilterError(f"nvidia_driver_version: {exc}") from None
 
 
-def kiln_gpu_upstream(package_version):
-    return gpu.upstream(str(package_version))
-
-
 def kiln_gpu_off_pin(dpkg_query, packages, pinned):
     return gpu.off_pin(str(dpkg_query), list(packages), str(pinned))
 
@@ -90,7 +86,6 @@ class FilterModule:
         return {
             "kiln_gpu_plan": kiln_gpu_plan,
             "kiln_gpu_pin": kiln_gpu_pin,
-            "kiln_gpu_upstream": kiln_gpu_upstream,
             "kiln_gpu_off_pin": kiln_gpu_off_pin,
             "kiln_gpu_apt_pin": kiln_gpu_apt_pin,
             "kiln_gpu_fact": kiln_gpu_fact,

@@ -11,7 +11,7 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import accounting, hostlist, slurm
+from kiln import accounting, slurm
 from kiln.topology import for_slurm
 from kiln.topology.model import TopologyError
 
@@ -90,7 +90,6 @@ class FilterModule:
             "kiln_slurm_pmix_problem": kiln_slurm_pmix_problem,
             "kiln_slurm_nodes": kiln_slurm_nodes,
             "kiln_slurmd_shape": slurm.parse_slurmd_c,
-            "kiln_hostlist": hostlist.compress,
             "kiln_slurm_node_state": slurm.node_state,
             "kiln_conf_value": slurm.conf_value,
             "kiln_topology": kiln_topology,

@@ -1079,7 +1079,14 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "Error: Invalid value for '--compute': '\u0662' is not a whole number (digits 0-9)\n",
     ),
-    ("burn-no-profile", burn_in(), BAD, "burn-in needs a profile with a burn_in: section"),
+    (
+        "burn-no-profile",
+        burn_in(),
+        BAD,
+        "kiln: error: burn-in needs a profile with a burn_in: section: none was named and the "
+        "inventory sets no validate_profile (shipped: a100-sxm-8x, h100-sxm-8x-ib400, "
+        "h200-sxm-8x-ib400, lab-cpu); name one with --profile NAME",
+    ),
     ("burn-profile-unknown", burn_in("--profile", "h900"), BAD, "unknown profile 'h900'"),
     (
         "burn-profile-without-section",

@@ -24,6 +24,7 @@ from kiln.run.events import RunSummary
 from kiln.validation import drain
 from kiln.validation import results as layout
 from tests.conftest import LOCAL, cluster_inventory, run_kiln
+from tests.results_files import Written
 from tests.unit.test_burn_in import write_round
 from tests.unit.test_validation_run import mount, scontrol_line, storage_result
 
@@ -172,7 +173,7 @@ def test_a_canceled_validate_drains_again_with_the_reason_slurm_gave_verbatim(
 
     def canceled_suites(request):
         plan = drain.plan(scontrol, ["gpu001", "gpu002"]).to_dict()
-        results = layout.Layout(Path(request.extravars["validate_results_dir"]))
+        results = Written(Path(request.extravars["validate_results_dir"]))
         results.write(layout.SLURM_STATE, {"scontrol": scontrol, "plan": plan})
         return RunSummary(run="r-suites", playbook=request.playbook, status="canceled")
 
@@ -200,7 +201,7 @@ def test_validate_drains_with_the_reason_a_node_printed_verbatim(
     printed = f"{BLOCK} {jinja(marker)}"
 
     def suites(request):
-        store = layout.Layout(Path(request.extravars["validate_results_dir"]))
+        store = Written(Path(request.extravars["validate_results_dir"]))
         plan = drain.plan(scontrol, nodes).to_dict()
         store.write(layout.SLURM_STATE, {"scontrol": scontrol, "plan": plan})
         ok = layout.Step(rc=0).to_json()
@@ -243,7 +244,7 @@ def test_the_end_of_a_burn_in_hands_back_reasons_and_drains_on_node_output_verba
 
     def burn(request):
         ev = request.extravars
-        store = layout.Layout(Path(ev["validate_results_dir"]))
+        store = Written(Path(ev["validate_results_dir"]))
         if ev["validate_burn_in_step"] == "hold":
             plan = drain.plan(scontrol, nodes).to_dict()
             store.write(layout.SLURM_STATE, {"scontrol": scontrol, "plan": plan})

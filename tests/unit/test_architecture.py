@@ -3,6 +3,7 @@ module imports itself back through others, and no library module imports a comma
 (commands parse options, call the library, print)."""
 
 import ast
+import re
 import sys
 
 from tests.conftest import REPO
@@ -104,18 +105,58 @@ def test_no_library_module_imports_a_command():
     assert {name: deps for name, deps in wrong.items() if deps} == {}
 
 
+# A command-line option in a message: `--name`, not a word's hyphen.
+OPTION = re.compile(r"(?<![\w-])--[a-z]")
+
+
+def errors_naming_an_option(source: str) -> list[str]:
+    """The text of each error made in `source` (a call of a name ending in Error, raised
+    there or later) that names a command-line option, its parts joined as written."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if not name.endswith("Error"):
+            continue
+        text = "".join(
+            part.value
+            for part in ast.walk(node)
+            if isinstance(part, ast.Constant) and isinstance(part.value, str)
+        )
+        if OPTION.search(text):
+            found.append(text)
+    return found
+
+
 def test_library_errors_name_no_command_line_option():
     """A library error says what is wrong with a value; the command that took the value
-    from an option adds the option's name."""
-    import re
-
-    naming = re.compile(r"Error\(\s*f?[\"']--[a-z]")
-    found = [
-        str(path.relative_to(PACKAGE))
+    from an option adds the option's name (e.g. kiln.topology.checks.PolicyError)."""
+    found = {
+        str(path.relative_to(PACKAGE)): errors_naming_an_option(path.read_text())
         for path in PACKAGE.rglob("*.py")
-        if "commands" not in path.parts and naming.search(path.read_text())
+        if "commands" not in path.parts and module_name(path) not in ENTRY_POINTS
+    }
+    assert {path: texts for path, texts in found.items() if texts} == {}
+
+
+def test_an_option_is_found_anywhere_in_an_errors_message():
+    source = """
+raise InputError("--nodes: empty")
+raise TopologyError(
+    f"{n} nodes are not in the source: {hosts} (to place them: "
+    "--missing catch-all)"
+)
+problem = SlurmConfigError("provision it once without --limit")
+raise KilnError(f"{host}: run ldconfig on the node")
+warnings.append("map the GUIDs with --node-name-map")
+"""
+    assert errors_naming_an_option(source) == [
+        "--nodes: empty",
+        " nodes are not in the source:  (to place them: --missing catch-all)",
+        "provision it once without --limit",
     ]
-    assert found == []
 
 
 # The judging floor: verdicts, profiles, the parsers of results, assess, burn-in judging,

@@ -1,3 +1,6 @@
+import pytest
+import yaml
+
 from kiln import argspec, paths
 
 
@@ -72,3 +75,31 @@ def test_no_error_shows_a_secrets_value():
     assert errors("base_apt_proxy", ["http://kiln:hunter2@proxy"], {"type": "str"}) == [
         "base_apt_proxy must be a string, got a list ['http://(secret)@proxy']"
     ]
+
+
+def stated_defaults(spec_file) -> dict[str, dict]:
+    """Each entry point's `default:`s, by variable, as meta/argument_specs.yml states them."""
+    specs = yaml.safe_load(spec_file.read_text())["argument_specs"]
+    return {
+        entry: {
+            name: option["default"]
+            for name, option in (spec.get("options") or {}).items()
+            if "default" in option
+        }
+        for entry, spec in specs.items()
+    }
+
+
+@pytest.mark.parametrize("role", sorted(p.name for p in paths.roles_dir().iterdir()))
+def test_argument_spec_defaults_are_the_roles_defaults(role):
+    """Ansible never applies an argument spec's `default:` (the role's value comes from
+    defaults/main.yml); the spec only states it. So every default it states is, as
+    written, the one in defaults/main.yml, and a variable it gives a default has one."""
+    role_dir = paths.roles_dir() / role
+    defaults_file = role_dir / "defaults" / "main.yml"
+    defaults = yaml.safe_load(defaults_file.read_text()) if defaults_file.exists() else {}
+    stated = stated_defaults(role_dir / "meta" / "argument_specs.yml")
+    assert stated == {
+        entry: {name: defaults.get(name, "(not in defaults/main.yml)") for name in values}
+        for entry, values in stated.items()
+    }

@@ -396,6 +396,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     from kiln.run.events import RunSummary
     from kiln.validation import drain
     from kiln.validation import results as layout
+    from tests.results_files import Written
     from tests.unit.test_validation_run import scontrol_line
 
     nodes = ["gpu001", "gpu002"]  # write_inventory's compute nodes
@@ -411,7 +412,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
         asked.append((request.playbook, ev.get("validate_burn_in_step"), ev))
         if request.playbook == "validate-drain.yml":
             return RunSummary(run="r-act", playbook=request.playbook, status="successful")
-        store = layout.Layout(Path(ev["validate_results_dir"]))
+        store = Written(Path(ev["validate_results_dir"]))
         if ev["validate_burn_in_step"] == "hold":
             plan = drain.plan(scontrol, nodes).to_dict()
             store.write(layout.SLURM_STATE, {"scontrol": scontrol, "plan": plan})
@@ -437,9 +438,11 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     ]
     reservation = f"kiln_burn_in_{report.id}"
     hold = asked[0][2]
+    # The hold lasts the hour of burn-in, three of the profile's 10-minute rounds and an
+    # hour more: 60 + 30 + 60 minutes.
     assert (hold["validate_reservation"], hold["validate_reservation_minutes"]) == (
         reservation,
-        (3600 + 3 * 600) // 60 + 60,
+        150,
     )
     assert asked[1][2]["validate_burn_in_seconds"] == 600
     assert asked[1][2]["validate_nodes"] == nodes  # gpu001 was Kiln's: resumed to test
@@ -466,8 +469,10 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     rounds = {j.subject.rsplit("round ", 1)[1] for j in report.judgements if "round" in j.subject}
     assert rounds == {"1", "2"}
     tflops = [s for s in report.series if s["metric"] == "tflops"]
+    # Each judged round brings the recorded 18 intervals.
     assert [(s["node"], s["device"], len(s["points"])) for s in tflops] == [
-        (n, "gpu0", 2 * len(recorded_rounds())) for n in nodes
+        ("gpu001", "gpu0", 36),
+        ("gpu002", "gpu0", 36),
     ]
     # The multi-node busbw: one series, a point per judged round.
     busbw = [s for s in report.series if s["metric"] == "busbw_gbps"]

@@ -89,7 +89,7 @@ def test_plain_ansible_playbook_runs_the_collections_roles_and_plugins(installed
         "  post_tasks:\n"
         "    - ansible.builtin.debug:\n"
         '        msg: "{{ base_kiln_version }}'
-        " {{ ['gpu001', 'gpu002'] | kiln.cluster.kiln_hostlist }}\"\n"
+        " {{ 'Port=6817' | kiln.cluster.kiln_conf_value('Port') }}\"\n"
         "      tags: [show]\n"
     )
     env = {
@@ -110,7 +110,7 @@ def test_plain_ansible_playbook_runs_the_collections_roles_and_plugins(installed
         for task in json.loads(done.stdout)["plays"][0]["tasks"]
         if task["task"]["name"] == "ansible.builtin.debug"
     ]
-    assert shown == f"{VERSION} gpu[001-002]"
+    assert shown == f"{VERSION} 6817"
     # The collection's playbooks by name, their roles found in the collection.
     listed = plain_ansible(
         "ansible-playbook",

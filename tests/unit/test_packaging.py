@@ -49,10 +49,11 @@ def test_wheel_ships_playbooks_roles_and_lab_settings(wheel):
 
 
 def test_wheel_carries_no_stand_in_and_no_test_code(wheel):
-    """Stand-ins are test aids (tests/standins.py): not in the wheel, nor the lab settings
-    `make lab` writes for them (git-ignored), and nothing in it imports the tests."""
+    """Stand-ins and the synthetic fabrics are test aids (tests/standins.py,
+    tests/synthetic_fabric.py): not in the wheel, nor the lab settings `make lab` writes
+    for them (git-ignored), and nothing in it imports the tests."""
     archive = zipfile.ZipFile(wheel)
-    assert [n for n in archive.namelist() if "standin" in n] == []
+    assert [n for n in archive.namelist() if "standin" in n or "synthetic" in n] == []
     importing = [
         name
         for name in archive.namelist()

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from kiln.topology import checks, fabric_tree, ibnetdiscover, sources, synthetic, writers
+from kiln.topology import checks, fabric_tree, ibnetdiscover, sources, writers
 from kiln.topology.model import Switch, Topology, TopologyError, safe_name
+from tests import synthetic_fabric as synthetic
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "topology"
 TWO_RAILS = FIXTURES / "two-rails.ibnetdiscover"
@@ -368,19 +369,17 @@ def test_yaml_writer_golden():
     )
 
 
-def test_hand_written_file_round_trips(tmp_path):
-    conf = tmp_path / "topology.conf"
-    conf.write_text(
+def test_hand_written_file_round_trips():
+    conf = (
         "SwitchName=s1 Switches=l[1-2]\nSwitchName=l1 Nodes=n[1-2]\n"
         "SwitchName=l2 Nodes=n3  # rack 2\n"
     )
-    topo = sources.from_file(conf)
+    topo = sources.from_text(conf, "topology.conf")
     assert body(writers.tree_conf(topo)) == (
         "SwitchName=l1 Nodes=n[1-2]\nSwitchName=l2 Nodes=n3\nSwitchName=s1 Switches=l[1-2]"
     )
-    as_yaml = tmp_path / "t.yaml"
-    as_yaml.write_text("switches:\n  s1: {switches: [l1]}\n  l1: {nodes: 'n[1-2]'}\n")
-    assert sources.from_file(as_yaml).switches["s1"].children == {"l1"}
+    as_yaml = "switches:\n  s1: {switches: [l1]}\n  l1: {nodes: 'n[1-2]'}\n"
+    assert sources.from_text(as_yaml, "t.yaml").switches["s1"].children == {"l1"}
 
 
 def test_checks_missing_nodes_fail_or_go_to_a_catch_all():

@@ -64,6 +64,30 @@ def test_nodes_without_a_place_fail_or_go_to_the_catch_all():
     assert any("kiln-unplaced" in line for line in out["summary"] if line.startswith("warning:"))
 
 
+def test_a_policy_error_names_the_inventory_variable_that_would_accept_the_input():
+    """The role and `kiln inventory check` take the policies from the inventory (the
+    command names its own options: tests/cli/test_topology_cli.py)."""
+    rails = (FIXTURES / "two-rails.ibnetdiscover").read_text()
+    with pytest.raises(TopologyError) as missing:
+        for_slurm.render("ibnetdiscover", "tree", (24, 11), ["gpu001", "gpu009"],
+                         texts=[("dump", rails)])  # fmt: skip
+    assert missing.value.message == (
+        "1 Slurm nodes are not in the topology source: gpu009; to place them under one "
+        "switch: slurm_topology_missing: catch-all in the inventory"
+    )
+    # Two fabrics' dumps (as in tests/cli/test_topology_cli.py).
+    dgx = (FIXTURES / "dgx-ndr-sharp.ibnetdiscover").read_text()
+    other = rails.replace("gpu00", "gpu10")
+    with pytest.raises(TopologyError) as disconnected:
+        for_slurm.render("ibnetdiscover", "tree", (24, 11), ["dgx001", "gpu101"],
+                         texts=[("a", dgx), ("b", other)], disconnected="fail")  # fmt: skip
+    assert disconnected.value.message == (
+        "the fabric has 2 top switches and none reaches every node: ib-spine-1 (1 nodes), "
+        "spine-01 (1 nodes) (a partial dump, or two fabrics?); to join them under kiln-root: "
+        "slurm_topology_disconnected: root in the inventory"
+    )
+
+
 def test_collected_fabric_and_files_relative_to_the_inventory():
     from_text = for_slurm.render(
         "ibnetdiscover",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.node_scripts import node_probe, torch_bench
 
 BENCH = Path(torch_bench.__file__)
@@ -251,9 +252,19 @@ def test_bus_factors_match_nccl_tests():
     assert torch_bench.sizes(1024, 8192) == [1024, 2048, 4096, 8192]
 
 
-def test_torch_benchmark_two_gloo_ranks(tmp_path):
+def free_port() -> int:
+    """A TCP port free on this host now, for the ranks' rendezvous (a fixed one may be
+    taken by another test run)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def gloo_run(tmp_path_factory) -> dict:
+    """Kiln's torch benchmark, two gloo ranks on this host: what rank 0 writes."""
     pytest.importorskip("torch")
-    out = tmp_path / "bench.json"
+    out = tmp_path_factory.mktemp("gloo") / "bench.json"
     argv = [
         sys.executable,
         "-W",
@@ -270,7 +281,7 @@ def test_torch_benchmark_two_gloo_ranks(tmp_path):
         "--iters",
         "3",
         "--master-port",
-        "29641",
+        str(free_port()),
         "--out",
         str(out),
     ]
@@ -287,7 +298,11 @@ def test_torch_benchmark_two_gloo_ranks(tmp_path):
     for rank in ranks:
         _, err = rank.communicate(timeout=180)
         assert rank.returncode == 0, err
-    doc = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_torch_benchmark_two_gloo_ranks(gloo_run):
+    doc = gloo_run
     assert doc["benchmark"] == "kiln-torch-bench" and doc["ranks"] == 2 and doc["backend"] == "gloo"
     rows = doc["results"]
     assert {r["collective"] for r in rows} == {"all_reduce", "all_gather", "reduce_scatter"}
@@ -378,3 +393,177 @@ def test_the_mpi_check_runs_each_node_alone_only_when_the_run_across_fails(monke
         )
         assert alone == ["--nodelist=a", "--nodelist=b", "--nodelist=c"]
         assert sorted(found["alone"]) == ["a", "b", "c"]
+
+
+# --- the probes' own outputs, read through the result records -----------------------------
+# Each output below is what node_probe.py's functions write, run here; only the programs
+# they start are stand-ins (srun, fio, nccl-tests, the MPI check) that print recorded
+# outputs. So a key the probe renames, drops or fills with another kind of value fails
+# here, not only in the lab.
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+def reads_whole(record_type, written: dict):
+    """`written` read into its record: each key is a field and keeps its value."""
+    kept = record_type.from_json(written).to_json()
+    assert {key: kept.get(key, "(no such field)") for key in written} == written
+    return record_type.from_json(written)
+
+
+def stand_in(directory: Path, name: str, body: str) -> Path:
+    program = directory / name
+    program.write_text(f"#!/bin/sh\n{body}\n")
+    program.chmod(0o755)
+    return program
+
+
+@pytest.fixture
+def on_path(tmp_path, monkeypatch):
+    """A directory of stand-ins ahead of PATH, srun among them: it drops srun's options and
+    runs the command on this host, as srun runs it on a node."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in(bin_dir, "srun", 'while [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"')
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return bin_dir
+
+
+def test_the_storage_probes_output_reads_whole(tmp_path, monkeypatch, on_path):
+    """The real kiln-mount-check on a declared mount that is not mounted, and fio (its
+    recorded JSON) on declared scratch."""
+    from kiln import storage
+    from kiln.validation import results as layout
+
+    shared, scratch = tmp_path / "shared", tmp_path / "scratch"
+    shared.mkdir()
+    scratch.mkdir()
+    declared = [{"name": "shared", "path": str(shared), "type": "nfs", "source": "nas:/ml"}]
+    config = tmp_path / "mounts.json"
+    config.write_text(json.dumps(storage.check_list(storage.parse(declared))))
+    mount_check = REPO / "roles" / "autofs" / "files" / "kiln-mount-check"
+    check = stand_in(
+        on_path, "mount-check", f'exec {sys.executable} {mount_check} --config {config} "$@"'
+    )
+    monkeypatch.setattr(node_probe, "MOUNT_CHECK", str(check))
+    fio = {
+        name: (FIXTURES / "fio" / f"{name}.json").read_text()
+        for name in ("seq_read", "seq_write_4jobs")
+    }
+    stand_in(
+        on_path,
+        "fio",
+        f'case "$1" in --name=seq_write) cat {FIXTURES}/fio/seq_write_4jobs.json;; '
+        f"*) cat {FIXTURES}/fio/seq_read.json;; esac",
+    )
+    params = {
+        "mount_timeout_s": 5, "timeout_s": 30, "numjobs": 1, "file_size_mib": 1,
+        "direct": False, "block_size": "1M", "runtime_s": 1, "metadata_files": 20,
+    }  # fmt: skip
+    written = node_probe.storage(
+        {"run": "r1", "user": ME, "params": params, "scratch": [str(scratch)]}
+    )
+
+    record = reads_whole(layout.NodeStorage, written)
+    assert record.node == socket.gethostname()
+    checked = reads_whole(layout.MountCheck, written["mount_check"])
+    assert (checked.rc, checked.stderr) == (1, "")
+    (entry,) = [reads_whole(layout.Mount, m) for m in written["mount_check"]["mounts"]]
+    assert entry == layout.Mount(
+        name="shared",
+        path=str(shared),
+        indirect=False,
+        fstype="nfs",
+        source="nas:/ml",
+        server="nas",
+        required=True,
+        status="FAIL",
+        reason="not mounted after access: autofs could not mount nas:/ml (server nas)",
+    )
+    assert record.check().entries() == [entry]
+    (target,) = written["targets"]
+    assert reads_whole(layout.Target, target) == record.target_list()[0]
+    assert record.target_list()[0].path == str(scratch)
+    for name, text in (("seq_write", fio["seq_write_4jobs"]), ("seq_read", fio["seq_read"])):
+        assert reads_whole(layout.Fio, target[name]) == layout.Fio(rc=0, json=text, stderr="")
+    assert reads_whole(layout.Fio, target["rand_read"]).json == fio["seq_read"]
+    small = reads_whole(layout.SmallFiles, target["metadata"])
+    assert (small.files, small.ops, small.seconds > 0) == (20, 60, True)
+    assert list(scratch.iterdir()) == []
+
+
+def test_the_cold_import_output_reads_whole(tmp_path, monkeypatch):
+    from kiln.validation import results as layout
+
+    root = node_probe.tree(tree_args(tmp_path, modules=20))["root"]
+    monkeypatch.setattr(node_probe, "MOUNT_CHECK", "/nonexistent/kiln-mount-check")
+    config = import_config(root)
+    timed = reads_whole(layout.ColdImport, node_probe.cold_import(config))
+    assert (timed.node, timed.module, timed.problem()) == (
+        socket.gethostname(),
+        "kiln_cold_import.all",
+        "",
+    )
+    assert timed.seconds > 0
+    failed = reads_whole(layout.ColdImport, node_probe.cold_import({**config, "module": "nope"}))
+    assert (failed.seconds, failed.problem()) == (
+        None,
+        "import nope failed: ModuleNotFoundError: No module named 'nope'",
+    )
+
+
+def test_the_srun_probes_outputs_read_whole(tmp_path, on_path):
+    """srun-time, nccl-tests and the MPI check through srun (recorded nccl-tests text)."""
+    from kiln.validation import results as layout
+
+    srun = node_probe.srun_time(
+        argparse.Namespace(nodes="gpu001,gpu002", reservation="r", timeout=5)
+    )
+    assert sorted(srun) == ["gpu001", "gpu002"]
+    for written in srun.values():
+        command = reads_whole(layout.Command, written)
+        assert (command.rc, command.stdout, command.stderr) == (0, "", "")
+    assert layout.Command.by_name(srun)["gpu001"].seconds >= 0
+
+    recorded = (FIXTURES / "nccl-tests" / "all_reduce_1node.txt").read_text()
+    stand_in(on_path, "all_reduce_perf", f"cat {FIXTURES}/nccl-tests/all_reduce_1node.txt")
+    args = argparse.Namespace(
+        nodes="gpu001,gpu002", reservation="r", bin_dir=str(on_path), collectives="all_reduce",
+        time=1, ranks_per_node=8, min_bytes=1, max_bytes=2, container=[],
+    )  # fmt: skip
+    written = node_probe.nccl_tests(args)
+    outputs = reads_whole(layout.NcclTests, written)
+    ran = layout.Command(rc=0, stdout=recorded, stderr="", seconds=None)
+    assert outputs.within("gpu001") == outputs.within("gpu002") == {"all_reduce": ran}
+    assert outputs.across() == {"all_reduce": ran}
+    reads_whole(layout.Command, written["multi_node"]["all_reduce"])
+
+    program = stand_in(on_path, "kiln-mpi-check", "echo '{\"ranks\": 2}'; echo lost >&2; exit 1")
+    args = argparse.Namespace(nodes="gpu001,gpu002", reservation="r", program=str(program), time=1)
+    written = node_probe.mpi_check(args)
+    run = reads_whole(layout.MpiRun, written)
+    across = reads_whole(layout.Command, written["all"])
+    assert (across.rc, across.stdout, across.stderr) == (1, '{"ranks": 2}\n', "lost")
+    assert run.across() == across
+    assert sorted(run.each()) == ["gpu001", "gpu002"]
+    assert reads_whole(layout.Command, written["alone"]["gpu002"]) == run.each()["gpu002"]
+
+
+def test_the_benchmark_and_a_pairs_output_read_whole(gloo_run, on_path):
+    """The benchmark's own output (two gloo ranks), and the probe's pairs run around it
+    (the benchmark a stand-in that prints that output)."""
+    from kiln.validation import results as layout
+
+    benchmark = reads_whole(layout.Benchmark, gloo_run)
+    points = [reads_whole(layout.Point, point) for point in gloo_run["results"]]
+    assert benchmark.points() == points and len(points) == 15
+    printed = on_path / "bench.json"
+    printed.write_text(json.dumps(gloo_run) + "\n")
+    bench = stand_in(on_path, "kiln-bench", f"cat {printed}")
+    args = argparse.Namespace(
+        reservation="r", ranks_per_node=1, time=1, pairs=["gpu001,gpu002"], bench=[str(bench)]
+    )
+    written = node_probe.run_pairs(args)
+    assert sorted(written) == ["gpu001,gpu002"]
+    pair = reads_whole(layout.Pair, written["gpu001,gpu002"])
+    assert (pair.rc, pair.stderr, pair.benchmark()) == (0, "", benchmark)

@@ -51,12 +51,16 @@ def parse_duration(text: str) -> int:
     return seconds
 
 
+class NoProfile(InputError):
+    """No profile named and none in the inventory: the command names its option."""
+
+
 def choose_profile(request: Request, controller: str) -> profiles.Profile:
     chosen = campaign.choose_profile(request.inventory, controller, request.profile)
     if chosen is None:
-        raise InputError(
-            "burn-in needs a profile with a burn_in: section (--profile NAME, or "
-            f"validate_profile in the inventory); shipped: {', '.join(profiles.shipped())}"
+        raise NoProfile(
+            "burn-in needs a profile with a burn_in: section: none was named and the "
+            f"inventory sets no validate_profile (shipped: {', '.join(profiles.shipped())})"
         )
     if chosen.burn_in is None:
         with_one = [n for n in profiles.shipped() if profiles.load(n).burn_in is not None]

@@ -55,7 +55,10 @@ def burn_in(
         display=display.for_output(json_mode),
     )
     with lock.held(spec.path, "kiln burn-in") as request.lock:
-        report, code = burn.burn_in(request)
+        try:
+            report, code = burn.burn_in(request)
+        except burn.NoProfile as exc:
+            raise InputError(f"{exc.message}; name one with --profile NAME") from None
     if json_mode:
         display.emit_json(report.to_json())
     else:

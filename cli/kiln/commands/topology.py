@@ -89,6 +89,13 @@ def _request(
     return request
 
 
+def _generate(request: Request):
+    try:
+        return generate(request)
+    except checks.PolicyError as exc:  # the option that holds the policy
+        raise TopologyError(f"{exc.message}; {exc.remedy}: --{exc.policy} {exc.value}") from None
+
+
 @click.group()
 def topology() -> None:
     """Generate Slurm topology (topology.conf / topology.yaml)."""
@@ -102,7 +109,7 @@ def generate_command(fmt: str, output: Path | None, **options) -> None:
     """Print (or write) the topology, with a summary on stderr."""
     if output:
         files.output_path(output)
-    topo = generate(_request(**options))
+    topo = _generate(_request(**options))
     try:
         text = render(topo, fmt)
     except TopologyError as exc:
@@ -126,7 +133,7 @@ def show(**options) -> None:
 
     from kiln import hostlist
 
-    topo = generate(_request(**options))
+    topo = _generate(_request(**options))
     root = Tree(f"[bold]{escape(topo.source)}")
     if topo.is_block:
         for block in sorted(topo.blocks.values(), key=lambda b: b.name):

@@ -7,7 +7,6 @@ import gc
 from collections.abc import Iterator
 from pathlib import Path
 
-from kiln.inventory import checks, reader
 from kiln.inventory.model import KILN_GROUPS, ClusterSpec, Host, InventoryError
 
 __all__ = ["KILN_GROUPS", "ClusterSpec", "Host", "InventoryError", "load"]
@@ -15,6 +14,10 @@ __all__ = ["KILN_GROUPS", "ClusterSpec", "Host", "InventoryError", "load"]
 
 def load(path: Path | str | None = None) -> ClusterSpec:
     """Read and check; raise InventoryError listing every problem found."""
+    # Imported here: the checks import every module that owns a variable, and the model
+    # alone (ClusterSpec, for the library and the roles' filters) needs none of them.
+    from kiln.inventory import checks, reader
+
     with _collector_paused():
         spec, definitions = reader.read(path)
         problems = checks.run(spec, definitions)

@@ -23,6 +23,16 @@ class DisconnectedPolicy(StrEnum):
     FAIL = "fail"
 
 
+class PolicyError(TopologyError):
+    """A topology that another value of a policy would accept: `remedy` says what that
+    value does, `policy` and `value` name it; the caller names its setting (the
+    command's option, or the inventory variable)."""
+
+    def __init__(self, message: str, remedy: str, policy: str, value: str) -> None:
+        super().__init__(message)
+        self.remedy, self.policy, self.value = remedy, policy, value
+
+
 def apply(
     topology: Topology,
     cluster_nodes: set[str] | None,
@@ -37,10 +47,12 @@ def apply(
         _restrict(topology, cluster_nodes)
         absent = cluster_nodes - topology.nodes()
         if absent and missing is MissingPolicy.FAIL:
-            raise TopologyError(
+            raise PolicyError(
                 f"{len(absent)} Slurm nodes are not in the topology source: "
-                f"{hostlist.compress(absent)} (to place them under one switch: "
-                "--missing catch-all, or slurm_topology_missing: catch-all in the inventory)"
+                f"{hostlist.compress(absent)}",
+                "to place them under one switch",
+                "missing",
+                MissingPolicy.CATCH_ALL,
             )
     if not topology.nodes() and not absent:
         # An empty topology.conf with a topology plugin configured stops slurmctld.
@@ -129,10 +141,12 @@ def _connect(topology: Topology, policy: DisconnectedPolicy) -> str:
         return top
     described = _listed([f"{t} ({len(reach[t])} nodes)" for t in tops])
     if policy is DisconnectedPolicy.FAIL:
-        raise TopologyError(
+        raise PolicyError(
             f"the fabric has {len(tops)} top switches and none reaches every node: "
-            f"{described} (a partial dump, or two fabrics?); to join them under {ROOT}: "
-            "--disconnected root, or slurm_topology_disconnected: root in the inventory"
+            f"{described} (a partial dump, or two fabrics?)",
+            f"to join them under {ROOT}",
+            "disconnected",
+            DisconnectedPolicy.ROOT,
         )
     if ROOT in topology.switches:
         raise TopologyError(f"a switch is named {ROOT}, which Kiln keeps for its own root")

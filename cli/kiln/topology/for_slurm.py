@@ -65,7 +65,13 @@ def render(
         missing=checks.MissingPolicy(missing),
         disconnected=checks.DisconnectedPolicy(disconnected),
     )
-    topology = generate(request)
+    try:
+        topology = generate(request)
+    except checks.PolicyError as exc:  # the inventory variable that holds the policy
+        raise TopologyError(
+            f"{exc.message}; {exc.remedy}: slurm_topology_{exc.policy}: {exc.value} in the "
+            "inventory"
+        ) from None
     return {
         "file": FILE_OF[fmt],
         "content": writers.render(topology, fmt),

@@ -3,11 +3,9 @@ file written by hand."""
 
 import re
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 from kiln import formats, hostlist, yaml_input
-from kiln.files import read_text
 from kiln.topology.model import Block, Switch, Topology, TopologyError, safe_name
 
 LABEL_VARIABLE = "topology_path"
@@ -100,10 +98,6 @@ def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topolog
         base = block_size or max(len(b.nodes) for b in topology.blocks.values())
         topology.block_sizes = [base]
     return topology
-
-
-def from_file(path: Path) -> Topology:
-    return from_text(read_text(path), str(path))
 
 
 def from_text(text: str, label: str) -> Topology:

@@ -1,6 +1,6 @@
 """Where the results of one `kiln validate` run lie, for everything that reads or
 writes them: the validate role (through the kiln_validate_paths filter), this package's
-collect step, and the tests that write fixtures.
+and collect step (tests write their fixtures at the same paths).
 
 On the control node, in the run's results directory:
     slurm_state.json              scontrol's view before the run, and the plan
@@ -67,12 +67,6 @@ class Layout:
 
     def load_node(self, kind: str, node: str) -> Any:
         return _load(self.node_path(kind, node))
-
-    def write(self, name: str, data: Any) -> None:
-        _write(self.path(name), data)
-
-    def write_node(self, kind: str, node: str, data: Any) -> None:
-        _write(self.node_path(kind, node), data)
 
 
 # --- records: what the role writes about the run itself --------------------------------
@@ -310,6 +304,11 @@ class Benchmark(Record):
     backend: str = ""
     ranks: int = 0
     hosts: list = field(default_factory=list)
+    device: str = ""  # the GPU's name, or cpu
+    torch: str = ""  # torch's version
+    nccl: str | None = None  # NCCL's version (None on CPU)
+    warmup: int = 0
+    iters: int = 0
     results: list = field(default_factory=list)
 
     def points(self) -> list[Point]:
@@ -419,8 +418,3 @@ def _load(path: Path) -> Any:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def _write(path: Path, data: Any) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.write_text(json.dumps(data))

@@ -1,5 +1,6 @@
 """Synthetic rail-optimized fat trees written as ibnetdiscover output, for tests and
-bench/topology.py: generate -> parse -> build must give `expected()`, the whole tree.
+bench/topology.py (a test aid: not in the wheel, no command uses it): generate -> parse
+-> build must give `expected()`, the whole tree.
 
 Layout: `nodes` hosts with `rails` HCAs each (mlx5_0...). Per rail, leaves of
 `per_leaf` hosts. Two levels: every leaf of every rail is cabled to each of `spines`
