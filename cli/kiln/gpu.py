@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kiln import formats
+from kiln.node import slurm_state
 
 NVIDIA = "0x10de"
 MELLANOX = "0x15b3"
@@ -564,8 +565,7 @@ def reboot_plan(
 def reboot_requested(scontrol_node: str) -> bool:
     """Slurm already has a reboot on its list for the node (`scontrol show node`: a
     REBOOT_REQUESTED or REBOOT_ISSUED flag on State=; plain REBOOT before Slurm 20.02)."""
-    match = re.search(r"\bState=(\S+)", scontrol_node)
-    return bool(match) and any(f.startswith("REBOOT") for f in match.group(1).split("+"))
+    return any(f.startswith("REBOOT") for f in slurm_state.parse_line(scontrol_node).flags)
 
 
 def reboot_reason(version: str) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kiln.node import slurm_state
 from tests.node_scripts import health
 
 H100_VM = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
@@ -344,13 +345,13 @@ STAMP = "[root@2026-11-24T10:00:00]"
     ],
 )
 def test_the_drain_policy(results, scontrol, action):
-    flags, reason = health.node_state(scontrol)
-    assert health.drain_action(results, flags, reason) == action
+    seen = slurm_state.parse_line(scontrol)
+    assert health.drain_action(results, set(seen.flags), seen.reason) == action
 
 
 def test_a_drain_reason_fits_slurms_field():
-    flags, reason = health.node_state("NodeName=c1 State=IDLE")
-    _, wanted = health.drain_action([fail("gpu_ecc", "x" * 300)], flags, reason)
+    seen = slurm_state.parse_line("NodeName=c1 State=IDLE")
+    _, wanted = health.drain_action([fail("gpu_ecc", "x" * 300)], set(seen.flags), seen.reason)
     assert len(wanted) == health.REASON_LIMIT and wanted.startswith("kiln-health: gpu_ecc: xxx")
 
 

@@ -1,0 +1,181 @@
+"""kiln.node, the library the node programs and the control side share: standard library
+only (it runs on the nodes with the system python3), shipped whole, and its parsers fed
+real captures."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kiln.node
+from kiln.node import slurm_state
+from kiln.validation import drain
+from tests.conftest import REPO
+from tests.node_scripts import health_active
+from tests.unit.test_filter_plugins import filters
+from tests.unit.test_gpu import SCONTROL_NODE_REBOOT_REQUESTED
+
+PACKAGE = REPO / "cli" / "kiln" / "node"
+FIXTURES = REPO / "tests" / "fixtures"
+# The node programs that import kiln.node, by role.
+IMPORTERS = {
+    "health": ["kiln-health", "kiln-health-active"],
+}
+
+
+def imported(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path.name}: relative import"
+            found.add(node.module or "")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
+def test_the_library_imports_the_standard_library_and_itself_only(path):
+    outside = {
+        name
+        for name in imported(path)
+        if name.split(".")[0] not in sys.stdlib_module_names
+        and not (name == "kiln.node" or name.startswith("kiln.node."))
+    }
+    assert outside == set()
+
+
+def test_every_node_program_that_imports_it_finds_it_where_its_role_installs_it():
+    users = {
+        f"{role}/{path.name}"
+        for role_dir in (REPO / "roles").iterdir()
+        for path in (role_dir / "files").glob("*")
+        if path.is_file() and (role := role_dir.name) and "kiln.node" in path.read_text()
+    }
+    assert users == {f"{role}/{name}" for role, names in IMPORTERS.items() for name in names}
+    for role, names in IMPORTERS.items():
+        assert (REPO / "roles" / role / "tasks" / "node_library.yml").exists(), role
+        for name in names:
+            text = (REPO / "roles" / role / "files" / name).read_text()
+            assert f'sys.path.insert(0, "{kiln.node.INSTALL_DIR}")' in text, name
+
+
+def test_the_filter_ships_the_package_whole():
+    shipped = filters("kiln_node")["kiln_node_library"](None)
+    root = kiln.node.INSTALL_DIR
+    assert shipped["directories"] == [root, f"{root}/kiln", f"{root}/kiln/node"]
+    modules = sorted(PACKAGE.glob("*.py"))
+    assert [f["path"] for f in shipped["files"]] == [
+        f"{root}/kiln/__init__.py",
+        *(f"{root}/kiln/node/{m.name}" for m in modules),
+    ]
+    assert [f["content"] for f in shipped["files"][1:]] == [m.read_text() for m in modules]
+
+
+def test_the_node_programs_run_with_the_shipped_files_alone(tmp_path):
+    """No site-packages (-S), so no other kiln: what the filter ships is all there is."""
+    for name, text in kiln.node.shipped_files().items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    for role, names in IMPORTERS.items():
+        for name in names:
+            program = REPO / "roles" / role / "files" / name
+            code = (
+                f"import sys, runpy; sys.path.insert(0, {str(tmp_path)!r}); "
+                f"sys.argv = [{name!r}, '--help']; "
+                f"runpy.run_path({str(program)!r}, run_name='__main__')"
+            )
+            done = subprocess.run(
+                [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=False
+            )
+            assert (done.returncode, done.stderr) == (0, ""), name
+            assert done.stdout.startswith("usage: "), name
+
+
+# --- Slurm node state ------------------------------------------------------------------
+
+
+def test_scontrol_oneliner_read_whole():
+    """Slurm 24.11 on the lab, both compute nodes drained (tests/fixtures/slurm/README.md)."""
+    text = (FIXTURES / "slurm" / "show-node-oneliner-24.11.txt").read_text()
+    assert slurm_state.parse(text) == {
+        "kiln-compute01": slurm_state.NodeState(
+            "kiln-compute01", "IDLE+DRAIN", "RMA 4711: replace the fan"
+        ),
+        "kiln-compute02": slurm_state.NodeState(
+            "kiln-compute02",
+            "IDLE+DRAIN",
+            "kiln-health: mounts: shared /shared: autofs could not mount "
+            "kiln-storage:/shared (server kiln-storag",
+        ),
+    }
+    seen = slurm_state.parse(text)["kiln-compute02"]
+    assert (seen.base, seen.flags, seen.drained, seen.busy, seen.unavailable) == (
+        "IDLE",
+        frozenset({"IDLE", "DRAIN"}),
+        True,
+        frozenset(),
+        frozenset(),
+    )
+    assert seen.drained_by(slurm_state.HEALTH_PREFIXES)
+    assert not slurm_state.parse(text)["kiln-compute01"].drained_by(slurm_state.HEALTH_PREFIXES)
+
+
+def test_scontrol_show_node_read_whole_without_oneliner():
+    """Slurm 22.05 (Debian 12), a node waiting for the reboot Kiln asked for."""
+    seen = slurm_state.parse_line(SCONTROL_NODE_REBOOT_REQUESTED)
+    assert seen == slurm_state.NodeState(
+        "slurm-c2", "MIXED+DRAIN+REBOOT_REQUESTED", "kiln: driver 580.95.05"
+    )
+    assert (seen.busy, seen.drained) == (frozenset({"MIXED", "REBOOT_REQUESTED"}), True)
+
+
+def test_a_line_without_state_or_reason():
+    assert slurm_state.parse_line("NodeName=n1 Arch=x86_64") == slurm_state.NodeState(
+        "n1", "UNKNOWN", ""
+    )
+    assert slurm_state.parse("") == {}
+
+
+# One set per purpose: BUSY (in use or changing by itself: nothing against the node) and
+# UNAVAILABLE (Slurm cannot run a job there). Each state, as validate's plan (idle-only
+# and not) and the scheduled active check take it.
+STATES = {
+    "IDLE": ("test", "test", "test"),
+    "MIXED": ("busy", "test", "skip"),
+    "IDLE+RESERVED": ("busy", "test", "skip"),
+    "IDLE+POWER_DOWN": ("busy", "test", "skip"),
+    "IDLE+POWERED_DOWN": ("busy", "test", "skip"),
+    "IDLE+POWERING_DOWN": ("busy", "test", "skip"),
+    "IDLE+CLOUD+POWERED_DOWN": ("busy", "test", "skip"),
+    "DOWN+NOT_RESPONDING": ("fail", "fail", "skip"),
+    "IDLE+FAIL": ("fail", "fail", "skip"),
+    "FUTURE": ("fail", "fail", "skip"),
+    "UNKNOWN": ("fail", "fail", "skip"),
+}
+
+
+def validate_takes(state: str, idle_only: bool) -> str:
+    plan = drain.plan(f"NodeName=n1 State={state}", ["n1"], idle_only)
+    if plan.test:
+        return "test"
+    return "busy" if plan.skipped["n1"].startswith("busy") else "fail"
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_which_nodes_each_run_takes(state):
+    active = health_active.plan(slurm_state.parse(f"NodeName=n1 State={state}"), ["n1"])
+    found = (
+        validate_takes(state, idle_only=True),
+        validate_takes(state, idle_only=False),
+        "test" if active.test else "skip",
+    )
+    assert found == STATES[state]
+    # A node that is only busy is not held against it; an unavailable one is.
+    verdicts = {"busy": "warn", "fail": "fail"}
+    for taken in found[:2]:
+        if taken in verdicts:
+            why = drain.plan(f"NodeName=n1 State={state}", ["n1"], taken == "busy").skipped["n1"]
+            assert drain.skipped_verdict(why).value == verdicts[taken]
