@@ -1,5 +1,5 @@
-"""The filter that ships Kiln's node library (kiln.node) to the nodes: the roles whose
-node programs import it copy these files."""
+"""Filters of Kiln's node library (kiln.node): the files the roles ship to the nodes,
+and the srun and reservation command lines the roles run on the controller."""
 
 import sys
 from pathlib import Path
@@ -10,6 +10,7 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
 
 from kiln import node
+from kiln.node import slurm_jobs
 
 
 def kiln_node_library(_=None):
@@ -23,6 +24,32 @@ def kiln_node_library(_=None):
     }
 
 
+_NUMBERS = ("tasks_per_node", "minutes", "immediate_s", "nice")
+
+
+def kiln_node_srun(step, **changes):
+    """An srun step's argv (its command appended by the caller) from its settings by
+    name (kiln.node.slurm_jobs.Srun), `changes` overriding them."""
+    settings = {**step, **changes}
+    for name in _NUMBERS:
+        if settings.get(name) is not None:
+            settings[name] = int(settings[name])
+    return slurm_jobs.Srun(**settings).argv()
+
+
+def kiln_node_reserve(name, nodes, minutes, ignore_jobs=False):
+    return slurm_jobs.reserve(str(name), list(nodes), int(minutes), bool(ignore_jobs))
+
+
+def kiln_node_release(name):
+    return slurm_jobs.release(str(name))
+
+
 class FilterModule:
     def filters(self):
-        return {"kiln_node_library": kiln_node_library}
+        return {
+            "kiln_node_library": kiln_node_library,
+            "kiln_node_release": kiln_node_release,
+            "kiln_node_reserve": kiln_node_reserve,
+            "kiln_node_srun": kiln_node_srun,
+        }

@@ -248,7 +248,7 @@ def test_a_whole_run(tmp_path, monkeypatch, capsys):
     drain = "kiln-active: dcgm_diag: level 2 pcie GPU 0: Found 104 PCIe replay errors"
     create = (
         "scontrol create ReservationName=kiln_health_active Nodes=gpu001,gpu004 Users=root "
-        "StartTime=now Duration=60"
+        "Flags=MAINT StartTime=now Duration=60"
     )
     # The first reservation is refused (a job took a node meanwhile): read and plan again.
     assert calls.read_text().splitlines() == [
@@ -259,9 +259,10 @@ def test_a_whole_run(tmp_path, monkeypatch, capsys):
         "scontrol delete ReservationName=kiln_health_active",
         create,
         "scontrol update NodeName=gpu004 State=RESUME",
-        "srun --reservation=kiln_health_active --nodelist=gpu001,gpu004 --nodes=2 "
-        "--ntasks-per-node=1 --time=60 --nice=10000 --immediate=120 --kill-on-bad-exit=0 "
-        "--label --job-name=kiln-health-active /usr/local/sbin/kiln-health --active --json",
+        "srun --nodes=2 --nodelist=gpu001,gpu004 --ntasks-per-node=1 "
+        "--reservation=kiln_health_active --time=60 --nice=10000 --immediate=120 "
+        "--kill-on-bad-exit=0 --label --job-name=kiln-health-active "
+        "/usr/local/sbin/kiln-health --active --json",
         f"scontrol update NodeName=gpu001 State=DRAIN Reason={drain}",
         "scontrol delete ReservationName=kiln_health_active",
     ]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import kiln.node
-from kiln.node import slurm_state
+from kiln.node import slurm_jobs, slurm_state
 from kiln.validation import drain
 from tests.conftest import REPO
 from tests.node_scripts import health_active
@@ -22,6 +22,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 # The node programs that import kiln.node, by role.
 IMPORTERS = {
     "health": ["kiln-health", "kiln-health-active"],
+    "validate": ["node_probe.py"],
 }
 
 
@@ -179,3 +180,72 @@ def test_which_nodes_each_run_takes(state):
         if taken in verdicts:
             why = drain.plan(f"NodeName=n1 State={state}", ["n1"], taken == "busy").skipped["n1"]
             assert drain.skipped_verdict(why).value == verdicts[taken]
+
+
+# --- srun and reservations -------------------------------------------------------------
+
+
+def test_the_validate_roles_srun_step_by_name():
+    """As prepare.yml describes the step (Ansible may hand numbers over as text) and
+    collectives.yml changes its ranks per node: by name, wherever the option sits."""
+    srun = filters("kiln_node")["kiln_node_srun"]
+    step = {
+        "nodes": ["gpu001", "gpu002"],
+        "job_name": "kiln-validate",
+        "reservation": "kiln_validate_r1",
+        "minutes": "25",
+        "immediate_s": 60,
+        "kill_on_bad_exit": False,
+        "tasks_per_node": 1,
+    }
+    shared = [
+        "srun",
+        "--nodes=2",
+        "--nodelist=gpu001,gpu002",
+        "--ntasks-per-node=1",
+        "--reservation=kiln_validate_r1",
+        "--time=25",
+        "--immediate=60",
+        "--kill-on-bad-exit=0",
+    ]
+    assert srun(step, job_name="kiln-validate-storage") == [
+        *shared,
+        "--job-name=kiln-validate-storage",
+    ]
+    assert srun(step, job_name="kiln-validate-collectives", tasks_per_node="8") == [
+        *shared[:3],
+        "--ntasks-per-node=8",
+        *shared[4:],
+        "--job-name=kiln-validate-collectives",
+    ]
+    assert step["tasks_per_node"] == 1  # the shared step is left as it was
+
+
+def test_a_step_with_every_setting():
+    step = slurm_jobs.Srun(
+        ["a"], "j", "r", 2, 5, 120, mpi="pmix", nice=10, kill_on_bad_exit=True, label=True,
+        quiet=True,
+    )  # fmt: skip
+    assert step.argv("cmd", "--flag") == [
+        "srun", "--nodes=1", "--nodelist=a", "--ntasks-per-node=2", "--mpi=pmix",
+        "--reservation=r", "--time=5", "--nice=10", "--immediate=120", "--kill-on-bad-exit=1",
+        "--label", "--quiet", "--job-name=j", "cmd", "--flag",
+    ]  # fmt: skip
+    assert slurm_jobs.Srun(["a"], "j", immediate_s=None).argv() == [
+        "srun", "--nodes=1", "--nodelist=a", "--ntasks-per-node=1", "--job-name=j",
+    ]  # fmt: skip
+    assert step.but(nodes=["a", "b"]).nodes == ("a", "b")
+
+
+def test_reservations():
+    offered = filters("kiln_node")
+    held = ["scontrol", "create", "ReservationName=kiln_x", "Nodes=gpu001,gpu002", "Users=root"]
+    assert offered["kiln_node_reserve"]("kiln_x", ["gpu001", "gpu002"], "90") == [
+        *held, "Flags=MAINT", "StartTime=now", "Duration=90",
+    ]  # fmt: skip
+    assert offered["kiln_node_reserve"]("kiln_x", ["gpu001", "gpu002"], 90, ignore_jobs=True) == [
+        *held, "Flags=MAINT,IGNORE_JOBS", "StartTime=now", "Duration=90",
+    ]  # fmt: skip
+    assert offered["kiln_node_release"]("kiln_x") == [
+        "scontrol", "delete", "ReservationName=kiln_x",
+    ]  # fmt: skip

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import kiln.node
 from tests.node_scripts import node_probe, torch_bench
 
 BENCH = Path(torch_bench.__file__)
@@ -174,6 +175,9 @@ def test_as_root_the_probes_work_as_the_unprivileged_account(tmp_path, monkeypat
         base.chmod(0o755)
         probe = base / "node_probe.py"
         shutil.copy(node_probe.__file__, probe)
+        for name, text in kiln.node.shipped_files().items():  # found beside the probe
+            (base / name).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            (base / name).write_text(text)
         monkeypatch.setattr(node_probe, "__file__", str(probe))
         # the nodes' Python (the test's own may sit under root's home)
         monkeypatch.setattr(node_probe.sys, "executable", "/usr/bin/python3")
@@ -365,8 +369,8 @@ def test_the_mpi_check_runs_each_node_alone_only_when_the_run_across_fails(monke
     args = argparse.Namespace(nodes="a,b,c", reservation="r", program="/p/check", time=5)
     found = node_probe.mpi_check(args)
     assert launched[0] == [
-        "srun", "--mpi=pmix", "--reservation=r", "--nodes=3", "--nodelist=a,b,c",
-        "--ntasks-per-node=1", "--time=5", "--immediate=60", "--job-name=kiln-validate-mpi",
+        "srun", "--nodes=3", "--nodelist=a,b,c", "--ntasks-per-node=1", "--mpi=pmix",
+        "--reservation=r", "--time=5", "--immediate=60", "--job-name=kiln-validate-mpi",
         "/p/check",
     ]  # fmt: skip
     assert found["all"]["rc"] == across_rc

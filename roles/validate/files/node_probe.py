@@ -32,6 +32,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, "/usr/local/lib/kiln")  # kiln.node.INSTALL_DIR: the validate role's copy
+from kiln.node import slurm_jobs
+
 MOUNT_CHECK = "/usr/local/sbin/kiln-mount-check"
 TREE_PACKAGE = "kiln_cold_import"
 # This run's directories on a mount: PREFIX + run id + "-" + node name, or + "-tree".
@@ -182,18 +185,15 @@ def reserved_step(
     """srun for one benchmark step in the validation's reservation, its ranks started
     through PMIx unless `pmix` is off (torch's own rendezvous needs none); a node that
     cannot take it now fails within a minute instead of queueing."""
-    return [
-        "srun",
-        *(["--mpi=pmix"] if pmix else []),
-        f"--reservation={args.reservation}",
-        f"--nodes={len(nodelist)}",
-        f"--nodelist={','.join(nodelist)}",
-        f"--ntasks-per-node={per_node}",
-        f"--time={args.time}",
-        "--immediate=60",
-        f"--job-name={job}",
-        *command,
-    ]
+    step = slurm_jobs.Srun(
+        nodelist,
+        job,
+        reservation=args.reservation,
+        tasks_per_node=per_node,
+        minutes=args.time,
+        mpi="pmix" if pmix else "",
+    )
+    return step.argv(*command)
 
 
 def srun_time(args: argparse.Namespace) -> dict:
@@ -201,20 +201,16 @@ def srun_time(args: argparse.Namespace) -> dict:
     found: dict[str, dict] = {}
 
     def probe(node: str) -> None:
-        argv = [
-            "srun",
-            "--nodes=1",
-            f"--nodelist={node}",
-            "--ntasks=1",
-            "--time=2",
-            "--job-name=kiln-validate",
-            "--quiet",
+        step = slurm_jobs.Srun(
+            [node],
+            "kiln-validate",
+            reservation=args.reservation,
+            minutes=2,
             # a node that cannot take the job now fails instead of queueing
-            f"--immediate={max(1, int(args.timeout))}",
-        ]
-        if args.reservation:
-            argv.append(f"--reservation={args.reservation}")
-        found[node] = run([*argv, "true"], args.timeout)
+            immediate_s=max(1, int(args.timeout)),
+            quiet=True,
+        )
+        found[node] = run(step.argv("true"), args.timeout)
 
     all_at_once(probe, [(n,) for n in args.nodes.split(",")])
     return found
