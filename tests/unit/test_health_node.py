@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln.node import slurm_state
+from kiln.node import nvidia_smi, slurm_state
 from tests.node_scripts import health
 
 H100_VM = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
@@ -50,26 +50,6 @@ HEALTHY = [
     "OK gpu_clocks: no hardware slowdown",
     "OK gpu_pcie: PCIe links at full width",
 ]
-
-
-def test_the_recorded_h100_parses_whole():
-    assert health.parse_smi_xml(recorded("nvidia-smi-q.xml")) == [
-        health.Gpu(
-            bus_id=BUS,
-            name="NVIDIA H100 80GB HBM3",
-            driver=DRIVER,
-            persistence="Enabled",
-            uncorrectable_volatile=0,
-            remap_pending=False,
-            remap_failure=False,
-            unrepairable_memory=False,
-            slowdowns=[],
-            width_current=16,
-            width_max=16,
-            fabric_state="N/A",
-            fabric_status="N/A",
-        )
-    ]
 
 
 def test_the_recorded_h100_passes_every_gpu_rule():
@@ -188,7 +168,7 @@ XID_LINES = {
 
 def xids(*numbers: int) -> list[tuple[str, int]]:
     log = recorded("dmesg-nvrm.txt") + "".join(XID_LINES[n] + "\n" for n in numbers)
-    return health.parse_xids(log)
+    return nvidia_smi.parse_xids(log)
 
 
 @pytest.mark.parametrize(

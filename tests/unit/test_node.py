@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import kiln.node
-from kiln.node import slurm_jobs, slurm_state
+from kiln.node import nvidia_smi, slurm_jobs, slurm_state
 from kiln.validation import drain
 from tests.conftest import REPO
 from tests.node_scripts import health_active
@@ -249,3 +249,84 @@ def test_reservations():
     assert offered["kiln_node_release"]("kiln_x") == [
         "scontrol", "delete", "ReservationName=kiln_x",
     ]  # fmt: skip
+
+
+# --- nvidia-smi ------------------------------------------------------------------------
+
+H100 = FIXTURES / "gpu" / "h100-80gb-hbm3-vm"  # a real H100 VM (its README)
+
+
+def test_nvidia_smi_xml_read_whole():
+    assert nvidia_smi.parse_xml((H100 / "nvidia-smi-q.xml").read_text()) == nvidia_smi.SmiLog(
+        "580.159.04",
+        "13.0",
+        [
+            nvidia_smi.SmiGpu(
+                bus_id="00000000:00:06.0",
+                name="NVIDIA H100 80GB HBM3",
+                architecture="Hopper",
+                uuid="GPU-320a3b5b-5f8b-e47d-48a5-f808c0da1f70",
+                vbios="96.00.DA.00.0C",
+                driver="580.159.04",
+                persistence="Enabled",
+                uncorrectable_volatile=0,
+                remap_pending=False,
+                remap_failure=False,
+                unrepairable_memory=False,
+                clock_events=("gpu_idle",),
+                width_current=16,
+                width_max=16,
+                fabric_state="N/A",
+                fabric_status="N/A",
+                clique_id="N/A",
+                cluster_uuid="N/A",
+            )
+        ],
+    )
+    for bad, why in [
+        ("", "nvidia-smi -q -x printed no XML (no element found: line 1, column 0)"),
+        ("<log/>", "nvidia-smi -q -x printed <log>, not <nvidia_smi_log>"),
+    ]:
+        with pytest.raises(ValueError) as raised:
+            nvidia_smi.parse_xml(bad)
+        assert str(raised.value) == why
+
+
+def test_nvidia_smi_csv_read_whole():
+    assert nvidia_smi.parse_csv((H100 / "query-remapped-rows.csv").read_text()) == [
+        {
+            "gpu_bus_id": "00000000:00:06.0",
+            "remapped_rows.correctable": "0",
+            "remapped_rows.uncorrectable": "0",
+            "remapped_rows.pending": "No",
+            "remapped_rows.failure": "No",
+        }
+    ]
+    (row,) = nvidia_smi.parse_csv((H100 / "query-gpu.csv").read_text())
+    assert (row["memory.total"], row["power.draw"], row["retired_pages.pending"]) == (
+        "81559 MiB",
+        "110.16 W",
+        "[N/A]",
+    )
+    assert nvidia_smi.parse_csv("") == []
+
+
+def test_xids_and_the_catalogue():
+    # The recorded boot log has NVRM lines but no XID.
+    assert nvidia_smi.parse_xids((H100 / "dmesg-nvrm.txt").read_text()) == []
+    log = (
+        "[ 8012.345678] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, "
+        "GPU has fallen off the bus.\n"
+        "[ 9600.200000] NVRM: Xid (PCI:0000:3b:00): 31, pid=4242, name=python3, Ch 00000010\n"
+    )
+    assert nvidia_smi.parse_xids(log) == [("0000:00:06", 79), ("0000:3b:00", 31)]
+    tables = (nvidia_smi.XID_DRAIN, nvidia_smi.XID_RESET, nvidia_smi.XID_APPLICATION)
+    assert sum(len(t) for t in tables) == len(set().union(*tables))  # one class each
+    # The critical XIDs of GUIDE.md drain.
+    assert {48, 64, 74, 79, 95, 119, 120} <= set(nvidia_smi.XID_DRAIN)
+    assert [nvidia_smi.xid_name(x) for x in (79, 63, 13, 149)] == [
+        "XID 79 GPU fell off the bus",
+        "XID 63 row remapping pending",
+        "XID 13 graphics engine exception",
+        "XID 149 (not in Kiln's table)",
+    ]
