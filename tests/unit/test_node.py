@@ -5,12 +5,13 @@ real captures."""
 import ast
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import kiln.node
-from kiln.node import nvidia_smi, slurm_jobs, slurm_state
+from kiln.node import commands, metrics, nvidia_smi, slurm_jobs, slurm_state
 from kiln.validation import drain
 from tests.conftest import REPO
 from tests.node_scripts import health_active
@@ -330,3 +331,57 @@ def test_xids_and_the_catalogue():
         "XID 13 graphics engine exception",
         "XID 149 (not in Kiln's table)",
     ]
+
+
+# --- metrics and commands --------------------------------------------------------------
+
+
+def test_the_textfile_metrics(tmp_path):
+    up = metrics.Gauge("kiln_x", "1 when x.")
+    up.add(1, node="gpu001", check='say "hi"\\\n')
+    up.add(0.25, node="gpu002", check="y")
+    when = metrics.Gauge("kiln_x_timestamp_seconds", "When.")
+    when.add(1795000000)
+    metrics.write(str(tmp_path / "new"), "kiln_x.prom", [up, when])
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["kiln_x.prom"]
+    assert (tmp_path / "new" / "kiln_x.prom").read_text() == (
+        "# HELP kiln_x 1 when x.\n"
+        "# TYPE kiln_x gauge\n"
+        'kiln_x{node="gpu001",check="say \\"hi\\"\\\\\\n"} 1\n'
+        'kiln_x{node="gpu002",check="y"} 0.25\n'
+        "# HELP kiln_x_timestamp_seconds When.\n"
+        "# TYPE kiln_x_timestamp_seconds gauge\n"
+        "kiln_x_timestamp_seconds 1795000000\n"
+    )
+
+
+def test_a_command_with_a_deadline(tmp_path):
+    done = commands.run(["sh", "-c", "cat; echo err >&2; exit 3"], 10, stdin="in\n")
+    assert (done.rc, done.stdout, done.stderr, done.timed_out, done.start_error) == (
+        3, "in\n", "err\n", False, None,
+    )  # fmt: skip
+    missing = commands.run([str(tmp_path / "absent")], 10)
+    assert (missing.rc, missing.start_error.strerror) == (None, "No such file or directory")
+
+
+def test_past_its_time_the_whole_process_group_is_killed(tmp_path):
+    """A child that keeps the output pipe open (a grandchild) does not hold the caller."""
+    pid_file = tmp_path / "pid"
+    script = f"sleep 60 & echo $! > {pid_file}; wait"
+    done = commands.run(["sh", "-c", script], 1)
+    assert (done.rc, done.timed_out, done.stdout) == (None, True, "")
+    assert done.seconds < 10
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):  # killed, reaped by init: gone within moments
+        if not Path(f"/proc/{grandchild}").exists() or "Z" in _state(grandchild):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"{grandchild} still runs")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

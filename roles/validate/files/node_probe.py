@@ -26,14 +26,13 @@ import pwd
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, "/usr/local/lib/kiln")  # kiln.node.INSTALL_DIR: the validate role's copy
-from kiln.node import slurm_jobs
+from kiln.node import commands, slurm_jobs
 
 MOUNT_CHECK = "/usr/local/sbin/kiln-mount-check"
 TREE_PACKAGE = "kiln_cold_import"
@@ -132,33 +131,18 @@ def run(
     env: dict[str, str] | None = None,
 ) -> dict:
     """A command's outcome as data: rc (None when it timed out), output, seconds."""
-    started = time.monotonic()
     options = account.options() if account else {}
-    try:
-        done = subprocess.run(
-            argv,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env=env,
-            **options,
-        )
-    except subprocess.TimeoutExpired:
-        return {
-            "rc": None,
-            "stdout": "",
-            "stderr": f"no answer within {timeout:g}s",
-            "seconds": round(time.monotonic() - started, 3),
-        }
-    except OSError as exc:
-        return {"rc": 127, "stdout": "", "stderr": str(exc), "seconds": 0.0}
+    done = commands.run(argv, timeout, stdin, env=env, **options)
+    if done.start_error:
+        return {"rc": 127, "stdout": "", "stderr": str(done.start_error), "seconds": 0.0}
+    if done.timed_out:
+        stderr = f"no answer within {timeout:g}s"
+        return {"rc": None, "stdout": "", "stderr": stderr, "seconds": done.seconds}
     return {
-        "rc": done.returncode,
+        "rc": done.rc,
         "stdout": done.stdout,
         "stderr": done.stderr.strip(),
-        "seconds": round(time.monotonic() - started, 3),
+        "seconds": done.seconds,
     }
 
 
