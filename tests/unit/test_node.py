@@ -23,7 +23,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 # The node programs that import kiln.node, by role.
 IMPORTERS = {
     "health": ["kiln-health", "kiln-health-active"],
-    "validate": ["node_probe.py"],
+    "validate": ["node_probe.py", "probe_launcher.py"],
 }
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import kiln.node
-from tests.node_scripts import node_probe, torch_bench
+from tests.node_scripts import node_probe, probe_launcher, torch_bench
 
 BENCH = Path(torch_bench.__file__)
 
@@ -343,12 +343,12 @@ def test_nccl_tests_never_schedules_a_one_rank_run(monkeypatch, ranks_per_node):
         launched.append(argv)
         return {"rc": 0, "stdout": "", "stderr": ""}
 
-    monkeypatch.setattr(node_probe, "run", fake_run)
+    monkeypatch.setattr(probe_launcher, "run", fake_run)
     args = argparse.Namespace(
         nodes="a,b", reservation="r", bin_dir="/x", collectives="all_reduce", time=1,
         ranks_per_node=ranks_per_node, min_bytes=1, max_bytes=2, container=[],
     )  # fmt: skip
-    node_probe.nccl_tests(args)
+    probe_launcher.nccl_tests(args)
     nodes = sorted(next(a for a in argv if a.startswith("--nodes=")) for argv in launched)
     if ranks_per_node == 1:
         assert nodes == ["--nodes=2"]  # only across the nodes: 2 ranks
@@ -365,9 +365,9 @@ def test_the_mpi_check_runs_each_node_alone_only_when_the_run_across_fails(monke
         across = "--nodes=3" in argv
         return {"rc": across_rc if across else 0, "stdout": "{}", "stderr": "", "seconds": 1.0}
 
-    monkeypatch.setattr(node_probe, "run", fake_srun)
+    monkeypatch.setattr(probe_launcher, "run", fake_srun)
     args = argparse.Namespace(nodes="a,b,c", reservation="r", program="/p/check", time=5)
-    found = node_probe.mpi_check(args)
+    found = probe_launcher.mpi_check(args)
     assert launched[0] == [
         "srun", "--nodes=3", "--nodelist=a,b,c", "--ntasks-per-node=1", "--mpi=pmix",
         "--reservation=r", "--time=5", "--immediate=60", "--job-name=kiln-validate-mpi",

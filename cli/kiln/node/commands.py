@@ -43,3 +43,20 @@ def run(argv: list[str], timeout: float, stdin: str | None = None, **options) ->
             os.killpg(child.pid, signal.SIGKILL)
         return Outcome(None, "", "", round(time.monotonic() - started, 3), timed_out=True)
     return Outcome(child.returncode, out, err, round(time.monotonic() - started, 3))
+
+
+def record(argv: list[str], timeout: float, stdin: str | None = None, **options) -> dict:
+    """run()'s outcome as the validation probes record it: rc (None when it ran past
+    its time, 127 when it did not start), stdout, stderr (stripped), seconds."""
+    done = run(argv, timeout, stdin, **options)
+    if done.start_error:
+        return {"rc": 127, "stdout": "", "stderr": str(done.start_error), "seconds": 0.0}
+    if done.timed_out:
+        stderr = f"no answer within {timeout:g}s"
+        return {"rc": None, "stdout": "", "stderr": stderr, "seconds": done.seconds}
+    return {
+        "rc": done.rc,
+        "stdout": done.stdout,
+        "stderr": done.stderr.strip(),
+        "seconds": done.seconds,
+    }
