@@ -385,3 +385,19 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_the_record_the_validation_probes_keep(tmp_path):
+    done = commands.record(["sh", "-c", "echo out; echo ' err ' >&2; exit 2"], 10)
+    assert done | {"seconds": 0} == {"rc": 2, "stdout": "out\n", "stderr": "err", "seconds": 0}
+    late = commands.record(["sleep", "5"], 0.5)
+    assert late | {"seconds": 0} == {
+        "rc": None, "stdout": "", "stderr": "no answer within 0.5s", "seconds": 0,
+    }  # fmt: skip
+    absent = str(tmp_path / "absent")
+    assert commands.record([absent], 10) == {
+        "rc": 127,
+        "stdout": "",
+        "stderr": f"[Errno 2] No such file or directory: '{absent}'",
+        "seconds": 0.0,
+    }
