@@ -22,6 +22,7 @@ def load(role: str, name: str) -> ModuleType:
 
 
 node_probe = load("validate", "node_probe")
+probe_launcher = load("validate", "probe_launcher")
 torch_bench = load("validate", "torch_bench")
 gpu_detect = load("nvidia_driver", "kiln-gpu-detect")
 health = load("health", "kiln-health")

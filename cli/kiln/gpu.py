@@ -8,11 +8,11 @@ NVLinks, memory, peak throughput) is kiln.gpu_models'.
 """
 
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kiln import formats
+from kiln.node import nvidia_smi, slurm_state
 
 NVIDIA = "0x10de"
 MELLANOX = "0x15b3"
@@ -153,32 +153,24 @@ class SmiReport:
 
 
 def parse_smi_xml(text: str) -> SmiReport:
-    """`nvidia-smi -q -x`. Raises ValueError on text that is not its XML."""
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        raise ValueError(f"nvidia-smi -q -x printed no XML ({exc})") from exc
-    if root.tag != "nvidia_smi_log":
-        raise ValueError(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
-
-    def text_of(node: ET.Element, path: str) -> str:
-        return (node.findtext(path) or "").strip()
-
+    """`nvidia-smi -q -x` (kiln.node.nvidia_smi). Raises ValueError on text that is not
+    its XML."""
+    log = nvidia_smi.parse_xml(text)
     gpus = [
         Gpu(
-            bus_id=gpu.get("id", ""),
-            name=text_of(gpu, "product_name"),
-            architecture=text_of(gpu, "product_architecture"),
-            uuid=text_of(gpu, "uuid"),
-            vbios=text_of(gpu, "vbios_version"),
-            persistence=text_of(gpu, "persistence_mode") == "Enabled",
-            fabric_state=text_of(gpu, "fabric/state"),
-            clique_id=text_of(gpu, "fabric/cliqueId"),
-            cluster_uuid=text_of(gpu, "fabric/clusterUuid"),
+            bus_id=gpu.bus_id,
+            name=gpu.name,
+            architecture=gpu.architecture,
+            uuid=gpu.uuid,
+            vbios=gpu.vbios,
+            persistence=gpu.persistence == "Enabled",
+            fabric_state=gpu.fabric_state,
+            clique_id=gpu.clique_id,
+            cluster_uuid=gpu.cluster_uuid,
         )
-        for gpu in root.findall("gpu")
+        for gpu in log.gpus
     ]
-    return SmiReport(text_of(root, "driver_version"), text_of(root, "cuda_version"), gpus)
+    return SmiReport(log.driver_version, log.cuda_version, gpus)
 
 
 # --- version rules ----------------------------------------------------------------------
@@ -547,8 +539,7 @@ def reboot_plan(
 def reboot_requested(scontrol_node: str) -> bool:
     """Slurm already has a reboot on its list for the node (`scontrol show node`: a
     REBOOT_REQUESTED or REBOOT_ISSUED flag on State=; plain REBOOT before Slurm 20.02)."""
-    match = re.search(r"\bState=(\S+)", scontrol_node)
-    return bool(match) and any(f.startswith("REBOOT") for f in match.group(1).split("+"))
+    return any(f.startswith("REBOOT") for f in slurm_state.parse_line(scontrol_node).flags)
 
 
 def reboot_reason(version: str) -> str:

@@ -5,13 +5,12 @@ health` reads them (kiln.health_check runs it).
 The check's rules live in the node program, which Slurm also runs on its own; this
 module only reads what each node reported."""
 
-import ast
 import json
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from kiln import gpu_models, paths, schedules
+from kiln import gpu_models, schedules
+from kiln.node import slurm_state
 from kiln.schedules import HEALTH_ACTIVE
 from kiln.validation.verdicts import Verdict
 
@@ -19,9 +18,6 @@ if TYPE_CHECKING:  # kiln inventory check imports this module: keep it light
     from kiln.run.events import RunSummary
 
 STATUSES = ("OK", "WARN", "FAIL")
-# The node programs that drain a node for a failed check: kiln-health (passive, run by
-# slurmd) and kiln-health-active (the controller's timer).
-DRAINING_PROGRAMS = ("kiln-health", "kiln-health-active")
 # slurmd kills its HealthCheckProgram after 60 s: Kiln's check must end before.
 SLURM_KILLS_AFTER = 60
 
@@ -115,21 +111,10 @@ def _int(value: Any) -> int:
             return 0
 
 
-@cache
 def drain_prefixes() -> tuple[str, ...]:
     """The Slurm reason prefixes Kiln's health checks drain with (`kiln-health:`,
-    `kiln-active:`). Each node program defines its own (it runs without Kiln): read
-    from its REASON_PREFIX, never copied."""
-    found = []
-    for name in DRAINING_PROGRAMS:
-        program = paths.roles_dir() / "health" / "files" / name
-        for node in ast.parse(program.read_text()).body:
-            if isinstance(node, ast.Assign) and any(
-                isinstance(target, ast.Name) and target.id == "REASON_PREFIX"
-                for target in node.targets
-            ):
-                found.append(str(ast.literal_eval(node.value)).strip())
-    return tuple(found)
+    `kiln-active:`), from kiln.node, which the node programs import too."""
+    return slurm_state.HEALTH_PREFIXES
 
 
 @dataclass

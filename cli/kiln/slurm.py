@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiln import formats, hostlist
+from kiln.node import slurm_state
 
 # Keys that appeared or were removed in a Slurm release: (first version, last version).
 VERSIONED_KEYS: dict[str, tuple[tuple[int, int] | None, tuple[int, int] | None]] = {
@@ -290,21 +291,16 @@ USABLE_STATES = {"IDLE", "ALLOCATED", "MIXED", "COMPLETING"}
 
 
 def node_state(scontrol_oneliner: str) -> dict[str, Any]:
-    """`scontrol show node X --oneliner` -> {state, flags, reason, usable}."""
-    full = (re.search(r"\bState=(\S+)", scontrol_oneliner) or [None, "UNKNOWN"])[1]
-    base = re.split(r"[+*~#!%$@^-]", full, maxsplit=1)[0]
-    reason_match = re.search(r"\bReason=(.*?)(?= \w+=|$)", scontrol_oneliner)
-    reason = reason_match.group(1).strip() if reason_match else ""
-    reason = re.sub(r"\s*\[[^\]]*@[^\]]*\]$", "", reason)  # Slurm's "[user@time]" suffix
-    drained = "DRAIN" in full
-    usable = base in USABLE_STATES and not drained and "NOT_RESPONDING" not in full
+    """`scontrol show node X --oneliner` -> {state, base, reason, usable, settled}."""
+    seen = slurm_state.parse_line(scontrol_oneliner)
+    usable = seen.base in USABLE_STATES and not seen.drained and "NOT_RESPONDING" not in seen.flags
     # A drain is somebody's decision: waiting will not change it.
     return {
-        "state": full,
-        "base": base,
-        "reason": reason,
+        "state": seen.state,
+        "base": seen.base,
+        "reason": seen.reason,
         "usable": usable,
-        "settled": usable or drained,
+        "settled": usable or seen.drained,
     }
 
 

@@ -135,17 +135,33 @@ def test_new_ecc_errors_remapped_rows_and_xids_fail_the_node():
     assert new_errors(counters(), after) == [
         "gpu 0: 2 new uncorrectable ECC errors",
         "gpu 00000000:00:06.0: remapped rows pending +1",
-        "XID 48 on PCI:0000:00:06.0",
+        "XID 48 double-bit ECC error on PCI:0000:00:06.0",
     ]
     # An XID from before the round is not news.
-    assert new_errors(counters(xids=[xid]), after)[-1] != "XID 48 on PCI:0000:00:06.0"
+    assert new_errors(counters(xids=[xid]), after) == [
+        "gpu 0: 2 new uncorrectable ECC errors",
+        "gpu 00000000:00:06.0: remapped rows pending +1",
+    ]
     found = {"gpu001": read_node("gpu001", stress_json(after=after))}
     errors = [j for j in judge_round(1, found, {}, H100_LIMITS) if j.test == "burn_in.errors"]
     assert errors == [
         Judgement("gpu001", "burn_in.errors", "round 1", 3.0, "", Verdict.FAIL,
                   "round 1: gpu 0: 2 new uncorrectable ECC errors; gpu 00000000:00:06.0: "
-                  "remapped rows pending +1; XID 48 on PCI:0000:00:06.0"),
+                  "remapped rows pending +1; XID 48 double-bit ECC error on PCI:0000:00:06.0"),
     ]  # fmt: skip
+
+
+def test_every_new_xid_fails_the_burn_in_application_faults_too():
+    """The only application on the GPUs is Kiln's own stress, in a reservation: an
+    application-class XID (kiln-health lets it pass) from it points at the GPU."""
+    lines = [
+        "[ 9600.200000] NVRM: Xid (PCI:0000:00:06.0): 31, pid=4242, name=python3, Ch 00000010",
+        "[ 9700.000000] NVRM: Xid (PCI:0000:00:06.0): 149, pid='<unknown>', name=<unknown>, x",
+    ]
+    assert new_errors(counters(), counters(xids=lines)) == [
+        "XID 31 GPU memory page fault on PCI:0000:00:06.0",
+        "XID 149 (not in Kiln's table) on PCI:0000:00:06.0",
+    ]
 
 
 def slowed(factor: float) -> list[tuple[float, float]]:

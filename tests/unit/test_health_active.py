@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from kiln.node import slurm_state
 from tests.node_scripts import health_active as active
 
 TAIL = (
@@ -48,7 +49,7 @@ COMPUTE = [f"gpu{i:03d}" for i in range(1, 11)]
 
 
 def test_the_nodes_are_read_whole():
-    states = active.parse_nodes(SCONTROL)
+    states = slurm_state.parse(SCONTROL)
     assert {n: (sorted(s.flags), s.reason) for n, s in states.items()} == {
         "gpu001": (["IDLE"], ""),
         "gpu002": (["ALLOCATED"], ""),
@@ -64,7 +65,7 @@ def test_the_nodes_are_read_whole():
 
 
 def test_only_idle_nodes_and_its_own_drains_are_taken():
-    chosen = active.plan(active.parse_nodes(SCONTROL), COMPUTE)
+    chosen = active.plan(slurm_state.parse(SCONTROL), COMPUTE)
     assert chosen == active.Plan(
         test=["gpu001", "gpu004"],
         resume_to_test=["gpu004"],
@@ -148,7 +149,7 @@ def test_the_step_output_is_read_per_node():
 def test_what_is_drained(results, error, resumed, drain):
     run = active.NodeRun(results=[as_result(r) for r in results])
     run.error = error
-    states = active.parse_nodes(SCONTROL)
+    states = slurm_state.parse(SCONTROL)
     name = "gpu004" if resumed else "gpu001"
     chosen = active.drains({name: run}, ["gpu004"] if resumed else [], states)
     assert chosen == ({name: drain} if drain else {})
@@ -247,7 +248,7 @@ def test_a_whole_run(tmp_path, monkeypatch, capsys):
     drain = "kiln-active: dcgm_diag: level 2 pcie GPU 0: Found 104 PCIe replay errors"
     create = (
         "scontrol create ReservationName=kiln_health_active Nodes=gpu001,gpu004 Users=root "
-        "StartTime=now Duration=60"
+        "Flags=MAINT StartTime=now Duration=60"
     )
     # The first reservation is refused (a job took a node meanwhile): read and plan again.
     assert calls.read_text().splitlines() == [
@@ -258,9 +259,10 @@ def test_a_whole_run(tmp_path, monkeypatch, capsys):
         "scontrol delete ReservationName=kiln_health_active",
         create,
         "scontrol update NodeName=gpu004 State=RESUME",
-        "srun --reservation=kiln_health_active --nodelist=gpu001,gpu004 --nodes=2 "
-        "--ntasks-per-node=1 --time=60 --nice=10000 --immediate=120 --kill-on-bad-exit=0 "
-        "--label --job-name=kiln-health-active /usr/local/sbin/kiln-health --active --json",
+        "srun --nodes=2 --nodelist=gpu001,gpu004 --ntasks-per-node=1 "
+        "--reservation=kiln_health_active --time=60 --nice=10000 --immediate=120 "
+        "--kill-on-bad-exit=0 --label --job-name=kiln-health-active "
+        "/usr/local/sbin/kiln-health --active --json",
         f"scontrol update NodeName=gpu001 State=DRAIN Reason={drain}",
         "scontrol delete ReservationName=kiln_health_active",
     ]
@@ -272,7 +274,7 @@ def test_a_whole_run(tmp_path, monkeypatch, capsys):
     )
     assert record["finished"] >= record["started"]
     del record["started"], record["finished"]
-    skipped = active.plan(active.parse_nodes(SCONTROL), COMPUTE).skipped
+    skipped = active.plan(slurm_state.parse(SCONTROL), COMPUTE).skipped
     assert record == {
         "dcgm_diag_level": 2,
         "nodes": {

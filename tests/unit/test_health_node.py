@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kiln.node import gpu_checks, nvidia_smi, slurm_state
 from tests.node_scripts import health
 
 H100_VM = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
@@ -36,7 +37,8 @@ def variant(*changes: tuple[str, str]) -> str:
 
 def judged(xml: str, expected: int = 1, loaded: str = DRIVER, installed: str = DRIVER):
     return [
-        r.line() for r in health.judge_gpus(health.parse_smi_xml(xml), expected, loaded, installed)
+        r.line()
+        for r in gpu_checks.judge_gpus(gpu_checks.parse_smi_xml(xml), expected, loaded, installed)
     ]
 
 
@@ -49,26 +51,6 @@ HEALTHY = [
     "OK gpu_clocks: no hardware slowdown",
     "OK gpu_pcie: PCIe links at full width",
 ]
-
-
-def test_the_recorded_h100_parses_whole():
-    assert health.parse_smi_xml(recorded("nvidia-smi-q.xml")) == [
-        health.Gpu(
-            bus_id=BUS,
-            name="NVIDIA H100 80GB HBM3",
-            driver=DRIVER,
-            persistence="Enabled",
-            uncorrectable_volatile=0,
-            remap_pending=False,
-            remap_failure=False,
-            unrepairable_memory=False,
-            slowdowns=[],
-            width_current=16,
-            width_max=16,
-            fabric_state="N/A",
-            fabric_status="N/A",
-        )
-    ]
 
 
 def test_the_recorded_h100_passes_every_gpu_rule():
@@ -168,7 +150,7 @@ def test_an_older_drivers_ecc_counters():
             "<sram_correctable>0</sram_correctable>",
         )
     )
-    assert health.parse_smi_xml(xml)[0].uncorrectable_volatile == 3
+    assert gpu_checks.parse_smi_xml(xml)[0].uncorrectable_volatile == 3
 
 
 XID_LINES = {
@@ -187,7 +169,7 @@ XID_LINES = {
 
 def xids(*numbers: int) -> list[tuple[str, int]]:
     log = recorded("dmesg-nvrm.txt") + "".join(XID_LINES[n] + "\n" for n in numbers)
-    return health.parse_xids(log)
+    return nvidia_smi.parse_xids(log)
 
 
 @pytest.mark.parametrize(
@@ -201,7 +183,7 @@ def xids(*numbers: int) -> list[tuple[str, int]]:
     ],
 )
 def test_xids_since_boot_are_classified(numbers, line):
-    assert health.judge_xids(xids(*numbers)).line() == line
+    assert gpu_checks.judge_xids(xids(*numbers)).line() == line
 
 
 def test_xid_lines_parse_with_their_gpu():
@@ -229,33 +211,33 @@ def nvlink_up(gpus: int, links: int) -> str:
 
 
 def test_nvlinks():
-    assert health.parse_nvlink_status(NVLINK_DOWN) == {
+    assert gpu_checks.parse_nvlink_status(NVLINK_DOWN) == {
         "GPU 3": ["25.781 GB/s"] * 3 + ["<inactive>", "25.781 GB/s", "<inactive>"]
     }
-    assert health.judge_nvlinks(health.parse_nvlink_status(NVLINK_DOWN), 6).line() == (
+    assert gpu_checks.judge_nvlinks(gpu_checks.parse_nvlink_status(NVLINK_DOWN), 6).line() == (
         "FAIL gpu_nvlink: GPU 3 4 of 6 NVLinks active"
     )
-    assert health.judge_nvlinks(health.parse_nvlink_status(nvlink_up(8, 18)), 18).line() == (
-        "OK gpu_nvlink: 18 NVLinks per GPU active"
-    )
-    assert health.judge_nvlinks({}, 18).line() == "FAIL gpu_nvlink: no NVLink reported"
+    assert gpu_checks.judge_nvlinks(
+        gpu_checks.parse_nvlink_status(nvlink_up(8, 18)), 18
+    ).line() == ("OK gpu_nvlink: 18 NVLinks per GPU active")
+    assert gpu_checks.judge_nvlinks({}, 18).line() == "FAIL gpu_nvlink: no NVLink reported"
 
 
 def test_fabric_manager():
-    gpus = health.parse_smi_xml(recorded("nvidia-smi-q.xml"))
+    gpus = gpu_checks.parse_smi_xml(recorded("nvidia-smi-q.xml"))
     assert (
-        health.judge_fabric("inactive", gpus).line()
+        gpu_checks.judge_fabric("inactive", gpus).line()
         == "FAIL fabric_manager: nvidia-fabricmanager is inactive"
     )
-    assert health.judge_fabric("active", gpus).status == "OK"
-    training = health.parse_smi_xml(
+    assert gpu_checks.judge_fabric("active", gpus).status == "OK"
+    training = gpu_checks.parse_smi_xml(
         variant(
             ("<state>N/A</state>", "<state>In Progress</state>"),
             ("<status>N/A</status>", "<status>N/A</status>"),
         )
     )
     assert (
-        health.judge_fabric("active", training).line()
+        gpu_checks.judge_fabric("active", training).line()
         == f"FAIL fabric_manager: {BUS} fabric In Progress/N/A"
     )
 
@@ -344,13 +326,13 @@ STAMP = "[root@2026-11-24T10:00:00]"
     ],
 )
 def test_the_drain_policy(results, scontrol, action):
-    flags, reason = health.node_state(scontrol)
-    assert health.drain_action(results, flags, reason) == action
+    seen = slurm_state.parse_line(scontrol)
+    assert health.drain_action(results, set(seen.flags), seen.reason) == action
 
 
 def test_a_drain_reason_fits_slurms_field():
-    flags, reason = health.node_state("NodeName=c1 State=IDLE")
-    _, wanted = health.drain_action([fail("gpu_ecc", "x" * 300)], flags, reason)
+    seen = slurm_state.parse_line("NodeName=c1 State=IDLE")
+    _, wanted = health.drain_action([fail("gpu_ecc", "x" * 300)], set(seen.flags), seen.reason)
     assert len(wanted) == health.REASON_LIMIT and wanted.startswith("kiln-health: gpu_ecc: xxx")
 
 
@@ -484,7 +466,7 @@ DCGM = Path(__file__).parent.parent / "fixtures" / "gpu" / "dcgm"
     ],
 )
 def test_dcgm_diagnostic_verdicts(fixture, line):
-    assert health.judge_dcgm_diag((DCGM / fixture).read_text(), 2).line() == line
+    assert gpu_checks.judge_dcgm_diag((DCGM / fixture).read_text(), 2).line() == line
 
 
 def test_dcgm_warnings_are_recorded_and_counted():
@@ -500,11 +482,11 @@ def test_dcgm_warnings_are_recorded_and_counted():
         "warnings": [{"warning": "a", "error_id": 1, "error_category": 1, "error_severity": 1}],
     }
     assert (
-        health.judge_dcgm_diag(json.dumps(data), 2)
+        gpu_checks.judge_dcgm_diag(json.dumps(data), 2)
         .line()
         .startswith("WARN dcgm_diag: level 2 pcie GPU 0: Found 104 PCIe replay errors")
     )
-    assert health.judge_dcgm_diag(json.dumps(data), 2).reason.endswith("(+1 more)")
+    assert gpu_checks.judge_dcgm_diag(json.dumps(data), 2).reason.endswith("(+1 more)")
 
 
 def test_dcgm_3_output_is_read_too():
@@ -528,7 +510,7 @@ def test_dcgm_3_output_is_read_too():
         },
         "version": "3.3.9",
     }
-    assert health.judge_dcgm_diag(json.dumps(old), 2).line() == (
+    assert gpu_checks.judge_dcgm_diag(json.dumps(old), 2).line() == (
         "FAIL dcgm_diag: level 2 PCIe GPU 1: replays"
     )
 
@@ -542,7 +524,7 @@ def test_dcgm_3_output_is_read_too():
     ],
 )
 def test_dcgm_output_that_says_nothing_fails(text, reason):
-    assert health.judge_dcgm_diag(text, 2) == health.Result("dcgm_diag", "FAIL", reason)
+    assert gpu_checks.judge_dcgm_diag(text, 2) == health.Result("dcgm_diag", "FAIL", reason)
 
 
 def fake_dcgmi(tmp_path, fixture: str, exit_code: int) -> Path:

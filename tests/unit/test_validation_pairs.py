@@ -2,7 +2,7 @@
 
 from kiln.validation import pairs
 from kiln.validation.verdicts import Verdict
-from tests.node_scripts import node_probe
+from tests.node_scripts import probe_launcher
 
 
 def fake_fabric(slow: set[str]):
@@ -49,7 +49,7 @@ def test_a_healthy_first_round_needs_no_second():
 
 
 def test_pairs_sharing_a_node_run_in_different_waves():
-    assert node_probe.waves([["s1", "g1"], ["s2", "g1"], ["s3", "g2"]]) == [
+    assert probe_launcher.waves([["s1", "g1"], ["s2", "g1"], ["s3", "g2"]]) == [
         [["s1", "g1"], ["s3", "g2"]],
         [["s2", "g1"]],
     ]

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+import kiln.node
 from tests.conftest import REPO
-from tests.node_scripts import node_probe, torch_bench
+from tests.node_scripts import node_probe, probe_launcher, torch_bench
 
 BENCH = Path(torch_bench.__file__)
 
@@ -175,6 +176,9 @@ def test_as_root_the_probes_work_as_the_unprivileged_account(tmp_path, monkeypat
         base.chmod(0o755)
         probe = base / "node_probe.py"
         shutil.copy(node_probe.__file__, probe)
+        for name, text in kiln.node.shipped_files().items():  # found beside the probe
+            (base / name).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            (base / name).write_text(text)
         monkeypatch.setattr(node_probe, "__file__", str(probe))
         # the nodes' Python (the test's own may sit under root's home)
         monkeypatch.setattr(node_probe.sys, "executable", "/usr/bin/python3")
@@ -354,12 +358,12 @@ def test_nccl_tests_never_schedules_a_one_rank_run(monkeypatch, ranks_per_node):
         launched.append(argv)
         return {"rc": 0, "stdout": "", "stderr": ""}
 
-    monkeypatch.setattr(node_probe, "run", fake_run)
+    monkeypatch.setattr(probe_launcher, "run", fake_run)
     args = argparse.Namespace(
         nodes="a,b", reservation="r", bin_dir="/x", collectives="all_reduce", time=1,
         ranks_per_node=ranks_per_node, min_bytes=1, max_bytes=2, container=[],
     )  # fmt: skip
-    node_probe.nccl_tests(args)
+    probe_launcher.nccl_tests(args)
     nodes = sorted(next(a for a in argv if a.startswith("--nodes=")) for argv in launched)
     if ranks_per_node == 1:
         assert nodes == ["--nodes=2"]  # only across the nodes: 2 ranks
@@ -376,12 +380,12 @@ def test_the_mpi_check_runs_each_node_alone_only_when_the_run_across_fails(monke
         across = "--nodes=3" in argv
         return {"rc": across_rc if across else 0, "stdout": "{}", "stderr": "", "seconds": 1.0}
 
-    monkeypatch.setattr(node_probe, "run", fake_srun)
+    monkeypatch.setattr(probe_launcher, "run", fake_srun)
     args = argparse.Namespace(nodes="a,b,c", reservation="r", program="/p/check", time=5)
-    found = node_probe.mpi_check(args)
+    found = probe_launcher.mpi_check(args)
     assert launched[0] == [
-        "srun", "--mpi=pmix", "--reservation=r", "--nodes=3", "--nodelist=a,b,c",
-        "--ntasks-per-node=1", "--time=5", "--immediate=60", "--job-name=kiln-validate-mpi",
+        "srun", "--nodes=3", "--nodelist=a,b,c", "--ntasks-per-node=1", "--mpi=pmix",
+        "--reservation=r", "--time=5", "--immediate=60", "--job-name=kiln-validate-mpi",
         "/p/check",
     ]  # fmt: skip
     assert found["all"]["rc"] == across_rc
@@ -516,7 +520,7 @@ def test_the_srun_probes_outputs_read_whole(tmp_path, on_path):
     """srun-time, nccl-tests and the MPI check through srun (recorded nccl-tests text)."""
     from kiln.validation import results as layout
 
-    srun = node_probe.srun_time(
+    srun = probe_launcher.srun_time(
         argparse.Namespace(nodes="gpu001,gpu002", reservation="r", timeout=5)
     )
     assert sorted(srun) == ["gpu001", "gpu002"]
@@ -531,7 +535,7 @@ def test_the_srun_probes_outputs_read_whole(tmp_path, on_path):
         nodes="gpu001,gpu002", reservation="r", bin_dir=str(on_path), collectives="all_reduce",
         time=1, ranks_per_node=8, min_bytes=1, max_bytes=2, container=[],
     )  # fmt: skip
-    written = node_probe.nccl_tests(args)
+    written = probe_launcher.nccl_tests(args)
     outputs = reads_whole(layout.NcclTests, written)
     ran = layout.Command(rc=0, stdout=recorded, stderr="", seconds=None)
     assert outputs.within("gpu001") == outputs.within("gpu002") == {"all_reduce": ran}
@@ -540,7 +544,7 @@ def test_the_srun_probes_outputs_read_whole(tmp_path, on_path):
 
     program = stand_in(on_path, "kiln-mpi-check", "echo '{\"ranks\": 2}'; echo lost >&2; exit 1")
     args = argparse.Namespace(nodes="gpu001,gpu002", reservation="r", program=str(program), time=1)
-    written = node_probe.mpi_check(args)
+    written = probe_launcher.mpi_check(args)
     run = reads_whole(layout.MpiRun, written)
     across = reads_whole(layout.Command, written["all"])
     assert (across.rc, across.stdout, across.stderr) == (1, '{"ranks": 2}\n', "lost")
@@ -563,7 +567,7 @@ def test_the_benchmark_and_a_pairs_output_read_whole(gloo_run, on_path):
     args = argparse.Namespace(
         reservation="r", ranks_per_node=1, time=1, pairs=["gpu001,gpu002"], bench=[str(bench)]
     )
-    written = node_probe.run_pairs(args)
+    written = probe_launcher.run_pairs(args)
     assert sorted(written) == ["gpu001,gpu002"]
     pair = reads_whole(layout.Pair, written["gpu001,gpu002"])
     assert (pair.rc, pair.stderr, pair.benchmark()) == (0, "", benchmark)

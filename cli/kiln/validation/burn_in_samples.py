@@ -1,15 +1,15 @@
 """What one node's burn-in stress brought back for a round (roles/validate/files/
 burn_stress.py), parsed: TFLOP/s per device and interval, nvidia-smi's samples, and the
 error counters read before and after the round. nvidia-smi's CSV is parsed by its
-header, as it prints it (units in the values, "[N/A]" where a field does not apply)."""
+header, as it prints it (units in the values, "[N/A]" where a field does not apply),
+by kiln.node.nvidia_smi, which also names each XID from NVIDIA's catalogue."""
 
-import csv
-import io
 import math
-import re
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from kiln.node import nvidia_smi
 
 # Clock-event reasons that mean the GPU is slowed by heat or a power brake. The SW
 # power cap is not one: a GPU at full load sits at its power limit (recorded on a
@@ -21,7 +21,6 @@ THROTTLES = (
     "hw_power_brake_slowdown",
 )
 TIMESTAMP = "%Y/%m/%d %H:%M:%S.%f"
-XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
 
 
 @dataclass
@@ -68,14 +67,7 @@ def number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def rows(text: str) -> list[dict[str, str]]:
-    """nvidia-smi --format=csv as dicts keyed by field name (the unit suffix dropped)."""
-    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
-    lines = [line for line in reader if line]
-    if not lines:
-        return []
-    header = [name.split(" [")[0].strip() for name in lines[0]]
-    return [dict(zip(header, (v.strip() for v in line), strict=False)) for line in lines[1:]]
+rows = nvidia_smi.parse_csv
 
 
 def parse_samples(text: str, started_local: str) -> dict[str, list[Sample]]:
@@ -120,11 +112,15 @@ def new_errors(before: dict, after: dict) -> list[str]:
             grew = _grew(old.get(row.get("gpu_bus_id"), {}).get(key), row.get(key))
             if grew:
                 found.append(f"gpu {row.get('gpu_bus_id')}: remapped rows {kind} +{grew:g}")
+    # Every new XID fails the node, the application class too: the only application on
+    # the GPUs is Kiln's own stress, in a reservation, and a fault from a known-good
+    # workload points at the GPU or its driver.
     seen = set(before.get("xids", []))
     for line in after.get("xids", []):
-        match = XID.search(line)
-        if line not in seen and match:
-            found.append(f"XID {match.group(2)} on {match.group(1)}")
+        if line not in seen:
+            found += [
+                f"{nvidia_smi.xid_name(x)} on PCI:{pci}" for pci, x in nvidia_smi.parse_xids(line)
+            ]
     return found
 
 

@@ -4,23 +4,21 @@ Kiln marks its own drains: the reason starts with `kiln:`. A node Kiln drained i
 tested again on the next run (inside a maintenance reservation, so no user job lands
 on it meanwhile) and resumed when it passes. A node someone else drained keeps its
 drain and its reason: Kiln neither tests nor resumes it. A node Kiln's health check
-drained (kiln.health.drain_prefixes) is not tested or resumed either (the check
+drained (kiln.node.slurm_state.HEALTH_PREFIXES) is not tested or resumed either (the check
 resumes it once it passes), but it fails: the check found a fault on it.
 """
 
-import re
 from dataclasses import asdict, dataclass, field
 
-from kiln import health, slurm
+from kiln.node import slurm_state
 from kiln.validation.verdicts import Verdict
 
-PREFIX = "kiln:"
+PREFIX = slurm_state.VALIDATE_PREFIX
 # A node's verdicts that let Kiln resume it: one that was not checked stays drained.
 PASSING = (Verdict.PASS, Verdict.WARN)
-# Slurm state flags of a node that is not free for a test now: an idle-only run
-# (the scheduled one) leaves it for the next run rather than wait or preempt.
-BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING", "RESERVED", "MAINT", "PLANNED",
-                  "REBOOT_ISSUED", "REBOOT_REQUESTED", "POWERING_UP", "POWERING_DOWN"})  # fmt: skip
+# Not free for a test now, nothing against the node: an idle-only run (the scheduled
+# one) leaves it for the next run rather than wait or preempt.
+BUSY = slurm_state.BUSY
 # Why a node was not tested, when that says nothing against the node itself.
 NOT_A_FAULT = ("drained by someone else", "busy")
 HEALTH_DRAINED = "drained by Kiln's health check"
@@ -34,12 +32,12 @@ class NodeState:
     reason: str
 
     @property
-    def flags(self) -> set[str]:
-        return set(re.split(r"[+*~#!%$@^-]", self.state)) - {""}
+    def flags(self) -> frozenset[str]:
+        return slurm_state.flags(self.state)
 
     @property
     def drained(self) -> bool:
-        return "DRAIN" in self.state
+        return bool(self.flags & slurm_state.DRAINED)
 
     @property
     def drained_by_kiln(self) -> bool:
@@ -51,7 +49,7 @@ class NodeState:
 
     @property
     def drained_by_health(self) -> bool:
-        return self.drained and self.reason.startswith(health.drain_prefixes())
+        return self.drained and self.reason.startswith(slurm_state.HEALTH_PREFIXES)
 
 
 def skipped_verdict(why: str) -> Verdict:
@@ -76,13 +74,10 @@ class Plan:
 
 def parse_states(scontrol_text: str) -> dict[str, NodeState]:
     """`scontrol show node --oneliner` (any number of nodes) -> state per node."""
-    states = {}
-    for line in scontrol_text.splitlines():
-        name = line.split(" ", 1)[0].removeprefix("NodeName=")
-        if line.startswith("NodeName=") and name:
-            found = slurm.node_state(line)
-            states[name] = NodeState(found["state"], found["reason"])
-    return states
+    return {
+        name: NodeState(seen.state, seen.reason)
+        for name, seen in slurm_state.parse(scontrol_text).items()
+    }
 
 
 def still_ours(scontrol_text: str, nodes: list[str]) -> list[str]:
@@ -111,7 +106,7 @@ def plan(scontrol_text: str, nodes: list[str], idle_only: bool = False) -> Plan:
             result.skipped[node] = f"{HEALTH_DRAINED}: {seen.reason}"
         elif seen.drained:
             result.skipped[node] = f"drained by someone else: {seen.reason or 'no reason'}"
-        elif any(s in seen.state for s in ("DOWN", "NOT_RESPONDING", "FAIL", "FUTURE")):
+        elif seen.flags & slurm_state.UNAVAILABLE:
             result.skipped[node] = f"Slurm reports it {seen.state}"
         else:
             result.test.append(node)

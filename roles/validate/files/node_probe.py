@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Kiln's validation probe: the part of `kiln validate` that runs on the cluster.
+"""Kiln's validation probe, the node worker: the storage work of `kiln validate` on
+the cluster (the srun steps are probe_launcher.py's, on the controller).
 
 The validate role copies this file to every node it tests (/usr/local/libexec/kiln/)
-and runs it; it needs only Python 3 and, for storage, fio. It measures and records raw
-output as JSON; parsing and judging happen on the control node (kiln.validation).
+and runs it; it needs only Python 3, Kiln's node library and, for storage, fio. It
+measures and records raw output as JSON; parsing and judging happen on the control
+node (kiln.validation).
 
-    srun-time   (on the controller) how long `srun true` takes on each node
-    mpi         (on the controller) Kiln's MPI check across the nodes, through PMIx
     tree        (on the controller) write the package tree for the cold-import test
     storage     (on each node, through srun) mount check, then fio and small files
     cold-import (on each node, through srun) all nodes import a package tree at once
@@ -26,11 +26,12 @@ import pwd
 import re
 import shutil
 import socket
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, "/usr/local/lib/kiln")  # kiln.node.INSTALL_DIR: the validate role's copy
+from kiln.node import commands
 
 MOUNT_CHECK = "/usr/local/sbin/kiln-mount-check"
 TREE_PACKAGE = "kiln_cold_import"
@@ -129,192 +130,8 @@ def run(
     env: dict[str, str] | None = None,
 ) -> dict:
     """A command's outcome as data: rc (None when it timed out), output, seconds."""
-    started = time.monotonic()
     options = account.options() if account else {}
-    try:
-        done = subprocess.run(
-            argv,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env=env,
-            **options,
-        )
-    except subprocess.TimeoutExpired:
-        return {
-            "rc": None,
-            "stdout": "",
-            "stderr": f"no answer within {timeout:g}s",
-            "seconds": round(time.monotonic() - started, 3),
-        }
-    except OSError as exc:
-        return {"rc": 127, "stdout": "", "stderr": str(exc), "seconds": 0.0}
-    return {
-        "rc": done.returncode,
-        "stdout": done.stdout,
-        "stderr": done.stderr.strip(),
-        "seconds": round(time.monotonic() - started, 3),
-    }
-
-
-# --- srun --------------------------------------------------------------------------------
-
-
-def all_at_once(function, calls: list[tuple]) -> None:
-    """function(*call) for every call, each in its own thread, until all return."""
-    threads = [threading.Thread(target=function, args=call) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-
-def reserved_step(
-    args: argparse.Namespace,
-    nodelist: list[str],
-    per_node: int,
-    job: str,
-    command: list[str],
-    pmix: bool = True,
-) -> list[str]:
-    """srun for one benchmark step in the validation's reservation, its ranks started
-    through PMIx unless `pmix` is off (torch's own rendezvous needs none); a node that
-    cannot take it now fails within a minute instead of queueing."""
-    return [
-        "srun",
-        *(["--mpi=pmix"] if pmix else []),
-        f"--reservation={args.reservation}",
-        f"--nodes={len(nodelist)}",
-        f"--nodelist={','.join(nodelist)}",
-        f"--ntasks-per-node={per_node}",
-        f"--time={args.time}",
-        "--immediate=60",
-        f"--job-name={job}",
-        *command,
-    ]
-
-
-def srun_time(args: argparse.Namespace) -> dict:
-    """Per node, the seconds `srun true` takes there (all nodes at once)."""
-    found: dict[str, dict] = {}
-
-    def probe(node: str) -> None:
-        argv = [
-            "srun",
-            "--nodes=1",
-            f"--nodelist={node}",
-            "--ntasks=1",
-            "--time=2",
-            "--job-name=kiln-validate",
-            "--quiet",
-            # a node that cannot take the job now fails instead of queueing
-            f"--immediate={max(1, int(args.timeout))}",
-        ]
-        if args.reservation:
-            argv.append(f"--reservation={args.reservation}")
-        found[node] = run([*argv, "true"], args.timeout)
-
-    all_at_once(probe, [(n,) for n in args.nodes.split(",")])
-    return found
-
-
-# --- pairs -------------------------------------------------------------------------------
-
-
-def waves(pairs: list[list[str]]) -> list[list[list[str]]]:
-    """Pairs grouped so that no node is in two pairs of one wave (they run together)."""
-    out: list[list[list[str]]] = []
-    for pair in pairs:
-        for wave in out:
-            if not any(set(pair) & set(other) for other in wave):
-                wave.append(pair)
-                break
-        else:
-            out.append([pair])
-    return out
-
-
-def run_pairs(args: argparse.Namespace) -> dict:
-    """The benchmark on each pair; the JSON it prints on rank 0, per pair."""
-    found: dict[str, dict] = {}
-    pairs = [p.split(",") for p in args.pairs]
-
-    def one(pair: list[str], port: int) -> None:
-        command = [*args.bench, "--master-port", str(port)]
-        argv = reserved_step(
-            args, pair, args.ranks_per_node, "kiln-validate-pair", command, pmix=False
-        )
-        done = run(argv, args.time * 60 + 60)
-        lines = [line for line in done["stdout"].splitlines() if line.startswith("{")]
-        found[",".join(pair)] = {
-            "rc": done["rc"],
-            "stderr": done["stderr"][-2000:],
-            "result": json.loads(lines[-1]) if lines else None,
-        }
-
-    for wave in waves(pairs):
-        all_at_once(one, [(pair, 29600 + index) for index, pair in enumerate(wave)])
-    return found
-
-
-# --- mpi ---------------------------------------------------------------------------------
-
-
-def mpi_check(args: argparse.Namespace) -> dict:
-    """Kiln's MPI check (the mpi role builds it) on every node at once, one rank per
-    node, started by srun through PMIx. Where that fails, the check again on each node
-    alone (all at once), to tell a node that cannot start MPI ranks from a job that
-    fails between nodes."""
-    nodes = args.nodes.split(",")
-
-    def step(nodelist: list[str]) -> dict:
-        argv = reserved_step(args, nodelist, 1, "kiln-validate-mpi", [args.program])
-        done = run(argv, args.time * 60 + 60)
-        return {**done, "stderr": done["stderr"][-2000:]}
-
-    found: dict = {"all": step(nodes), "alone": {}}
-    if found["all"]["rc"] != 0:
-
-        def alone(node: str) -> None:
-            found["alone"][node] = step([node])
-
-        all_at_once(alone, [(n,) for n in nodes])
-    return found
-
-
-# --- nccl-tests --------------------------------------------------------------------------
-
-
-def nccl_tests(args: argparse.Namespace) -> dict:
-    """nccl-tests' text output for each collective: within each node (all nodes at once,
-    one step per node) and across all nodes, launched with `srun --mpi=pmix`."""
-    nodes = args.nodes.split(",")
-    found: dict = {"single_node": {n: {} for n in nodes}, "multi_node": {}}
-
-    def one(nodelist: list[str], collective: str, into: dict) -> None:
-        command = [
-            *args.container,
-            f"{args.bin_dir}/{collective}_perf",
-            *("-b", str(args.min_bytes), "-e", str(args.max_bytes), "-f", "2", "-g", "1"),
-        ]
-        job = "kiln-validate-nccl-tests"
-        argv = reserved_step(args, nodelist, args.ranks_per_node, job, command)
-        done = run(argv, args.time * 60 + 60)
-        into[collective] = {
-            "rc": done["rc"],
-            "stdout": done["stdout"],
-            "stderr": done["stderr"][-2000:],
-        }
-
-    # One rank within a node crosses no link: nothing to measure there.
-    within = nodes if args.ranks_per_node > 1 else []
-    for collective in args.collectives.split(","):
-        all_at_once(one, [([n], collective, found["single_node"][n]) for n in within])
-        if len(nodes) > 1:
-            one(nodes, collective, found["multi_node"])
-    return found
+    return commands.record(argv, timeout, stdin, env=env, **options)
 
 
 # --- cold-import tree --------------------------------------------------------------------
@@ -524,36 +341,6 @@ def remove_tree(args: argparse.Namespace) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("srun-time")
-    p.add_argument("--nodes", required=True)
-    p.add_argument("--reservation", default="")
-    p.add_argument("--timeout", type=float, default=30)
-    p = sub.add_parser("pairs")
-    p.add_argument("--reservation", required=True)
-    p.add_argument("--ranks-per-node", type=int, default=1)
-    p.add_argument("--time", type=int, default=15, help="minutes per pair")
-    p.add_argument("--pairs", nargs="+", required=True, help="a,b c,d ...")
-    p.add_argument("bench", nargs=argparse.REMAINDER, help="-- the benchmark's argv")
-    p = sub.add_parser("mpi")
-    p.add_argument("--nodes", required=True)
-    p.add_argument("--reservation", required=True)
-    p.add_argument("--program", required=True, help="Kiln's MPI check, built on the nodes")
-    p.add_argument("--time", type=int, default=5, help="minutes per run")
-    p = sub.add_parser("nccl-tests")
-    p.add_argument("--nodes", required=True)
-    p.add_argument("--reservation", required=True)
-    p.add_argument("--bin-dir", required=True, help="where all_reduce_perf and friends are")
-    p.add_argument("--collectives", default="all_reduce,all_gather,reduce_scatter")
-    p.add_argument("--ranks-per-node", type=int, default=8)
-    p.add_argument("--min-bytes", type=int, default=1 << 20)
-    p.add_argument("--max-bytes", type=int, default=8 << 30)
-    p.add_argument("--time", type=int, default=15, help="minutes per run")
-    p.add_argument(
-        "--container",
-        nargs="*",
-        default=[],
-        help="pyxis options, e.g. --container-image=/shared/nccl-tests.sqsh",
-    )
     for name in ("tree", "remove"):
         p = sub.add_parser(name)
         p.add_argument("--mount", required=True, help="the shared mount that holds the tree")
@@ -573,19 +360,6 @@ def main() -> int:
     p.add_argument("--dir", required=True)
     p.add_argument("--params", required=True)
     args = parser.parse_args()
-    if args.command == "srun-time":
-        print(json.dumps(srun_time(args)))
-        return 0
-    if args.command == "pairs":
-        args.bench = [a for a in args.bench if a != "--"]
-        print(json.dumps(run_pairs(args)))
-        return 0
-    if args.command == "mpi":
-        print(json.dumps(mpi_check(args)))
-        return 0
-    if args.command == "nccl-tests":
-        print(json.dumps(nccl_tests(args)))
-        return 0
     if args.command in ("tree", "remove"):
         print(json.dumps(tree(args) if args.command == "tree" else remove_tree(args)))
         return 0

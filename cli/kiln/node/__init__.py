@@ -1,0 +1,23 @@
+"""Kiln's node library: what the node programs (roles/*/files) and the control side
+both know about the nodes' own outputs, in one place.
+
+Standard library only, and no import of the rest of `kiln`: the health and validate
+roles copy this package to INSTALL_DIR on the nodes (`kiln_node_library` filter), where
+the node programs run it with the system python3 (3.11 on Debian 12, 3.13 on 13).
+"""
+
+# Where the roles install the package on the nodes: each node program puts this first
+# on sys.path (it runs without Kiln) before `import kiln.node`.
+INSTALL_DIR = "/usr/local/lib/kiln"
+
+
+def shipped_files() -> dict[str, str]:
+    """What the roles copy to a node: {path under INSTALL_DIR: text}. The package's own
+    modules, and an empty `kiln` package above them (only kiln.node goes to the nodes)."""
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    files = {"kiln/__init__.py": '"""Kiln\'s node library only (kiln.node): see Kiln."""\n'}
+    for module in sorted(here.glob("*.py")):
+        files[f"kiln/node/{module.name}"] = module.read_text()
+    return files

@@ -1,0 +1,321 @@
+"""kiln-health's GPU checks: nvidia-smi's report, NVLinks, the fabric manager and the
+kernel's XIDs (passive), and DCGM's diagnostic (--active, idle nodes only)."""
+
+import json
+import re
+from pathlib import Path
+
+from kiln.node import nvidia_smi
+from kiln.node.checks import CommandFailed, Deadline, Result, run
+
+# nvidia-smi's documented exit codes that say what is wrong with the node.
+SMI_EXIT = {
+    9: "NVIDIA driver is not loaded",
+    12: "NVML shared library not found",
+    14: "GPU InfoROM is corrupted",
+    15: "a GPU has fallen off the bus",
+}
+
+# Clock event reasons that mean the hardware is slowing the GPU down. SW power cap is
+# normal under load and GPU idle is normal at rest: neither is judged.
+HW_SLOWDOWNS = {
+    "hw_slowdown": "HW slowdown",
+    "hw_thermal_slowdown": "HW thermal slowdown",
+    "hw_power_brake_slowdown": "HW power brake",
+}
+
+
+# --- nvidia-smi, NVLinks, fabric, XIDs ---------------------------------------------
+
+
+Gpu = nvidia_smi.SmiGpu
+
+
+def parse_smi_xml(text: str) -> list[Gpu]:
+    return nvidia_smi.parse_xml(text).gpus
+
+
+def slowdowns(gpu: Gpu) -> list[str]:
+    return [label for event, label in HW_SLOWDOWNS.items() if event in gpu.clock_events]
+
+
+def parse_nvlink_status(text: str) -> dict[str, list[str]]:
+    """`nvidia-smi nvlink -s`: per GPU (`GPU 0`), each link's speed or `<inactive>`."""
+    links: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        head = re.match(r"(GPU \d+):", line)
+        if head:
+            current = head.group(1)
+            links[current] = []
+            continue
+        link = re.match(r"\s+Link \d+: (.+)", line)
+        if link and current:
+            links[current].append(link.group(1).strip())
+    return links
+
+
+def judge_xids(xids: list[tuple[str, int]]) -> Result:
+    def named(found: dict[int, list[str]]) -> str:
+        return ", ".join(f"{nvidia_smi.xid_name(x)} on {' '.join(found[x])}" for x in sorted(found))
+
+    seen: dict[str, dict[int, list[str]]] = {"drain": {}, "reset": {}, "app": {}, "other": {}}
+    for address, xid in xids:
+        kind = (
+            "drain"
+            if xid in nvidia_smi.XID_DRAIN
+            else "reset"
+            if xid in nvidia_smi.XID_RESET
+            else "app"
+            if xid in nvidia_smi.XID_APPLICATION
+            else "other"
+        )
+        places = seen[kind].setdefault(xid, [])
+        if address not in places:
+            places.append(address)
+    if seen["drain"]:
+        return Result("gpu_xid", "FAIL", named(seen["drain"]))
+    if seen["reset"]:
+        return Result("gpu_xid", "WARN", named(seen["reset"]) + " (GPU reset needed)")
+    if seen["other"]:
+        unknown = ", ".join(f"XID {x}" for x in sorted(seen["other"]))
+        return Result("gpu_xid", "WARN", f"{unknown} since boot, not in Kiln's table")
+    if seen["app"]:
+        mine = ", ".join(f"XID {x}" for x in sorted(seen["app"]))
+        return Result("gpu_xid", "OK", f"only application faults since boot ({mine})")
+    return Result("gpu_xid", "OK", "no XID since boot")
+
+
+def judge_gpus(gpus: list[Gpu], expected: int, loaded: str, installed: str) -> list[Result]:
+    def worst(check: str, bad: list[str], status: str, good: str) -> Result:
+        return Result(check, status, "; ".join(bad)) if bad else Result(check, "OK", good)
+
+    count = len(gpus)
+    results = [
+        Result("gpu_count", "OK", f"{count} GPUs")
+        if count == expected
+        else Result("gpu_count", "FAIL", f"{count} GPUs visible, {expected} expected")
+    ]
+    versions = {g.driver for g in gpus} | {v for v in (loaded, installed) if v}
+    driver = gpus[0].driver if gpus else loaded
+    if installed and loaded and installed != loaded:
+        results.append(
+            Result("gpu_driver", "FAIL", f"driver {loaded} loaded, {installed} installed: reboot")
+        )
+    elif len(versions) > 1:
+        results.append(
+            Result("gpu_driver", "FAIL", f"driver versions differ: {', '.join(sorted(versions))}")
+        )
+    else:
+        results.append(Result("gpu_driver", "OK", f"driver {driver}"))
+    results.append(
+        worst(
+            "gpu_persistence",
+            [
+                f"{g.bus_id} persistence {g.persistence or 'unknown'}"
+                for g in gpus
+                if g.persistence != "Enabled"
+            ],
+            "FAIL",
+            "persistence mode on",
+        )
+    )
+    results.append(
+        worst(
+            "gpu_ecc",
+            [
+                f"{g.bus_id} {g.uncorrectable_volatile} uncorrectable ECC errors"
+                for g in gpus
+                if g.uncorrectable_volatile
+            ],
+            "FAIL",
+            "no uncorrectable ECC error",
+        )
+    )
+    failed = [f"{g.bus_id} row remapping failed" for g in gpus if g.remap_failure]
+    failed += [f"{g.bus_id} unrepairable memory" for g in gpus if g.unrepairable_memory]
+    pending = [f"{g.bus_id} row remap pending (GPU reset needed)" for g in gpus if g.remap_pending]
+    results.append(
+        Result("gpu_remap", "FAIL", "; ".join(failed))
+        if failed
+        else worst("gpu_remap", pending, "WARN", "no remap pending or failed")
+    )
+    results.append(
+        worst(
+            "gpu_clocks",
+            [f"{g.bus_id} {', '.join(slowdowns(g))} active" for g in gpus if slowdowns(g)],
+            "FAIL",
+            "no hardware slowdown",
+        )
+    )
+    # The link generation drops at idle to save power; its width must not.
+    results.append(
+        worst(
+            "gpu_pcie",
+            [
+                f"{g.bus_id} PCIe x{g.width_current} of x{g.width_max}"
+                for g in gpus
+                if g.width_current is not None and g.width_max and g.width_current < g.width_max
+            ],
+            "FAIL",
+            "PCIe links at full width",
+        )
+    )
+    return results
+
+
+def judge_nvlinks(links: dict[str, list[str]], per_gpu: int) -> Result:
+    bad = []
+    for gpu, speeds in links.items():
+        inactive = sum(1 for s in speeds if "inactive" in s.lower())
+        if inactive or len(speeds) < per_gpu:
+            bad.append(f"{gpu} {len(speeds) - inactive} of {per_gpu} NVLinks active")
+    if not links:
+        bad.append("no NVLink reported")
+    return (
+        Result("gpu_nvlink", "FAIL", "; ".join(bad))
+        if bad
+        else Result("gpu_nvlink", "OK", f"{per_gpu} NVLinks per GPU active")
+    )
+
+
+def judge_fabric(service: str, gpus: list[Gpu]) -> Result:
+    if service != "active":
+        return Result(
+            "fabric_manager", "FAIL", f"nvidia-fabricmanager is {service or 'not installed'}"
+        )
+    bad = [
+        f"{g.bus_id} fabric {g.fabric_state}/{g.fabric_status}"
+        for g in gpus
+        if g.fabric_state not in ("Completed", "N/A") or g.fabric_status not in ("Success", "N/A")
+    ]
+    return (
+        Result("fabric_manager", "FAIL", "; ".join(bad))
+        if bad
+        else Result("fabric_manager", "OK", "fabric manager active, fabric registered")
+    )
+
+
+def loaded_driver() -> str:
+    try:
+        return Path("/sys/module/nvidia/version").read_text().strip()
+    except OSError:
+        return ""
+
+
+def installed_driver(deadline: Deadline) -> str:
+    # Debian renames the module nvidia-current (nvidia-current-open for the open one).
+    for name in ("nvidia", "nvidia-current", "nvidia-current-open"):
+        try:
+            return run(["modinfo", "-F", "version", name], deadline).strip()
+        except CommandFailed:
+            continue
+    return ""
+
+
+def check_gpus(config: dict, deadline: Deadline) -> list[Result]:
+    smi = config.get("nvidia_smi", "nvidia-smi")
+    try:
+        gpus = parse_smi_xml(run([smi, "-q", "-x"], deadline))
+    except CommandFailed as exc:
+        known = SMI_EXIT.get(exc.returncode or 0)
+        return [Result("gpu_smi", "FAIL", f"nvidia-smi: {known}" if known else str(exc))]
+    except ValueError as exc:
+        return [Result("gpu_smi", "FAIL", f"nvidia-smi -q -x unreadable: {exc}")]
+    results = [Result("gpu_smi", "OK", "nvidia-smi answers")]
+    results += judge_gpus(gpus, config["gpus"], loaded_driver(), installed_driver(deadline))
+    if config.get("nvlinks_per_gpu"):
+        try:
+            links = parse_nvlink_status(run([smi, "nvlink", "-s"], deadline))
+            results.append(judge_nvlinks(links, config["nvlinks_per_gpu"]))
+        except CommandFailed as exc:
+            results.append(Result("gpu_nvlink", "FAIL", str(exc)))
+    if config.get("nvswitches"):
+        try:
+            state = run(["systemctl", "is-active", "nvidia-fabricmanager"], deadline).strip()
+        except CommandFailed as exc:
+            state = "inactive" if exc.returncode else str(exc)
+        results.append(judge_fabric(state, gpus))
+    try:
+        results.append(judge_xids(nvidia_smi.parse_xids(run(["dmesg"], deadline))))
+    except CommandFailed as exc:
+        results.append(Result("gpu_xid", "WARN", f"kernel log unreadable: {exc}"))
+    return results
+
+
+# --- DCGM's diagnostic (--active) --------------------------------------------------
+
+# What each run level takes at most (DCGM documents about 1-2 min, 2-3 min, 30 min and
+# 1-2 h on an 8-GPU node); past it the diagnostic counts as hung.
+DCGM_LEVEL_SECONDS = {1: 300, 2: 900, 3: 3600, 4: 3 * 3600}
+DCGM_BAD = {"Fail": "FAIL", "Warn": "WARN"}
+
+
+def _dcgm_warning(result: dict) -> str:
+    """The first warning of a result: a list of {warning, error_id, ...} (DCGM 3.3+), a
+    list of strings or one string (older)."""
+    warnings = result.get("warnings") or result.get("warning") or []
+    if isinstance(warnings, str):
+        return warnings.strip()
+    for warning in warnings:
+        text = warning.get("warning", "") if isinstance(warning, dict) else str(warning)
+        if text.strip():
+            return text.strip()
+    return ""
+
+
+def _dcgm_entity(result: dict) -> str:
+    """GPU 3 (or the entity group DCGM 4 names: CPU, NvSwitch...)."""
+    if "entity_id" in result:
+        return f"{result.get('entity_group', 'GPU')} {result['entity_id']}"
+    gpu = result.get("gpu_id", result.get("gpu_ids"))
+    return f"GPU {gpu}" if gpu not in (None, "") else ""
+
+
+def judge_dcgm_diag(text: str, level: int) -> Result:
+    """`dcgmi diag -r LEVEL -j`: every test's result per GPU (DCGM 4: "DCGM Diagnostic",
+    entity_id; DCGM 3: "DCGM GPU Diagnostic", gpu_id). Fail drains, Warn is recorded;
+    Skip and Not Run are neither (a test the GPU does not support)."""
+    try:
+        data = json.loads(text[text.index("{") :])
+        body = data.get("DCGM Diagnostic") or data.get("DCGM GPU Diagnostic")
+        if not isinstance(body, dict):
+            raise ValueError("no 'DCGM Diagnostic' object")
+    except ValueError as exc:
+        return Result("dcgm_diag", "FAIL", f"dcgmi diag -r {level} printed no result ({exc})")
+    if body.get("runtime_error"):
+        return Result("dcgm_diag", "FAIL", f"dcgmi diag -r {level}: {body['runtime_error']}")
+    found = {"FAIL": [], "WARN": []}
+    tests = 0
+    for category in body.get("test_categories") or []:
+        for test in category.get("tests") or []:
+            tests += 1
+            results = test.get("results") or [test.get("test_summary") or {}]
+            for result in results:
+                status = DCGM_BAD.get(str(result.get("status", "")).strip().title())
+                if status:
+                    where = " ".join(p for p in (test.get("name", "?"), _dcgm_entity(result)) if p)
+                    warning = _dcgm_warning(result)
+                    found[status].append(f"{where}: {warning}" if warning else where)
+    for status in ("FAIL", "WARN"):
+        if found[status]:
+            more = f" (+{len(found[status]) - 1} more)" if len(found[status]) > 1 else ""
+            return Result("dcgm_diag", status, f"level {level} {found[status][0]}{more}")
+    if not tests:
+        return Result("dcgm_diag", "FAIL", f"dcgmi diag -r {level} ran no test")
+    return Result("dcgm_diag", "OK", f"level {level}: {tests} tests passed")
+
+
+def check_dcgm(config: dict, _deadline: Deadline) -> list[Result]:
+    level = int(config["dcgm_diag_level"])
+    dcgmi = config.get("dcgmi", "dcgmi")
+    # Its own limit: the level's length, not the passive checks' seconds.
+    deadline = Deadline(DCGM_LEVEL_SECONDS[level], DCGM_LEVEL_SECONDS[level])
+    try:
+        out = run([dcgmi, "diag", "-r", str(level), "-j"], deadline)
+    except CommandFailed as exc:
+        # A failing test exits non-zero and still prints its JSON.
+        if "{" not in exc.stdout:
+            return [Result("dcgm_diag", "FAIL", f"dcgmi diag -r {level}: {exc}")]
+        out = exc.stdout
+    return [judge_dcgm_diag(out, level)]

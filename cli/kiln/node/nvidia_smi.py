@@ -1,0 +1,167 @@
+"""nvidia-smi's outputs, read once for every reader: `nvidia-smi -q -x` (the XML), the
+`--query-*=... --format=csv` tables, and the kernel's XID lines with NVIDIA's XID
+catalogue sorted by what an operator does about each."""
+
+import csv
+import io
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+# --- nvidia-smi -q -x ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SmiGpu:
+    """One GPU as `nvidia-smi -q -x` describes it; text fields as printed."""
+
+    bus_id: str
+    name: str
+    architecture: str
+    uuid: str
+    vbios: str
+    driver: str  # the log's driver_version, on each GPU for the rules that compare them
+    persistence: str  # Enabled / Disabled
+    uncorrectable_volatile: int  # volatile uncorrectable ECC errors
+    remap_pending: bool
+    remap_failure: bool
+    unrepairable_memory: bool
+    clock_events: tuple[str, ...]  # the active clocks_event_reason_* (suffixes)
+    width_current: int | None  # PCIe link width
+    width_max: int | None
+    fabric_state: str  # N/A outside an NVLink domain (NVL72 and the like)
+    fabric_status: str
+    clique_id: str
+    cluster_uuid: str
+
+
+@dataclass(frozen=True)
+class SmiLog:
+    driver_version: str
+    cuda_version: str
+    gpus: list[SmiGpu]
+
+
+def _text(node: ET.Element, path: str) -> str:
+    return (node.findtext(path) or "").strip()
+
+
+def _number(text: str) -> int | None:
+    match = re.match(r"\d+", text)
+    return int(match.group()) if match else None
+
+
+def _uncorrectable(gpu: ET.Element) -> int:
+    """Volatile uncorrectable ECC errors. Recent drivers split them by SRAM/DRAM
+    (`*_uncorrectable*`); older ones give `double_bit/total`."""
+    volatile = gpu.find("ecc_errors/volatile")
+    if volatile is None:
+        return 0
+    total = volatile.find("double_bit/total")
+    if total is not None:
+        return _number(total.text or "") or 0
+    return sum(_number(c.text or "") or 0 for c in volatile if "uncorrectable" in c.tag)
+
+
+def parse_xml(text: str) -> SmiLog:
+    """`nvidia-smi -q -x`. Raises ValueError on text that is not its XML."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise ValueError(f"nvidia-smi -q -x printed no XML ({exc})") from exc
+    if root.tag != "nvidia_smi_log":
+        raise ValueError(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
+    driver = _text(root, "driver_version")
+    widths = "pci/pci_gpu_link_info/link_widths"
+    gpus = [
+        SmiGpu(
+            bus_id=gpu.get("id", ""),
+            name=_text(gpu, "product_name"),
+            architecture=_text(gpu, "product_architecture"),
+            uuid=_text(gpu, "uuid"),
+            vbios=_text(gpu, "vbios_version"),
+            driver=driver,
+            persistence=_text(gpu, "persistence_mode"),
+            uncorrectable_volatile=_uncorrectable(gpu),
+            remap_pending=_text(gpu, "remapped_rows/remapped_row_pending") == "Yes",
+            remap_failure=_text(gpu, "remapped_rows/remapped_row_failure") == "Yes",
+            unrepairable_memory=_text(gpu, "ecc_errors/unrepairable_memory") == "Yes",
+            clock_events=tuple(
+                event.tag.removeprefix("clocks_event_reason_")
+                for event in gpu.findall("clocks_event_reasons/*")
+                if (event.text or "").strip() == "Active"
+            ),
+            width_current=_number(_text(gpu, f"{widths}/current_link_width")),
+            width_max=_number(_text(gpu, f"{widths}/max_link_width")),
+            fabric_state=_text(gpu, "fabric/state"),
+            fabric_status=_text(gpu, "fabric/status"),
+            clique_id=_text(gpu, "fabric/cliqueId"),
+            cluster_uuid=_text(gpu, "fabric/clusterUuid"),
+        )
+        for gpu in root.findall("gpu")
+    ]
+    return SmiLog(driver, _text(root, "cuda_version"), gpus)
+
+
+# --- --format=csv --------------------------------------------------------------------
+
+
+def parse_csv(text: str) -> list[dict[str, str]]:
+    """`nvidia-smi --query-...=FIELDS --format=csv`: one dict per row, keyed by the
+    field names as queried (the unit dropped from the header: `power.draw [W]` is
+    `power.draw`). Values stay as printed (`81559 MiB`, `[N/A]`, `Enabled`)."""
+    lines = [line for line in csv.reader(io.StringIO(text), skipinitialspace=True) if line]
+    if not lines:
+        return []
+    header = [name.split(" [", 1)[0].strip() for name in lines[0]]
+    return [dict(zip(header, (v.strip() for v in line), strict=False)) for line in lines[1:]]
+
+
+# --- XIDs ----------------------------------------------------------------------------
+
+# NVIDIA's XID catalogue, by what an operator does about each: drain the node (hardware
+# or driver fault), reset the GPU (recorded, no drain), or nothing (the application's
+# own fault, e.g. a bad memory access).
+XID_DRAIN = {
+    48: "double-bit ECC error",
+    61: "internal micro-controller breakpoint",
+    62: "internal micro-controller halt",
+    64: "row remapping failure",
+    74: "NVLink error",
+    79: "GPU fell off the bus",
+    95: "uncontained ECC error",
+    109: "context switch timeout",
+    110: "security fault",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+    121: "C2C link error",
+    140: "unrecovered ECC error",
+}
+XID_RESET = {
+    63: "row remapping pending",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    123: "SPI PMU RPC failure",
+}
+XID_APPLICATION = {
+    13: "graphics engine exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "preemptive cleanup",
+    68: "video decoder exception",
+    69: "graphics engine class error",
+}
+_XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),")
+
+
+def parse_xids(kernel_log: str) -> list[tuple[str, int]]:
+    """(PCI address, XID) for each `NVRM: Xid (PCI:…): N, …` line, in order."""
+    return [(m.group(1), int(m.group(2))) for m in _XID_LINE.finditer(kernel_log)]
+
+
+def xid_name(xid: int) -> str:
+    """`XID 79 GPU fell off the bus`; one outside the catalogue says so."""
+    for table in (XID_DRAIN, XID_RESET, XID_APPLICATION):
+        if xid in table:
+            return f"XID {xid} {table[xid]}"
+    return f"XID {xid} (not in Kiln's table)"

@@ -1,0 +1,74 @@
+"""The command lines Kiln's programs give Slurm: an srun step over chosen nodes, and
+the reservation that holds them. Built from data, so a caller changes a setting by
+name, never by its place in a list."""
+
+from dataclasses import dataclass, replace
+
+USERS = "root"  # Kiln's steps run as root; no one else's job lands in its reservations
+
+
+@dataclass(frozen=True)
+class Srun:
+    """One srun step: `tasks_per_node` tasks on each of `nodes`, all started at once."""
+
+    nodes: tuple[str, ...]
+    job_name: str
+    reservation: str = ""
+    tasks_per_node: int = 1
+    minutes: int | None = None  # --time; None: the partition's limit
+    immediate_s: int | None = 60  # a node that cannot take the step now fails it
+    mpi: str = ""  # e.g. pmix: ranks started through PMIx
+    nice: int | None = None
+    kill_on_bad_exit: bool | None = None  # None: srun's default
+    label: bool = False  # each output line prefixed with its task number
+    quiet: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "nodes", tuple(self.nodes))  # a list given is kept as is
+
+    def but(self, **changes) -> "Srun":
+        return replace(self, **changes)
+
+    def argv(self, *command: str) -> list[str]:
+        optional = {
+            "--mpi": self.mpi or None,
+            "--reservation": self.reservation or None,
+            "--time": self.minutes,
+            "--nice": self.nice,
+            "--immediate": self.immediate_s,
+            "--kill-on-bad-exit": None
+            if self.kill_on_bad_exit is None
+            else int(self.kill_on_bad_exit),
+        }
+        return [
+            "srun",
+            f"--nodes={len(self.nodes)}",
+            f"--nodelist={','.join(self.nodes)}",
+            f"--ntasks-per-node={self.tasks_per_node}",
+            *(f"{name}={value}" for name, value in optional.items() if value is not None),
+            *(["--label"] if self.label else []),
+            *(["--quiet"] if self.quiet else []),
+            f"--job-name={self.job_name}",
+            *command,
+        ]
+
+
+def reserve(name: str, nodes: list[str], minutes: int, ignore_jobs: bool = False) -> list[str]:
+    """A maintenance reservation of `nodes` from now. Without ignore_jobs Slurm refuses
+    it while a node runs a job, so it never overlaps work (an idle-only run); with it, the
+    reservation waits for no job to end (a run the operator asked for now)."""
+    flags = "MAINT,IGNORE_JOBS" if ignore_jobs else "MAINT"
+    return [
+        "scontrol",
+        "create",
+        f"ReservationName={name}",
+        f"Nodes={','.join(nodes)}",
+        f"Users={USERS}",
+        f"Flags={flags}",
+        "StartTime=now",
+        f"Duration={minutes}",
+    ]
+
+
+def release(name: str) -> list[str]:
+    return ["scontrol", "delete", f"ReservationName={name}"]

@@ -1,0 +1,88 @@
+"""A node's state as Slurm reports it (`scontrol --oneliner show node`), the state
+sets each decision needs, and the drain reason prefixes of Kiln's programs.
+
+Slurm's state is a base state and flags joined by `+` (`IDLE+DRAIN`,
+`DOWN+NOT_RESPONDING`, `IDLE+CLOUD+POWERED_DOWN`); older releases and sinfo also mark
+flags with one of `*~#!%$@^-`.
+"""
+
+import re
+from dataclasses import dataclass
+
+# Drain reasons Kiln's programs write start with one of these; a node is resumed only
+# by the program whose prefix its reason carries (NHC's convention).
+VALIDATE_PREFIX = "kiln:"  # kiln validate and kiln burn-in
+HEALTH_PREFIX = "kiln-health:"  # the passive check Slurm runs (HealthCheckProgram)
+ACTIVE_PREFIX = "kiln-active:"  # the controller's scheduled active check
+HEALTH_PREFIXES = (HEALTH_PREFIX, ACTIVE_PREFIX)
+
+# In use, or about to change by itself (jobs, a reservation, a reboot, a power
+# transition, a node powered down to save power): not free for a test now, and
+# nothing against the node. An idle-only run leaves it for the next run.
+BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING", "RESERVED", "MAINT", "PLANNED",
+                  "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERING_UP", "POWERING_DOWN",
+                  "POWER_DOWN", "POWERED_DOWN"})  # fmt: skip
+# Slurm cannot run a job there: down, failed, not answering, not yet in the cluster,
+# or not registered since slurmctld started. A test there would only wait.
+UNAVAILABLE = frozenset({"DOWN", "FAIL", "NOT_RESPONDING", "FUTURE", "UNKNOWN"})
+DRAINED = frozenset({"DRAIN", "DRAINED", "DRAINING"})
+
+_FLAG_SEPARATORS = r"[+*~#!%$@^-]"
+_NAME = re.compile(r"\bNodeName=(\S+)")
+_STATE = re.compile(r"\bState=(\S+)")
+_REASON = re.compile(r"\bReason=(.*?)(?= \w+=|$)", re.M)  # oneliner or not
+_REASON_STAMP = re.compile(r"\s*\[[^\]]*@[^\]]*\]$")  # Slurm's "[user@time]" suffix
+
+
+def flags(state: str) -> frozenset[str]:
+    """The base state and every flag of a State= value."""
+    return frozenset(re.split(_FLAG_SEPARATORS, state)) - {""}
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    state: str  # as Slurm wrote it, e.g. IDLE+DRAIN; UNKNOWN when the line has none
+    reason: str  # without Slurm's [user@time] suffix
+
+    @property
+    def base(self) -> str:
+        return re.split(_FLAG_SEPARATORS, self.state, maxsplit=1)[0]
+
+    @property
+    def flags(self) -> frozenset[str]:
+        return flags(self.state)
+
+    @property
+    def drained(self) -> bool:
+        return bool(self.flags & DRAINED)
+
+    @property
+    def busy(self) -> frozenset[str]:
+        return self.flags & BUSY
+
+    @property
+    def unavailable(self) -> frozenset[str]:
+        return self.flags & UNAVAILABLE
+
+    def drained_by(self, prefixes: str | tuple[str, ...]) -> bool:
+        return self.drained and self.reason.startswith(prefixes)
+
+
+def parse_line(line: str) -> NodeState:
+    """One node's line (or the whole output for one node)."""
+    line = line.strip()
+    name = _NAME.search(line)
+    state = _STATE.search(line)
+    reason = _REASON.search(line)
+    return NodeState(
+        name.group(1) if name else "",
+        state.group(1) if state else "UNKNOWN",
+        _REASON_STAMP.sub("", reason.group(1).strip()) if reason else "",
+    )
+
+
+def parse(text: str) -> dict[str, NodeState]:
+    """`scontrol --oneliner show node [NODES]`: any number of nodes, one line each."""
+    found = (parse_line(line) for line in text.splitlines() if line.startswith("NodeName="))
+    return {node.name: node for node in found if node.name}

@@ -1,0 +1,403 @@
+"""kiln.node, the library the node programs and the control side share: standard library
+only (it runs on the nodes with the system python3), shipped whole, and its parsers fed
+real captures."""
+
+import ast
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kiln.node
+from kiln.node import commands, metrics, nvidia_smi, slurm_jobs, slurm_state
+from kiln.validation import drain
+from tests.conftest import REPO
+from tests.node_scripts import health_active
+from tests.unit.test_filter_plugins import filters
+from tests.unit.test_gpu import SCONTROL_NODE_REBOOT_REQUESTED
+
+PACKAGE = REPO / "cli" / "kiln" / "node"
+FIXTURES = REPO / "tests" / "fixtures"
+# The node programs that import kiln.node, by role.
+IMPORTERS = {
+    "health": ["kiln-health", "kiln-health-active"],
+    "validate": ["node_probe.py", "probe_launcher.py"],
+}
+
+
+def imported(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path.name}: relative import"
+            found.add(node.module or "")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
+def test_the_library_imports_the_standard_library_and_itself_only(path):
+    outside = {
+        name
+        for name in imported(path)
+        if name.split(".")[0] not in sys.stdlib_module_names
+        and not (name == "kiln.node" or name.startswith("kiln.node."))
+    }
+    assert outside == set()
+
+
+def test_every_node_program_that_imports_it_finds_it_where_its_role_installs_it():
+    users = {
+        f"{role}/{path.name}"
+        for role_dir in (REPO / "roles").iterdir()
+        for path in (role_dir / "files").glob("*")
+        if path.is_file() and (role := role_dir.name) and "kiln.node" in path.read_text()
+    }
+    assert users == {f"{role}/{name}" for role, names in IMPORTERS.items() for name in names}
+    for role, names in IMPORTERS.items():
+        assert (REPO / "roles" / role / "tasks" / "node_library.yml").exists(), role
+        for name in names:
+            text = (REPO / "roles" / role / "files" / name).read_text()
+            assert f'sys.path.insert(0, "{kiln.node.INSTALL_DIR}")' in text, name
+
+
+def test_the_filter_ships_the_package_whole():
+    shipped = filters("kiln_node")["kiln_node_library"](None)
+    root = kiln.node.INSTALL_DIR
+    assert shipped["directories"] == [root, f"{root}/kiln", f"{root}/kiln/node"]
+    modules = sorted(PACKAGE.glob("*.py"))
+    assert [f["path"] for f in shipped["files"]] == [
+        f"{root}/kiln/__init__.py",
+        *(f"{root}/kiln/node/{m.name}" for m in modules),
+    ]
+    assert [f["content"] for f in shipped["files"][1:]] == [m.read_text() for m in modules]
+
+
+def test_the_node_programs_run_with_the_shipped_files_alone(tmp_path):
+    """No site-packages (-S), so no other kiln: what the filter ships is all there is."""
+    for name, text in kiln.node.shipped_files().items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    for role, names in IMPORTERS.items():
+        for name in names:
+            program = REPO / "roles" / role / "files" / name
+            code = (
+                f"import sys, runpy; sys.path.insert(0, {str(tmp_path)!r}); "
+                f"sys.argv = [{name!r}, '--help']; "
+                f"runpy.run_path({str(program)!r}, run_name='__main__')"
+            )
+            done = subprocess.run(
+                [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=False
+            )
+            assert (done.returncode, done.stderr) == (0, ""), name
+            assert done.stdout.startswith("usage: "), name
+
+
+# --- Slurm node state ------------------------------------------------------------------
+
+
+def test_scontrol_oneliner_read_whole():
+    """Slurm 24.11 on the lab, both compute nodes drained (tests/fixtures/slurm/README.md)."""
+    text = (FIXTURES / "slurm" / "show-node-oneliner-24.11.txt").read_text()
+    assert slurm_state.parse(text) == {
+        "kiln-compute01": slurm_state.NodeState(
+            "kiln-compute01", "IDLE+DRAIN", "RMA 4711: replace the fan"
+        ),
+        "kiln-compute02": slurm_state.NodeState(
+            "kiln-compute02",
+            "IDLE+DRAIN",
+            "kiln-health: mounts: shared /shared: autofs could not mount "
+            "kiln-storage:/shared (server kiln-storag",
+        ),
+    }
+    seen = slurm_state.parse(text)["kiln-compute02"]
+    assert (seen.base, seen.flags, seen.drained, seen.busy, seen.unavailable) == (
+        "IDLE",
+        frozenset({"IDLE", "DRAIN"}),
+        True,
+        frozenset(),
+        frozenset(),
+    )
+    assert seen.drained_by(slurm_state.HEALTH_PREFIXES)
+    assert not slurm_state.parse(text)["kiln-compute01"].drained_by(slurm_state.HEALTH_PREFIXES)
+
+
+def test_scontrol_show_node_read_whole_without_oneliner():
+    """Slurm 22.05 (Debian 12), a node waiting for the reboot Kiln asked for."""
+    seen = slurm_state.parse_line(SCONTROL_NODE_REBOOT_REQUESTED)
+    assert seen == slurm_state.NodeState(
+        "slurm-c2", "MIXED+DRAIN+REBOOT_REQUESTED", "kiln: driver 580.95.05"
+    )
+    assert (seen.busy, seen.drained) == (frozenset({"MIXED", "REBOOT_REQUESTED"}), True)
+
+
+def test_a_line_without_state_or_reason():
+    assert slurm_state.parse_line("NodeName=n1 Arch=x86_64") == slurm_state.NodeState(
+        "n1", "UNKNOWN", ""
+    )
+    assert slurm_state.parse("") == {}
+
+
+# One set per purpose: BUSY (in use or changing by itself: nothing against the node) and
+# UNAVAILABLE (Slurm cannot run a job there). Each state, as validate's plan (idle-only
+# and not) and the scheduled active check take it.
+STATES = {
+    "IDLE": ("test", "test", "test"),
+    "MIXED": ("busy", "test", "skip"),
+    "IDLE+RESERVED": ("busy", "test", "skip"),
+    "IDLE+POWER_DOWN": ("busy", "test", "skip"),
+    "IDLE+POWERED_DOWN": ("busy", "test", "skip"),
+    "IDLE+POWERING_DOWN": ("busy", "test", "skip"),
+    "IDLE+CLOUD+POWERED_DOWN": ("busy", "test", "skip"),
+    "DOWN+NOT_RESPONDING": ("fail", "fail", "skip"),
+    "IDLE+FAIL": ("fail", "fail", "skip"),
+    "FUTURE": ("fail", "fail", "skip"),
+    "UNKNOWN": ("fail", "fail", "skip"),
+}
+
+
+def validate_takes(state: str, idle_only: bool) -> str:
+    plan = drain.plan(f"NodeName=n1 State={state}", ["n1"], idle_only)
+    if plan.test:
+        return "test"
+    return "busy" if plan.skipped["n1"].startswith("busy") else "fail"
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_which_nodes_each_run_takes(state):
+    active = health_active.plan(slurm_state.parse(f"NodeName=n1 State={state}"), ["n1"])
+    found = (
+        validate_takes(state, idle_only=True),
+        validate_takes(state, idle_only=False),
+        "test" if active.test else "skip",
+    )
+    assert found == STATES[state]
+    # A node that is only busy is not held against it; an unavailable one is.
+    verdicts = {"busy": "warn", "fail": "fail"}
+    for taken in found[:2]:
+        if taken in verdicts:
+            why = drain.plan(f"NodeName=n1 State={state}", ["n1"], taken == "busy").skipped["n1"]
+            assert drain.skipped_verdict(why).value == verdicts[taken]
+
+
+# --- srun and reservations -------------------------------------------------------------
+
+
+def test_the_validate_roles_srun_step_by_name():
+    """As prepare.yml describes the step (Ansible may hand numbers over as text) and
+    collectives.yml changes its ranks per node: by name, wherever the option sits."""
+    srun = filters("kiln_node")["kiln_node_srun"]
+    step = {
+        "nodes": ["gpu001", "gpu002"],
+        "job_name": "kiln-validate",
+        "reservation": "kiln_validate_r1",
+        "minutes": "25",
+        "immediate_s": 60,
+        "kill_on_bad_exit": False,
+        "tasks_per_node": 1,
+    }
+    shared = [
+        "srun",
+        "--nodes=2",
+        "--nodelist=gpu001,gpu002",
+        "--ntasks-per-node=1",
+        "--reservation=kiln_validate_r1",
+        "--time=25",
+        "--immediate=60",
+        "--kill-on-bad-exit=0",
+    ]
+    assert srun(step, job_name="kiln-validate-storage") == [
+        *shared,
+        "--job-name=kiln-validate-storage",
+    ]
+    assert srun(step, job_name="kiln-validate-collectives", tasks_per_node="8") == [
+        *shared[:3],
+        "--ntasks-per-node=8",
+        *shared[4:],
+        "--job-name=kiln-validate-collectives",
+    ]
+    assert step["tasks_per_node"] == 1  # the shared step is left as it was
+
+
+def test_a_step_with_every_setting():
+    step = slurm_jobs.Srun(
+        ["a"], "j", "r", 2, 5, 120, mpi="pmix", nice=10, kill_on_bad_exit=True, label=True,
+        quiet=True,
+    )  # fmt: skip
+    assert step.argv("cmd", "--flag") == [
+        "srun", "--nodes=1", "--nodelist=a", "--ntasks-per-node=2", "--mpi=pmix",
+        "--reservation=r", "--time=5", "--nice=10", "--immediate=120", "--kill-on-bad-exit=1",
+        "--label", "--quiet", "--job-name=j", "cmd", "--flag",
+    ]  # fmt: skip
+    assert slurm_jobs.Srun(["a"], "j", immediate_s=None).argv() == [
+        "srun", "--nodes=1", "--nodelist=a", "--ntasks-per-node=1", "--job-name=j",
+    ]  # fmt: skip
+    assert step.but(nodes=["a", "b"]).nodes == ("a", "b")
+
+
+def test_reservations():
+    offered = filters("kiln_node")
+    held = ["scontrol", "create", "ReservationName=kiln_x", "Nodes=gpu001,gpu002", "Users=root"]
+    assert offered["kiln_node_reserve"]("kiln_x", ["gpu001", "gpu002"], "90") == [
+        *held, "Flags=MAINT", "StartTime=now", "Duration=90",
+    ]  # fmt: skip
+    assert offered["kiln_node_reserve"]("kiln_x", ["gpu001", "gpu002"], 90, ignore_jobs=True) == [
+        *held, "Flags=MAINT,IGNORE_JOBS", "StartTime=now", "Duration=90",
+    ]  # fmt: skip
+    assert offered["kiln_node_release"]("kiln_x") == [
+        "scontrol", "delete", "ReservationName=kiln_x",
+    ]  # fmt: skip
+
+
+# --- nvidia-smi ------------------------------------------------------------------------
+
+H100 = FIXTURES / "gpu" / "h100-80gb-hbm3-vm"  # a real H100 VM (its README)
+
+
+def test_nvidia_smi_xml_read_whole():
+    assert nvidia_smi.parse_xml((H100 / "nvidia-smi-q.xml").read_text()) == nvidia_smi.SmiLog(
+        "580.159.04",
+        "13.0",
+        [
+            nvidia_smi.SmiGpu(
+                bus_id="00000000:00:06.0",
+                name="NVIDIA H100 80GB HBM3",
+                architecture="Hopper",
+                uuid="GPU-320a3b5b-5f8b-e47d-48a5-f808c0da1f70",
+                vbios="96.00.DA.00.0C",
+                driver="580.159.04",
+                persistence="Enabled",
+                uncorrectable_volatile=0,
+                remap_pending=False,
+                remap_failure=False,
+                unrepairable_memory=False,
+                clock_events=("gpu_idle",),
+                width_current=16,
+                width_max=16,
+                fabric_state="N/A",
+                fabric_status="N/A",
+                clique_id="N/A",
+                cluster_uuid="N/A",
+            )
+        ],
+    )
+    for bad, why in [
+        ("", "nvidia-smi -q -x printed no XML (no element found: line 1, column 0)"),
+        ("<log/>", "nvidia-smi -q -x printed <log>, not <nvidia_smi_log>"),
+    ]:
+        with pytest.raises(ValueError) as raised:
+            nvidia_smi.parse_xml(bad)
+        assert str(raised.value) == why
+
+
+def test_nvidia_smi_csv_read_whole():
+    assert nvidia_smi.parse_csv((H100 / "query-remapped-rows.csv").read_text()) == [
+        {
+            "gpu_bus_id": "00000000:00:06.0",
+            "remapped_rows.correctable": "0",
+            "remapped_rows.uncorrectable": "0",
+            "remapped_rows.pending": "No",
+            "remapped_rows.failure": "No",
+        }
+    ]
+    (row,) = nvidia_smi.parse_csv((H100 / "query-gpu.csv").read_text())
+    assert (row["memory.total"], row["power.draw"], row["retired_pages.pending"]) == (
+        "81559 MiB",
+        "110.16 W",
+        "[N/A]",
+    )
+    assert nvidia_smi.parse_csv("") == []
+
+
+def test_xids_and_the_catalogue():
+    # The recorded boot log has NVRM lines but no XID.
+    assert nvidia_smi.parse_xids((H100 / "dmesg-nvrm.txt").read_text()) == []
+    log = (
+        "[ 8012.345678] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, "
+        "GPU has fallen off the bus.\n"
+        "[ 9600.200000] NVRM: Xid (PCI:0000:3b:00): 31, pid=4242, name=python3, Ch 00000010\n"
+    )
+    assert nvidia_smi.parse_xids(log) == [("0000:00:06", 79), ("0000:3b:00", 31)]
+    tables = (nvidia_smi.XID_DRAIN, nvidia_smi.XID_RESET, nvidia_smi.XID_APPLICATION)
+    assert sum(len(t) for t in tables) == len(set().union(*tables))  # one class each
+    # The critical XIDs of GUIDE.md drain.
+    assert {48, 64, 74, 79, 95, 119, 120} <= set(nvidia_smi.XID_DRAIN)
+    assert [nvidia_smi.xid_name(x) for x in (79, 63, 13, 149)] == [
+        "XID 79 GPU fell off the bus",
+        "XID 63 row remapping pending",
+        "XID 13 graphics engine exception",
+        "XID 149 (not in Kiln's table)",
+    ]
+
+
+# --- metrics and commands --------------------------------------------------------------
+
+
+def test_the_textfile_metrics(tmp_path):
+    up = metrics.Gauge("kiln_x", "1 when x.")
+    up.add(1, node="gpu001", check='say "hi"\\\n')
+    up.add(0.25, node="gpu002", check="y")
+    when = metrics.Gauge("kiln_x_timestamp_seconds", "When.")
+    when.add(1795000000)
+    metrics.write(str(tmp_path / "new"), "kiln_x.prom", [up, when])
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["kiln_x.prom"]
+    assert (tmp_path / "new" / "kiln_x.prom").read_text() == (
+        "# HELP kiln_x 1 when x.\n"
+        "# TYPE kiln_x gauge\n"
+        'kiln_x{node="gpu001",check="say \\"hi\\"\\\\\\n"} 1\n'
+        'kiln_x{node="gpu002",check="y"} 0.25\n'
+        "# HELP kiln_x_timestamp_seconds When.\n"
+        "# TYPE kiln_x_timestamp_seconds gauge\n"
+        "kiln_x_timestamp_seconds 1795000000\n"
+    )
+
+
+def test_a_command_with_a_deadline(tmp_path):
+    done = commands.run(["sh", "-c", "cat; echo err >&2; exit 3"], 10, stdin="in\n")
+    assert (done.rc, done.stdout, done.stderr, done.timed_out, done.start_error) == (
+        3, "in\n", "err\n", False, None,
+    )  # fmt: skip
+    missing = commands.run([str(tmp_path / "absent")], 10)
+    assert (missing.rc, missing.start_error.strerror) == (None, "No such file or directory")
+
+
+def test_past_its_time_the_whole_process_group_is_killed(tmp_path):
+    """A child that keeps the output pipe open (a grandchild) does not hold the caller."""
+    pid_file = tmp_path / "pid"
+    script = f"sleep 60 & echo $! > {pid_file}; wait"
+    done = commands.run(["sh", "-c", script], 1)
+    assert (done.rc, done.timed_out, done.stdout) == (None, True, "")
+    assert done.seconds < 10
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):  # killed, reaped by init: gone within moments
+        if not Path(f"/proc/{grandchild}").exists() or "Z" in _state(grandchild):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"{grandchild} still runs")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
+def test_the_record_the_validation_probes_keep(tmp_path):
+    done = commands.record(["sh", "-c", "echo out; echo ' err ' >&2; exit 2"], 10)
+    assert done | {"seconds": 0} == {"rc": 2, "stdout": "out\n", "stderr": "err", "seconds": 0}
+    late = commands.record(["sleep", "5"], 0.5)
+    assert late | {"seconds": 0} == {
+        "rc": None, "stdout": "", "stderr": "no answer within 0.5s", "seconds": 0,
+    }  # fmt: skip
+    absent = str(tmp_path / "absent")
+    assert commands.record([absent], 10) == {
+        "rc": 127,
+        "stdout": "",
+        "stderr": f"[Errno 2] No such file or directory: '{absent}'",
+        "seconds": 0.0,
+    }
