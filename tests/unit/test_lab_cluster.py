@@ -3,7 +3,7 @@ that outlived their host."""
 
 import pytest
 
-from kiln.errors import ExitCode, KilnError
+from kiln.errors import ExitCode, InputError, KilnError
 from kiln.lab import cluster
 
 
@@ -128,7 +128,6 @@ def test_a_container_that_outlived_its_host_is_made_again(monkeypatch, running):
             NODE.address,
             "--privileged",
             "--systemd=always",
-            "--cgroupns=private",
             "--no-hosts",
             "--label",
             "io.kiln.lab=t",
@@ -141,3 +140,24 @@ def test_a_container_that_outlived_its_host_is_made_again(monkeypatch, running):
     assert record.logged == [
         "t-controller does not start (podman's record outlived it): making it again"
     ]
+
+
+@pytest.mark.parametrize("chosen", ["", "private", "host"])
+def test_the_nodes_cgroup_namespace_is_podmans_unless_named(monkeypatch, chosen):
+    monkeypatch.setenv(cluster.CGROUPNS, chosen)
+    record = FakeRecord(running=False, alive=False)
+    ensure(monkeypatch, record)
+    made = record.calls[-1]
+    assert [a for a in made if a.startswith("--cgroupns")] == (
+        [f"--cgroupns={chosen}"] if chosen else []
+    )
+
+
+def test_a_cgroup_namespace_podman_does_not_know_is_refused_before_anything_is_made(
+    monkeypatch,
+):
+    monkeypatch.setenv(cluster.CGROUPNS, "ns:/proc/1/ns/cgroup")
+    monkeypatch.setattr(cluster.doctor, "require", lambda: pytest.fail("checked the host"))
+    with pytest.raises(InputError) as refused:
+        cluster.up("t", 1, "trixie", print)
+    assert str(refused.value) == "KILN_LAB_CGROUPNS=ns:/proc/1/ns/cgroup: expected host or private"

@@ -2,6 +2,7 @@
 and an inventory that reaches the nodes over SSH like any real cluster."""
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -170,10 +171,7 @@ def _ensure_container(
         node.address,
         "--privileged",
         "--systemd=always",
-        # Its own cgroup tree, from its root, as a machine sees it (podman's default on
-        # cgroup v1 hosts is the host's, where a node's processes are under the host's
-        # paths): enroot's cgroups hook mounts the job's subtree into each container.
-        "--cgroupns=private",
+        *_cgroup_namespace(),
         # /etc/hosts belongs to the base role, as on a real node.
         "--no-hosts",
         "--label",
@@ -183,6 +181,23 @@ def _ensure_container(
         image_name,
         "/sbin/init",
     )
+
+
+# Names a cgroup namespace for the nodes (podman's --cgroupns): `private` to run real
+# containers in jobs (docs/lab.md).
+CGROUPNS = "KILN_LAB_CGROUPNS"
+
+
+def _cgroup_namespace() -> list[str]:
+    """podman's default (the host's on cgroup v1) unless KILN_LAB_CGROUPNS names one.
+    With its own, a node sees its cgroup tree from its root as a machine does, which
+    enroot's cgroups hook needs to start a container; but on a cgroup v1 host, stopping
+    one such node takes the others' systemd cgroups with it, and podman can no longer
+    exec in them: so only a lab that runs NVIDIA's enroot asks for it."""
+    chosen = os.environ.get(CGROUPNS, "")
+    if chosen and chosen not in ("host", "private"):
+        raise InputError(f"{CGROUPNS}={chosen}: expected host or private")
+    return [f"--cgroupns={chosen}"] if chosen else []
 
 
 def _running(name: str) -> bool:
@@ -316,6 +331,7 @@ def load_plan(name: str) -> LabPlan:
 def up(name: str, compute: int, distro: str, log: Callable[[str], None]) -> tuple[LabPlan, Path]:
     """Create or complete the lab; safe to run again. Returns the plan and hosts.yml."""
     lab = plan(name, compute, distro)
+    _cgroup_namespace()  # a bad KILN_LAB_CGROUPNS is refused before anything is made
     doctor.require()
     if (paths.lab_state_dir(name) / "lab.json").is_file():
         previous = load_plan(name)
