@@ -43,3 +43,14 @@ def problems(
     if fetch not in FETCH_MODES:
         found.append(f"{role}_fetch {fetch!r}: expected one of {', '.join(FETCH_MODES)}")
     return found
+
+
+def tag_archive(project: str, version: str, sha256: str, base_url: str) -> dict[str, str]:
+    """A release's source tarball: GitHub's tag archive (v<version>.tar.gz, unpacking to
+    <project>-<version>/), or a mirror kept in that layout."""
+    return {
+        "url": f"{base_url.rstrip('/')}/v{version}.tar.gz",
+        "file": f"{project}-{version}.tar.gz",
+        "top": f"{project}-{version}",
+        "sha256": sha256,
+    }

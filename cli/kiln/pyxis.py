@@ -44,14 +44,7 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
 
 
 def source(version: str, sha256: str, base_url: str) -> dict[str, str]:
-    """The release's source tarball: GitHub's tag archive (v<version>.tar.gz, unpacking
-    to pyxis-<version>/), or a mirror kept in that layout."""
-    return {
-        "url": f"{base_url.rstrip('/')}/v{version}.tar.gz",
-        "file": f"pyxis-{version}.tar.gz",
-        "top": f"pyxis-{version}",
-        "sha256": sha256,
-    }
+    return pinned.tag_archive("pyxis", version, sha256, base_url)
 
 
 def slurm_version(header: str) -> str:
