@@ -2,9 +2,13 @@
 # is a step of one of them.
 VENV := .venv
 KILN := $(VENV)/bin/kiln
+# The machine's own python3 (the one with PyTorch and CUDA), for `make gpu-check`.
+ifndef GPU_PYTHON
+GPU_PYTHON := $(shell command -v python3)
+endif
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: lab test prereqs venv standins lint unit molecule e2e e2e-migration lab-down docs collection
+.PHONY: lab test prereqs venv standins lint unit molecule e2e e2e-migration lab-down docs collection gpu-check
 
 ## Bring up the local lab cluster and provision it.
 lab: prereqs venv standins
@@ -46,7 +50,13 @@ lint: venv
 
 unit: venv
 	# A file's tests stay together: they share fixtures built once per module.
-	pytest -n auto --dist loadfile tests/unit tests/cli
+	pytest -n auto --dist loadfile tests/unit tests/cli tests/gpu
+
+## Kiln's node programs on a real GPU machine (docs/gpu.md): no Slurm, apt or network
+## needed; skips, saying why, where there is no GPU. Outputs are recorded, sanitised,
+## under tests/fixtures/gpu/<model>-<driver>/.
+gpu-check:
+	PYTHONPATH=$(CURDIR)/cli$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest tests/gpu -v -p no:cacheprovider
 
 ## Every scenario on Debian 13 but Slurm's, on Debian 12 (Slurm 22.05) with config files
 ## pushed to every node: the e2e lab covers Debian 13's Slurm 24.11, configless.

@@ -301,6 +301,30 @@ def node_plan(detected: dict[str, Any], settings: dict[str, Any]) -> NodePlan:
     return plan
 
 
+def preinstalled_problems(plan: dict[str, Any], version: str, listed: int | None) -> list[str]:
+    """Why a node's own driver does not do (nvidia_driver_source preinstalled), one line
+    each: none installed, another version than nvidia_driver_version, a fabric manager
+    not at the driver's exact version on NVSwitch systems, or nvidia-smi listing fewer
+    GPUs (`listed`; None: not asked, e.g. while a reboot is pending) than the PCI bus."""
+    installed, found = plan["installed"], []
+    if not installed:
+        found.append(
+            "nvidia_driver_source is preinstalled but no NVIDIA kernel module is installed "
+            "(modinfo finds neither nvidia nor nvidia-current)"
+        )
+    elif version and version != installed:
+        found.append(f"driver {installed} is installed, not nvidia_driver_version {version}")
+    if plan["fabric_manager"] and plan["fabric_manager_installed"] != installed:
+        found.append(
+            f"{plan['nvswitches']} NVSwitches: the fabric manager must equal driver "
+            f"{installed or '(none)'} exactly, and it is "
+            f"{plan['fabric_manager_installed'] or 'not installed'}"
+        )
+    if listed is not None and listed != plan["gpus"]:
+        found.append(f"nvidia-smi lists {listed} of the {plan['gpus']} GPUs on the PCI bus")
+    return found
+
+
 def pin_version(requested: str, policies: dict[str, AptPolicy]) -> str:
     """The driver version a node is pinned to, among those every one of its packages is
     offered at (Debian 12's security archive updates nvidia-graphics-drivers but not the

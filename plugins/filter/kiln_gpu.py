@@ -18,6 +18,12 @@ def kiln_gpu_plan(detected, settings):
     return gpu.node_plan(dict(detected), dict(settings)).to_json()
 
 
+def kiln_gpu_preinstalled_problems(plan, version, listed=""):
+    """listed: how many GPUs nvidia-smi -L printed; "" when it was not asked."""
+    count = int(listed) if str(listed).strip() not in ("", "None") else None
+    return gpu.preinstalled_problems(plan, str(version or ""), count)
+
+
 def kiln_gpu_pin(apt_policy, requested):
     try:
         return gpu.pin_version(str(requested or ""), gpu.parse_apt_policy(str(apt_policy)))
@@ -86,6 +92,7 @@ class FilterModule:
         return {
             "kiln_gpu_plan": kiln_gpu_plan,
             "kiln_gpu_pin": kiln_gpu_pin,
+            "kiln_gpu_preinstalled_problems": kiln_gpu_preinstalled_problems,
             "kiln_gpu_off_pin": kiln_gpu_off_pin,
             "kiln_gpu_apt_pin": kiln_gpu_apt_pin,
             "kiln_gpu_fact": kiln_gpu_fact,

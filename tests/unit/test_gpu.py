@@ -591,3 +591,46 @@ def test_the_detect_script_counts_held_packages_as_installed(monkeypatch):
         "version": "580.95.05-1",
         "state": "inactive",
     }
+
+
+# --- the preinstalled source: what the role asserts ------------------------------------
+
+PREINSTALLED = {
+    "gpus": 8,
+    "nvswitches": 4,
+    "installed": "580.159.04",
+    "fabric_manager": True,
+    "fabric_manager_installed": "580.159.04",
+}
+
+
+@pytest.mark.parametrize(
+    ("plan", "version", "listed", "expected"),
+    [
+        ({}, "", 8, []),
+        ({}, "580.159.04", None, []),
+        (
+            {"installed": "", "fabric_manager_installed": ""},
+            "",
+            None,
+            [
+                "nvidia_driver_source is preinstalled but no NVIDIA kernel module is installed "
+                "(modinfo finds neither nvidia nor nvidia-current)"
+            ],
+        ),
+        (
+            {"fabric_manager_installed": "580.126.09"},
+            "570.195.03",
+            7,
+            [
+                "driver 580.159.04 is installed, not nvidia_driver_version 570.195.03",
+                "4 NVSwitches: the fabric manager must equal driver 580.159.04 exactly, and "
+                "it is 580.126.09",
+                "nvidia-smi lists 7 of the 8 GPUs on the PCI bus",
+            ],
+        ),
+        ({"fabric_manager": False, "fabric_manager_installed": ""}, "", 8, []),
+    ],
+)
+def test_preinstalled_problems(plan, version, listed, expected):
+    assert gpu.preinstalled_problems({**PREINSTALLED, **plan}, version, listed) == expected
