@@ -301,23 +301,30 @@ def node_plan(detected: dict[str, Any], settings: dict[str, Any]) -> NodePlan:
     return plan
 
 
+def preinstalled_driver(plan: dict[str, Any]) -> str:
+    """The driver a preinstalled node keeps: the module on disk, else the one loaded (a
+    machine given its driver by its host, with no module or no modinfo of its own, as
+    on the GPU test machine of docs/gpu.md)."""
+    return str(plan["installed"] or plan["loaded"])
+
+
 def preinstalled_problems(plan: dict[str, Any], version: str, listed: int | None) -> list[str]:
     """Why a node's own driver does not do (nvidia_driver_source preinstalled), one line
-    each: none installed, another version than nvidia_driver_version, a fabric manager
-    not at the driver's exact version on NVSwitch systems, or nvidia-smi listing fewer
-    GPUs (`listed`; None: not asked, e.g. while a reboot is pending) than the PCI bus."""
-    installed, found = plan["installed"], []
-    if not installed:
+    each: none there, another version than nvidia_driver_version, a fabric manager not
+    at the driver's exact version on NVSwitch systems, or nvidia-smi listing fewer GPUs
+    (`listed`; None: not asked, e.g. while a reboot is pending) than the PCI bus."""
+    driver, found = preinstalled_driver(plan), []
+    if not driver:
         found.append(
             "nvidia_driver_source is preinstalled but no NVIDIA kernel module is installed "
-            "(modinfo finds neither nvidia nor nvidia-current)"
+            "(modinfo finds neither nvidia nor nvidia-current) or loaded"
         )
-    elif version and version != installed:
-        found.append(f"driver {installed} is installed, not nvidia_driver_version {version}")
-    if plan["fabric_manager"] and plan["fabric_manager_installed"] != installed:
+    elif version and version != driver:
+        found.append(f"driver {driver} is installed, not nvidia_driver_version {version}")
+    if plan["fabric_manager"] and plan["fabric_manager_installed"] != driver:
         found.append(
             f"{plan['nvswitches']} NVSwitches: the fabric manager must equal driver "
-            f"{installed or '(none)'} exactly, and it is "
+            f"{driver or '(none)'} exactly, and it is "
             f"{plan['fabric_manager_installed'] or 'not installed'}"
         )
     if listed is not None and listed != plan["gpus"]:

@@ -24,6 +24,10 @@ def kiln_gpu_preinstalled_problems(plan, version, listed=""):
     return gpu.preinstalled_problems(plan, str(version or ""), count)
 
 
+def kiln_gpu_preinstalled_driver(plan):
+    return gpu.preinstalled_driver(plan)
+
+
 def kiln_gpu_pin(apt_policy, requested):
     try:
         return gpu.pin_version(str(requested or ""), gpu.parse_apt_policy(str(apt_policy)))
@@ -92,6 +96,7 @@ class FilterModule:
         return {
             "kiln_gpu_plan": kiln_gpu_plan,
             "kiln_gpu_pin": kiln_gpu_pin,
+            "kiln_gpu_preinstalled_driver": kiln_gpu_preinstalled_driver,
             "kiln_gpu_preinstalled_problems": kiln_gpu_preinstalled_problems,
             "kiln_gpu_off_pin": kiln_gpu_off_pin,
             "kiln_gpu_apt_pin": kiln_gpu_apt_pin,

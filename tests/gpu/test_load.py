@@ -136,7 +136,9 @@ def test_torch_bench_on_nccl(gpu_machine, record, summary, tmp_path):
                 **env,
                 "RANK": str(r),
                 "LOCAL_RANK": str(r),
-                "PYTHONPATH": str(gm.REPO / "cli"),
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, (str(gm.REPO / "cli"), os.environ.get("PYTHONPATH")))
+                ),
             },
         )
         for r in range(count)
@@ -197,7 +199,9 @@ def test_nccl_tests_built_and_judged(gpu_machine, record, summary, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     ran = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    text = record.write("all_reduce_perf.txt", ran.stdout, " ".join(argv[0:1] + argv[1:]))
+    text = record.write(
+        "all_reduce_perf.txt", ran.stdout, " ".join(["<build>/bin/all_reduce_perf", *argv[1:]])
+    )
     runs = nccl_output.parse_text(text, "all_reduce_perf.txt")
     assert [(r.collective, r.ranks, r.finished, r.out_of_bounds) for r in runs] == [
         ("all_reduce", count, True, 0)
@@ -219,7 +223,9 @@ def test_nccl_tests_built_and_judged(gpu_machine, record, summary, tmp_path):
         timeout=120,
         env={
             **os.environ,
-            "PYTHONPATH": str(gm.REPO / "cli"),
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, (str(gm.REPO / "cli"), os.environ.get("PYTHONPATH")))
+            ),
             "KILN_STATE_DIR": str(tmp_path / "state"),
         },
     )

@@ -58,15 +58,13 @@ def test_detection_matches_nvidia_smi(gpu_machine, detected, record):
 def test_driver_plan_preinstalled(gpu_machine, detected, summary):
     """nvidia_driver_source preinstalled accepts this machine's driver, at its version."""
     plan = gpu.node_plan(detected, {"source": "preinstalled"}).to_json()
-    problems = gpu.preinstalled_problems(plan, gpu_machine.driver, smi_list_count())
+    assert gpu.preinstalled_driver(plan) == gpu_machine.driver
+    assert gpu.preinstalled_problems(plan, gpu_machine.driver, smi_list_count()) == []
     if not plan["installed"]:
         summary.append(
-            "- modinfo finds no NVIDIA module on disk here: the preinstalled source would "
-            "refuse this machine (its driver is not the machine's own files)."
+            "- modinfo finds no NVIDIA module on disk here: the preinstalled source keeps "
+            "the loaded driver."
         )
-        assert problems == [gpu.preinstalled_problems(plan, "", None)[0]]
-    else:
-        assert problems == []
 
 
 def test_xml_fields_match_the_query(gpu_machine, record):

@@ -599,6 +599,7 @@ PREINSTALLED = {
     "gpus": 8,
     "nvswitches": 4,
     "installed": "580.159.04",
+    "loaded": "580.159.04",
     "fabric_manager": True,
     "fabric_manager_installed": "580.159.04",
 }
@@ -610,14 +611,16 @@ PREINSTALLED = {
         ({}, "", 8, []),
         ({}, "580.159.04", None, []),
         (
-            {"installed": "", "fabric_manager_installed": ""},
+            {"installed": "", "loaded": "", "fabric_manager_installed": ""},
             "",
             None,
             [
                 "nvidia_driver_source is preinstalled but no NVIDIA kernel module is installed "
-                "(modinfo finds neither nvidia nor nvidia-current)"
+                "(modinfo finds neither nvidia nor nvidia-current) or loaded"
             ],
         ),
+        # The host gives the driver (no module, or no modinfo, on the machine's disk).
+        ({"installed": "", "fabric_manager": False}, "580.159.04", 8, []),
         (
             {"fabric_manager_installed": "580.126.09"},
             "570.195.03",

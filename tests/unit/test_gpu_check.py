@@ -49,10 +49,10 @@ def test_driver_not_loaded_on_a_gpu_machine(fake_smi):
 
 def test_no_gpu_skips_with_the_reason(fake_smi, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(gm.NotAGpuMachine, match="^nvidia-smi is not installed"):
+    with pytest.raises(gm.NotAGpuMachine, match=r"^nvidia-smi is not installed"):
         gm.probe(pci_gpus=0)
     fake_smi("exit 9")
-    with pytest.raises(gm.NotAGpuMachine, match="^no NVIDIA GPU on the PCI bus"):
+    with pytest.raises(gm.NotAGpuMachine, match=r"^no NVIDIA GPU on the PCI bus"):
         gm.probe(pci_gpus=0)
 
 

@@ -125,13 +125,14 @@ def stress(
         while True:
             a, b, c = operands[index % len(operands)]
             torch.matmul(a, b, out=c)
+            if device != "cpu":
+                # Without a wait, launches queue up (on an H100, 10 s intervals lasted
+                # 17 s: the queue drained at the interval's end) and the round overran.
+                torch.cuda.synchronize(device)
             index += 1
             done += 1
             now = time.monotonic()
             if now - mark >= interval_s or now >= end:
-                if device != "cpu":
-                    torch.cuda.synchronize(device)
-                    now = time.monotonic()
                 intervals.append(
                     [round(time.time() - started, 2), done * flops / (now - mark) / 1e12]
                 )
