@@ -384,12 +384,18 @@ def fabric_manager_packages(version: str) -> list[str]:
 def fabric_manager_mismatch(pinned: str, policies: dict[str, AptPolicy]) -> str:
     """Why the fabric manager cannot run with driver `pinned`, or "": it must equal the
     driver to the patch version (one patch off, CUDA sees no GPU on an NVSwitch board)."""
-    for name in fabric_manager_packages(pinned):
+    return exact_mismatch("the fabric manager", fabric_manager_packages(pinned), pinned, policies)
+
+
+def exact_mismatch(what: str, names: list[str], pinned: str, policies: dict[str, AptPolicy]) -> str:
+    """Why a component built for one driver (the fabric manager, IMEX) cannot be installed
+    beside driver `pinned`, or "": each of its packages must be offered at exactly it."""
+    for name in names:
         policy = policies.get(name, AptPolicy("", "", ()))
         offered = sorted({upstream(v) for v in policy.offered}, key=version_key)
         if pinned not in offered:
             return (
-                f"the fabric manager must equal the driver exactly: driver {pinned}, {name} "
+                f"{what} must equal the driver exactly: driver {pinned}, {name} "
                 f"offered at {', '.join(offered) or 'no version'}"
             )
     return ""
@@ -480,14 +486,26 @@ def off_pin(dpkg_query: str, packages: list[str], pinned: str) -> list[str]:
     ]
 
 
-def local_fact(plan: dict[str, Any], smi_xml: str, pinned: str, source: str) -> dict[str, Any]:
-    """The node's `kiln_gpu` local fact: what drift checks and the slurm role read.
-    Stable between runs (no times), so writing it again changes nothing."""
+def local_fact(
+    plan: dict[str, Any], smi_xml: str, pinned: str, source: str, imex: bool = False
+) -> dict[str, Any]:
+    """The node's `kiln_gpu` local fact: what drift checks, the slurm and health roles
+    read. Stable between runs (no times), so writing it again changes nothing. imex:
+    the role set IMEX up here (kiln.imex)."""
     try:
         report = parse_smi_xml(smi_xml) if smi_xml.strip() else None
     except ValueError:
         report = None
     gpus = report.gpus if report else []
+    # The NVLink domain (GB200/GB300 NVL72); nvidia-smi says N/A outside one.
+    domain = next(
+        (
+            {"cluster_uuid": g.cluster_uuid, "clique_id": g.clique_id}
+            for g in gpus
+            if g.cluster_uuid.strip("[]").upper() not in ("", "N/A")
+        ),
+        {},
+    )
     return {
         "gpu_count": plan["gpus"],
         "gpu_model": gpus[0].name if gpus else "",
@@ -511,6 +529,8 @@ def local_fact(plan: dict[str, Any], smi_xml: str, pinned: str, source: str) -> 
         },
         "persistence": bool(gpus) and all(g.persistence for g in gpus),
         "rdma": {"stack": plan["rdma_stack"], "path": plan["rdma_path"]},
+        "nvlink_domain": domain,
+        "imex": bool(imex),
     }
 
 

@@ -97,6 +97,10 @@ def node_config(gpu_fact: dict[str, Any], settings: dict[str, Any]) -> dict[str,
         "mount_check": str(settings.get("mount_check") or ""),
         "metrics_dir": str(settings.get("metrics_dir") or ""),
         "dcgm_diag_level": _int(settings.get("dcgm_diag_level")),
+        # NVL72: the fabric must be up on a node in an NVLink domain, and IMEX's domain
+        # connected where the nvidia_driver role set IMEX up.
+        "nvlink_domain": bool(gpu_fact.get("nvlink_domain")),
+        "imex": bool(gpu_fact.get("imex")),
     }
 
 

@@ -323,6 +323,8 @@ NO_CGROUP_KEYS = {
     "JobAcctGatherType": "jobacct_gather/linux",
 }
 NVML_PLUGINS = ("gpu_nvml.so", "gpu_nvidia.so")
+# Slurm 24.11's switch plugin that gives each job its IMEX channel (NVL72).
+IMEX_PLUGIN = "switch_nvidia_imex.so"
 
 
 @dataclass
@@ -339,6 +341,7 @@ class Cluster:
     dbd_host: str = ""
     dbd_port: int = 6819
     mpi: str = "pmix"  # slurm_mpi_default: pmix, pmi2 or none
+    imex_nodes: list[str] = field(default_factory=list)  # compute nodes that run IMEX
 
     @property
     def nvml(self) -> bool:
@@ -380,6 +383,16 @@ def settings(defaults: dict[str, Any], cluster: Cluster, overrides: dict[str, An
     if cluster.configless:
         computed["SlurmctldParameters"] = "enable_configless"
     computed.update(CGROUP_KEYS if cluster.cgroup else NO_CGROUP_KEYS)
+    if cluster.imex_nodes:
+        # Without it jobs spanning an NVLink domain get no IMEX channel: refuse rather
+        # than write a slurm.conf that schedules them anyway.
+        if IMEX_PLUGIN not in cluster.plugins:
+            raise SlurmConfigError(
+                f"{hostlist.compress(cluster.imex_nodes)} run IMEX, but this Slurm has no "
+                f"switch/nvidia_imex plugin ({IMEX_PLUGIN}, Slurm 24.11 or later): upgrade "
+                "Slurm, or set nvidia_driver_imex off for them"
+            )
+        computed["SwitchType"] = "switch/nvidia_imex"
     if cluster.accounting:
         computed.update(
             AccountingStorageType="accounting_storage/slurmdbd",

@@ -59,8 +59,10 @@ def kiln_gpu_fabric_manager_mismatch(apt_policy, pinned):
     return gpu.fabric_manager_mismatch(str(pinned), gpu.parse_apt_policy(str(apt_policy)))
 
 
-def kiln_gpu_fact(plan, smi_xml, pinned, source):
-    return gpu.local_fact(dict(plan), str(smi_xml or ""), str(pinned or ""), str(source))
+def kiln_gpu_fact(plan, smi_xml, pinned, source, imex=False):
+    return gpu.local_fact(
+        dict(plan), str(smi_xml or ""), str(pinned or ""), str(source), bool(imex)
+    )
 
 
 def kiln_gpu_reboot_plan(hosts, hostvars, batch, reboot, slurm_controller):

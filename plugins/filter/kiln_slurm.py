@@ -19,7 +19,12 @@ from kiln.topology.model import TopologyError
 def kiln_slurm_settings(defaults, overrides, plugin_paths, controllers, **cluster):
     """slurm.conf's settings (kiln.slurm.settings); plugin_paths: what the controller has."""
     names = [Path(p).name for p in plugin_paths]
-    return slurm.settings(defaults, slurm.Cluster(list(controllers), names, **cluster), overrides)
+    try:
+        return slurm.settings(
+            defaults, slurm.Cluster(list(controllers), names, **cluster), overrides
+        )
+    except slurm.SlurmConfigError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 def kiln_slurm_pmix_problem(plugin_paths):

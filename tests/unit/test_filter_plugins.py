@@ -305,6 +305,8 @@ def test_health_plan_for_a_node():
         "mount_check": "",
         "metrics_dir": "",
         "dcgm_diag_level": 0,
+        "nvlink_domain": False,
+        "imex": False,
     }
 
 

@@ -529,6 +529,8 @@ def test_the_local_fact_from_the_recorded_vm():
         "fabric_manager": {"wanted": False, "installed": "", "active": False},
         "persistence": True,
         "rdma": {"stack": "none", "path": "none"},
+        "nvlink_domain": {},  # the VM's fabric is N/A
+        "imex": False,
     }
     # nvidia-smi failing (exit 9 without a GPU) leaves the GPU list empty, not an error.
     empty = gpu.local_fact(plan, "NVIDIA-SMI has failed", "", "debian")

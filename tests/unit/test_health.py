@@ -118,6 +118,23 @@ def config(gpus: int, nvswitches: int, nvlinks: int) -> dict:
         "mount_check": "",
         "metrics_dir": "/var/lib/prometheus/node-exporter",
         "dcgm_diag_level": 2,
+        "nvlink_domain": False,
+        "imex": False,
+    }
+
+
+def test_node_config_judges_the_nvl72_fabric_and_imex_where_the_node_has_them():
+    domain = {"cluster_uuid": "8c1f2a4e-5b3d-4e6f-9a7b-0c1d2e3f4a5b", "clique_id": "32766"}
+    fact = {"gpu_count": 4, "gpu_model": "NVIDIA GB200", "nvlink_domain": domain}
+    # In an NVLink domain, IMEX not set up (nvidia_driver_imex off): the fabric only.
+    assert health.node_config(fact, SETTINGS) == {
+        **config(4, 0, 0),
+        "nvlink_domain": True,
+    }
+    assert health.node_config({**fact, "imex": True}, SETTINGS) == {
+        **config(4, 0, 0),
+        "nvlink_domain": True,
+        "imex": True,
     }
 
 

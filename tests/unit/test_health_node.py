@@ -569,3 +569,75 @@ def test_the_passive_check_never_runs_dcgm(tmp_path):
     assert [name for name, _ in health.checks_for(config, active=True)] == ["dcgm_diag"]
     assert health.checks_for({**config, "dcgm_diag_level": 0}, active=True) == []
     assert health.checks_for({**config, "dcgmi": str(tmp_path / "none")}, active=True) == []
+
+
+# --- NVL72: the NVLink fabric and IMEX's domain (tests/fixtures/gpu/imex) ----------------
+
+IMEX = Path(__file__).parent.parent / "fixtures" / "gpu" / "imex"
+NVL72_UUID = "8c1f2a4e-5b3d-4e6f-9a7b-0c1d2e3f4a5b"
+
+
+def nvl72(state: str, status: str) -> str:
+    """The recorded XML as a GPU of an NVLink domain reports its fabric."""
+    return variant(
+        ("<state>N/A</state>", f"<state>{state}</state>"),
+        ("<status>N/A</status>", f"<status>{status}</status>"),
+        ("<cliqueId>N/A</cliqueId>", "<cliqueId>32766</cliqueId>"),
+        ("<clusterUuid>N/A</clusterUuid>", f"<clusterUuid>{NVL72_UUID}</clusterUuid>"),
+    )
+
+
+def test_a_gpu_of_an_nvlink_domain_must_have_its_fabric_completed():
+    judge = gpu_checks.judge_nvlink_fabric
+    assert judge(gpu_checks.parse_smi_xml(nvl72("Completed", "Success"))) == gpu_checks.Result(
+        "nvlink_fabric", "OK", "1 GPUs registered with the NVLink fabric"
+    )
+    assert judge(gpu_checks.parse_smi_xml(nvl72("In Progress", "N/A"))) == gpu_checks.Result(
+        "nvlink_fabric", "FAIL", f"{BUS} fabric In Progress/N/A"
+    )
+    # N/A passes the fabric manager's rule (no NVLink domain there); here it is a GPU that
+    # dropped out of its domain.
+    assert judge(gpu_checks.parse_smi_xml(recorded("nvidia-smi-q.xml"))) == gpu_checks.Result(
+        "nvlink_fabric", "FAIL", f"{BUS} fabric N/A/N/A"
+    )
+    assert judge([]) == gpu_checks.Result("nvlink_fabric", "FAIL", "no GPU reported")
+
+
+def test_imex_domain_status_from_nvidia_imex_ctl():
+    judge = gpu_checks.judge_imex
+    assert judge((IMEX / "nvidia-imex-ctl-N-up.txt").read_text()) == gpu_checks.Result(
+        "imex_domain", "OK", "IMEX domain UP, 4 nodes connected"
+    )
+    assert judge((IMEX / "nvidia-imex-ctl-N-degraded.txt").read_text()) == gpu_checks.Result(
+        "imex_domain", "FAIL", "IMEX domain DEGRADED: 10.0.1.14 UNAVAILABLE"
+    )
+    # Every node READY and the domain UP, but one pair never connected: both named.
+    split = (IMEX / "nvidia-imex-ctl-N-up.txt").read_text()
+    split = split.replace("       1        C   C   C   C", "       1        C   C   C   N")
+    assert judge(split) == gpu_checks.Result(
+        "imex_domain",
+        "FAIL",
+        "IMEX domain UP: 10.0.1.12 not connected (N); 10.0.1.14 not connected (N)",
+    )
+    assert judge("nvidia-imex-ctl: connection refused\n") == gpu_checks.Result(
+        "imex_domain", "FAIL", "nvidia-imex-ctl -N printed no domain status"
+    )
+
+
+def test_kiln_health_runs_the_nvl72_checks_on_an_imex_node(tmp_path):
+    (tmp_path / "smi.xml").write_text(nvl72("Completed", "Success"))
+    smi = fake_smi(tmp_path, f"cat {tmp_path / 'smi.xml'}\n")
+    ctl = tmp_path / "bin" / "nvidia-imex-ctl"
+    ctl.write_text(f'#!/bin/sh\n[ "$1" = -N ] && cat {IMEX / "nvidia-imex-ctl-N-degraded.txt"}\n')
+    ctl.chmod(0o755)
+    config = {"gpus": 1, "nvidia_smi": str(smi), "imex_ctl": str(ctl)}
+    deadline = gpu_checks.Deadline(30, 10)
+    nvl72_checks = ("nvlink_fabric", "imex_domain")
+    found = [r for r in gpu_checks.check_gpus(config, deadline) if r.check in nvl72_checks]
+    assert found == []  # not in an NVLink domain: neither rule runs
+    config.update(nvlink_domain=True, imex=True)
+    found = [r for r in gpu_checks.check_gpus(config, deadline) if r.check in nvl72_checks]
+    assert found == [
+        gpu_checks.Result("nvlink_fabric", "OK", "1 GPUs registered with the NVLink fabric"),
+        gpu_checks.Result("imex_domain", "FAIL", "IMEX domain DEGRADED: 10.0.1.14 UNAVAILABLE"),
+    ]

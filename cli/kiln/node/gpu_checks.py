@@ -1,5 +1,6 @@
-"""kiln-health's GPU checks: nvidia-smi's report, NVLinks, the fabric manager and the
-kernel's XIDs (passive), and DCGM's diagnostic (--active, idle nodes only)."""
+"""kiln-health's GPU checks: nvidia-smi's report, NVLinks, the fabric manager, an NVL72
+node's fabric and IMEX domain, and the kernel's XIDs (passive), and DCGM's diagnostic
+(--active, idle nodes only)."""
 
 import json
 import re
@@ -172,11 +173,25 @@ def judge_nvlinks(links: dict[str, list[str]], per_gpu: int) -> Result:
             bad.append(f"{gpu} {len(speeds) - inactive} of {per_gpu} NVLinks active")
     if not links:
         bad.append("no NVLink reported")
-    return (
-        Result("gpu_nvlink", "FAIL", "; ".join(bad))
-        if bad
-        else Result("gpu_nvlink", "OK", f"{per_gpu} NVLinks per GPU active")
-    )
+    return _judged("gpu_nvlink", bad, f"{per_gpu} NVLinks per GPU active")
+
+
+def _judged(check: str, bad: list[str], ok: str) -> Result:
+    return Result(check, "FAIL", "; ".join(bad)) if bad else Result(check, "OK", ok)
+
+
+def fabric_not_registered(gpus: list[Gpu], in_domain: bool) -> list[str]:
+    """GPUs whose NVLink fabric is not Completed/Success. Outside an NVLink domain (HGX
+    boards) nvidia-smi says N/A, which is fine there; in one (NVL72) N/A means the GPU
+    dropped out of its domain."""
+    state, status = {"Completed"}, {"Success"}
+    if not in_domain:
+        state, status = state | {"N/A"}, status | {"N/A"}
+    return [
+        f"{g.bus_id} fabric {g.fabric_state}/{g.fabric_status}"
+        for g in gpus
+        if g.fabric_state not in state or g.fabric_status not in status
+    ]
 
 
 def judge_fabric(service: str, gpus: list[Gpu]) -> Result:
@@ -184,15 +199,50 @@ def judge_fabric(service: str, gpus: list[Gpu]) -> Result:
         return Result(
             "fabric_manager", "FAIL", f"nvidia-fabricmanager is {service or 'not installed'}"
         )
-    bad = [
-        f"{g.bus_id} fabric {g.fabric_state}/{g.fabric_status}"
-        for g in gpus
-        if g.fabric_state not in ("Completed", "N/A") or g.fabric_status not in ("Success", "N/A")
-    ]
-    return (
-        Result("fabric_manager", "FAIL", "; ".join(bad))
-        if bad
-        else Result("fabric_manager", "OK", "fabric manager active, fabric registered")
+    bad = fabric_not_registered(gpus, in_domain=False)
+    return _judged("fabric_manager", bad, "fabric manager active, fabric registered")
+
+
+def judge_nvlink_fabric(gpus: list[Gpu]) -> Result:
+    """A node in an NVLink domain (NVL72): every GPU registered with the fabric."""
+    bad = fabric_not_registered(gpus, in_domain=True) or ([] if gpus else ["no GPU reported"])
+    return _judged("nvlink_fabric", bad, f"{len(gpus)} GPUs registered with the NVLink fabric")
+
+
+# `nvidia-imex-ctl -N`: "Node #0   - 172.31.48.81    - READY   [- Version: 570.172]",
+# a connectivity table with one row per node ("       0        C   C") and
+# "Domain State: UP" (DEGRADED, DOWN otherwise).
+_IMEX_NODE = re.compile(r"Node #(?P<index>\d+)\s+-\s+(?P<address>\S+)\s+-\s+(?P<state>\S+)")
+_IMEX_DOMAIN = re.compile(r"Domain State:\s*(?P<state>\S+)")
+
+
+def judge_imex(text: str) -> Result:
+    """IMEX's domain from `nvidia-imex-ctl -N`: UP, every node READY and every pair
+    Connected (C), else FAIL naming the nodes that are not."""
+    domain = _IMEX_DOMAIN.search(text)
+    nodes = {int(m["index"]): (m["address"], m["state"]) for m in _IMEX_NODE.finditer(text)}
+    if not domain or not nodes:
+        return Result("imex_domain", "FAIL", "nvidia-imex-ctl -N printed no domain status")
+    table = text.split("From\\To", 1)[1] if "From\\To" in text else ""
+    down = {i: f"{a} {state}" for i, (a, state) in nodes.items() if state != "READY"}
+    not_ready = dict(down)
+    for line in table.splitlines()[1:]:  # after the header of node numbers
+        source, *cells = line.split() or [""]
+        if not source.isdigit() or int(source) not in nodes:
+            continue
+        for target, cell in enumerate(cells):
+            pair = (int(source), target)
+            # A pair with a node down is that node's fault; else both ends are named.
+            if cell == "C" or any(i in down for i in pair):
+                continue
+            for index in pair:
+                if index in nodes:
+                    not_ready.setdefault(index, f"{nodes[index][0]} not connected ({cell})")
+    if domain["state"] == "UP" and not not_ready:
+        return Result("imex_domain", "OK", f"IMEX domain UP, {len(nodes)} nodes connected")
+    listed = "; ".join(not_ready[i] for i in sorted(not_ready))
+    return Result(
+        "imex_domain", "FAIL", f"IMEX domain {domain['state']}" + (f": {listed}" if listed else "")
     )
 
 
@@ -236,6 +286,15 @@ def check_gpus(config: dict, deadline: Deadline) -> list[Result]:
         except CommandFailed as exc:
             state = "inactive" if exc.returncode else str(exc)
         results.append(judge_fabric(state, gpus))
+    if config.get("nvlink_domain"):
+        results.append(judge_nvlink_fabric(gpus))
+    if config.get("imex"):
+        try:
+            results.append(
+                judge_imex(run([config.get("imex_ctl", "nvidia-imex-ctl"), "-N"], deadline))
+            )
+        except CommandFailed as exc:
+            results.append(Result("imex_domain", "FAIL", f"nvidia-imex-ctl -N: {exc}"))
     try:
         results.append(judge_xids(nvidia_smi.parse_xids(run(["dmesg"], deadline))))
     except CommandFailed as exc:

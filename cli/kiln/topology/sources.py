@@ -48,13 +48,11 @@ _NVLINK = re.compile(
 )
 
 
-def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topology:
-    """Blocks of nodes sharing an NVLink domain (clusterUuid + cliqueId).
-
-    Input: one line per GPU, `HOST: UUID, CLIQUE` (as a parallel shell prints
+def read_nvlink(text: str, label: str) -> dict[str, tuple[str, str] | None]:
+    """Each host's NVLink domain (clusterUuid, cliqueId), None where its GPUs report
+    N/A. Input: one line per GPU, `HOST: UUID, CLIQUE` (as a parallel shell prints
     `nvidia-smi --query-gpu=fabric.clusterUuid,fabric.cliqueId --format=csv,noheader`)
-    or `HOST,UUID,CLIQUE`.
-    """
+    or `HOST,UUID,CLIQUE`. The block topology and IMEX's domains both read it here."""
     domains: dict[str, set[tuple[str, str]]] = defaultdict(set)
     first_line: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), 1):
@@ -73,9 +71,7 @@ def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topolog
             )
         domains[match["host"]].add((match["uuid"], match["clique"]))
         first_line.setdefault(match["host"], number)
-    topology = Topology(source=f"nvlink {label}")
-    members: dict[tuple[str, str], set[str]] = defaultdict(set)
-    no_fabric = []
+    hosts: dict[str, tuple[str, str] | None] = {}
     for host, seen in sorted(domains.items()):
         if len(seen) > 1:
             listed = "; ".join(f"{u}/{c}" for u, c in sorted(seen))
@@ -84,10 +80,21 @@ def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topolog
                 f"different NVLink domains ({listed})"
             )
         domain = next(iter(seen))
-        if any(re.fullmatch(_NOT_APPLICABLE, v) for v in domain):
+        hosts[host] = None if any(re.fullmatch(_NOT_APPLICABLE, v) for v in domain) else domain
+    return hosts
+
+
+def from_nvlink(text: str, label: str, block_size: int | None = None) -> Topology:
+    """Blocks of nodes sharing an NVLink domain (clusterUuid + cliqueId), from the
+    lines read_nvlink reads."""
+    topology = Topology(source=f"nvlink {label}")
+    members: dict[tuple[str, str], set[str]] = defaultdict(set)
+    no_fabric = []
+    for host, domain in read_nvlink(text, label).items():
+        if domain is None:
             no_fabric.append(host)
-            continue
-        members[domain].add(host)
+        else:
+            members[domain].add(host)
     if no_fabric:
         topology.warnings.append(f"no NVLink domain reported by {hostlist.compress(no_fabric)}")
     ordered = sorted(members.values(), key=lambda hosts: min(hosts))

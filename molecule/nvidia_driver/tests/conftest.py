@@ -26,6 +26,8 @@ def image_build_fact():
             "fabric_manager": fabric_manager,
             "persistence": False,
             "rdma": {"stack": "none", "path": "none"},
+            "nvlink_domain": {},  # no GPU: no NVLink domain, no IMEX
+            "imex": False,
         }
 
     return expected

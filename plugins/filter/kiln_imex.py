@@ -1,0 +1,58 @@
+"""Filters that hand IMEX to kiln.imex: which nodes run it, each node's domain and
+nodes_config.cfg, the package at the driver's version."""
+
+import sys
+from pathlib import Path
+
+try:
+    import kiln  # noqa: F401
+except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+
+from ansible.errors import AnsibleFilterError
+
+from kiln import gpu, imex, slurm
+
+
+def _nodes(hostvars, hosts):
+    """Each host's cached IMEX fact: present for hosts outside --limit too."""
+    nodes = {}
+    for host in hosts:
+        data = slurm.cached_fact(hostvars[host], imex.NODE_FACT)
+        if data:
+            nodes[host] = dict(data)
+    return nodes
+
+
+def kiln_imex_plan(hostvars, hosts, host, source):
+    try:
+        return imex.host_plan(_nodes(hostvars, list(hosts)), str(host), str(source)).to_json()
+    except imex.ImexError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def kiln_imex_hosts(hostvars, hosts):
+    try:
+        return imex.imex_hosts(_nodes(hostvars, list(hosts)), list(hosts))
+    except imex.ImexError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def kiln_imex_package(version):
+    return imex.package(str(version))
+
+
+def kiln_imex_mismatch(apt_policy, pinned):
+    return gpu.exact_mismatch(
+        "IMEX", [imex.package(str(pinned))], str(pinned), gpu.parse_apt_policy(str(apt_policy))
+    )
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "kiln_imex_plan": kiln_imex_plan,
+            "kiln_imex_hosts": kiln_imex_hosts,
+            "kiln_imex_package": kiln_imex_package,
+            "kiln_imex_mismatch": kiln_imex_mismatch,
+        }
