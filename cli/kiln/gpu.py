@@ -450,12 +450,13 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
         if url and (why := formats.url(url)):
             problems.append(f"nvidia_driver_{name} {url!r}: {why} (apt's sources hold it)")
     problems += module_options_problems(settings.get("module_options") or {})
-    batch = str(settings.get("reboot_batch", "10%")).strip()
-    if not REBOOT_BATCH.fullmatch(batch):
-        problems.append(
-            f"nvidia_driver_reboot_batch {batch!r}: expected a node count (4) or a share "
-            "of the nodes (10%)"
-        )
+    for name in ("reboot_batch", "reboot_max_unavailable"):
+        value = str(settings.get(name, "10%")).strip()
+        if not REBOOT_BATCH.fullmatch(value):
+            problems.append(
+                f"nvidia_driver_{name} {value!r}: expected a node count (4) or a share "
+                "of the nodes (10%)"
+            )
     return problems
 
 
@@ -558,17 +559,43 @@ def batch_size(batch: str | int, total: int) -> int:
     return max(1, min(count, total)) if total else 0
 
 
+REBOOTING = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED"})
+# Slurm's flags of a node out of service: it runs no new job (drained or draining for a
+# reboot, down, failed, not answering) or is rebooting now.
+OUT_OF_SERVICE = slurm_state.DRAINED | slurm_state.UNAVAILABLE | REBOOTING
+
+
+def out_of_service(states: dict[str, slurm_state.NodeState], nodes: list[str]) -> list[str]:
+    """The nodes Slurm lists as out of service now."""
+    return sorted(n for n in nodes if n in states and states[n].flags & OUT_OF_SERVICE)
+
+
+def rebooting(states: dict[str, slurm_state.NodeState]) -> frozenset[str]:
+    return frozenset(n for n, s in states.items() if s.flags & REBOOTING)
+
+
+def reboot_room(limit: str | int, compute: list[str], states: dict[str, Any]) -> int:
+    """How many more compute nodes may go out of service for a reboot through Slurm now:
+    `limit` (a count, or a share of the compute nodes, as nvidia_driver_reboot_batch)
+    less the nodes out of service already, so a driver change never takes more of the
+    cluster at once than the operator allows."""
+    return max(0, batch_size(limit, len(compute)) - len(out_of_service(states, compute)))
+
+
 def reboot_plan(
     pending: list[str],
     in_slurm: list[str],
     batch: str | int,
     reboot: bool = True,
     slurm_controller: bool = True,
+    room: int | None = None,
+    rebooting: frozenset[str] = frozenset(),
 ) -> RebootPlan:
-    """Slurm's nodes reboot when their jobs end (Slurm drains and resumes them); nodes
-    Slurm does not run yet reboot in batches, so a bad driver stops at the first batch.
-    A node whose slurmd runs is never rebooted by Kiln: without a controller in the
-    inventory to ask, it is only reported."""
+    """Slurm's nodes reboot when their jobs end (Slurm drains and resumes them), at most
+    `room` more at once (None: no cap), those already `rebooting` in Slurm aside; the
+    rest wait for a later run. Nodes Slurm does not run yet reboot in batches, so a bad
+    driver stops at the first batch. A node whose slurmd runs is never rebooted by Kiln:
+    without a controller in the inventory to ask, it is only reported."""
     plan = RebootPlan()
     rest = []
     for node in sorted(pending):
@@ -578,8 +605,16 @@ def reboot_plan(
             plan.reported[node] = (
                 "not rebooted: slurmd runs here and no slurm_controller is in the inventory to ask"
             )
+        elif node in in_slurm and node in rebooting:
+            plan.through_slurm.append(node)  # asked before: counted as out of service
+        elif node in in_slurm and room is not None and room <= 0:
+            plan.reported[node] = (
+                "not rebooted yet: as many compute nodes as nvidia_driver_reboot_max_unavailable "
+                "allows are out of service; the next kiln provision asks Slurm to reboot it"
+            )
         elif node in in_slurm:
             plan.through_slurm.append(node)
+            room = None if room is None else room - 1
         else:
             rest.append(node)
     size = batch_size(batch, len(rest))  # checks the batch even when no node waits

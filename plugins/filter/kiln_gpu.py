@@ -12,6 +12,7 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 from ansible.errors import AnsibleFilterError
 
 from kiln import gpu
+from kiln.node import slurm_state
 
 
 def kiln_gpu_plan(detected, settings):
@@ -65,10 +66,14 @@ def kiln_gpu_fact(plan, smi_xml, pinned, source, imex=False):
     )
 
 
-def kiln_gpu_reboot_plan(hosts, hostvars, batch, reboot, slurm_controller):
-    """The play's nodes that wait for a reboot (the role's _nvidia_driver_now), and those
-    of them whose slurmd is active."""
-    pending, in_slurm = [], []
+def kiln_gpu_reboot_plan(
+    hosts, hostvars, batch, reboot, slurm_controller, max_unavailable="", compute=None
+):
+    """The play's nodes that wait for a reboot (the role's _nvidia_driver_now), those of
+    them whose slurmd is active, and the room Slurm's reboots have: max_unavailable of the
+    `compute` nodes less those out of service in Slurm (`scontrol --oneliner show node`,
+    which each node in Slurm that waits read into _nvidia_driver_slurm_nodes)."""
+    pending, in_slurm, scontrol = [], [], ""
     for host in hosts:
         facts = hostvars[host]
         if not (facts.get("_nvidia_driver_now") or {}).get("reboot_needed"):
@@ -76,12 +81,28 @@ def kiln_gpu_reboot_plan(hosts, hostvars, batch, reboot, slurm_controller):
         pending.append(host)
         if (facts.get("_nvidia_driver_slurmd") or {}).get("stdout") == "active":
             in_slurm.append(host)
+        scontrol = scontrol or (facts.get("_nvidia_driver_slurm_nodes") or {}).get("stdout", "")
+    states = slurm_state.parse(scontrol)
     try:
-        plan = gpu.reboot_plan(pending, in_slurm, batch, bool(reboot), bool(slurm_controller))
-    except ValueError:
+        room = (
+            gpu.reboot_room(max_unavailable, list(compute or hosts), states)
+            if str(max_unavailable)
+            else None
+        )
+        plan = gpu.reboot_plan(
+            pending,
+            in_slurm,
+            batch,
+            bool(reboot),
+            bool(slurm_controller),
+            room,
+            gpu.rebooting(states),
+        )
+    except ValueError as exc:
         raise AnsibleFilterError(
-            f"nvidia_driver_reboot_batch: expected a count (4) or a share (10%), got {batch!r}"
-        ) from None
+            "nvidia_driver_reboot_batch and nvidia_driver_reboot_max_unavailable: expected a "
+            f"count (4) or a share (10%), got {batch!r} and {max_unavailable!r}"
+        ) from exc
     return plan.to_json()
 
 

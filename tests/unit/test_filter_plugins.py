@@ -655,3 +655,33 @@ def test_topology_from_a_collected_fabric_leaves_out_a_name_slurm_would_expand()
         "('gpu003,evil[1-9]'): names may hold only letters, digits, '.', '_' and '-'",
         "warning: 1 nodes placed under kiln-unplaced: gpu003",
     ]
+
+
+def test_gpu_reboot_plan_reads_slurms_states_from_the_waiting_nodes():
+    """The nodes in Slurm that wait read `scontrol --oneliner show node`; the plan caps
+    Slurm's reboots by what is out of service there."""
+    plan = filters("kiln_gpu")["kiln_gpu_reboot_plan"]
+    scontrol = (
+        "NodeName=gpu001 State=IDLE+DRAIN Reason=operator\n"
+        "NodeName=gpu002 State=ALLOCATED\nNodeName=gpu003 State=IDLE\n"
+    )
+    waiting = {"_nvidia_driver_now": {"reboot_needed": True}}
+    hostvars = {
+        "gpu001": {},
+        "gpu002": {**waiting, "_nvidia_driver_slurmd": {"stdout": "active"}},
+        "gpu003": {
+            **waiting,
+            "_nvidia_driver_slurmd": {"stdout": "active"},
+            "_nvidia_driver_slurm_nodes": {"stdout": scontrol},
+        },
+    }
+    hosts = ["gpu001", "gpu002", "gpu003"]
+    # 2 of 3 may be out; gpu001 is drained already: room for one.
+    found = plan(hosts, hostvars, "10%", True, True, "2", hosts)
+    assert (found["through_slurm"], sorted(found["reported"])) == (["gpu002"], ["gpu003"])
+    assert plan(hosts, hostvars, "10%", True, True, "", hosts)["through_slurm"] == [
+        "gpu002",
+        "gpu003",
+    ]
+    with pytest.raises(AnsibleFilterError, match="got '10%' and 'half'"):
+        plan(hosts, hostvars, "10%", True, True, "half", hosts)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kiln import gpu
+from kiln.node import slurm_state
 
 H100_VM = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
 
@@ -639,3 +640,44 @@ PREINSTALLED = {
 )
 def test_preinstalled_problems(plan, version, listed, expected):
     assert gpu.preinstalled_problems({**PREINSTALLED, **plan}, version, listed) == expected
+
+
+# --- Slurm's reboots: never more of the cluster out at once than allowed ----------------
+
+SCONTROL = "".join(
+    f"NodeName={name} Arch=x86_64 CoresPerSocket=2 State={state} ThreadsPerCore=1{reason}\n"
+    for name, state, reason in (
+        ("gpu001", "IDLE", ""),
+        ("gpu002", "IDLE+DRAIN", " Reason=kiln: slow [root@2026-11-26T10:00:00]"),
+        ("gpu003", "MIXED+DRAIN+REBOOT_REQUESTED", " Reason=kiln: driver 580.159.04"),
+        ("gpu004", "ALLOCATED", ""),
+        ("gpu005", "DOWN+NOT_RESPONDING", ""),
+    )
+)
+COMPUTE = [f"gpu{i:03d}" for i in range(1, 21)]  # 20 nodes: 10% is 2
+
+
+def test_reboot_room_counts_nodes_already_out():
+    states = slurm_state.parse(SCONTROL)
+    assert gpu.out_of_service(states, COMPUTE) == ["gpu002", "gpu003", "gpu005"]
+    assert gpu.rebooting(states) == frozenset({"gpu003"})
+    assert gpu.reboot_room("10%", COMPUTE, states) == 0  # 2 allowed, 3 out already
+    assert gpu.reboot_room(5, COMPUTE, states) == 2
+    assert gpu.reboot_room("10%", COMPUTE, {}) == 2
+    assert gpu.reboot_room("10%", COMPUTE[:4], {}) == 1  # at least one node
+
+
+def test_reboot_plan_caps_slurms_reboots():
+    pending = ["gpu003", "gpu004", "gpu006", "gpu007", "new01"]
+    in_slurm = ["gpu003", "gpu004", "gpu006", "gpu007"]
+    wait = (
+        "not rebooted yet: as many compute nodes as nvidia_driver_reboot_max_unavailable "
+        "allows are out of service; the next kiln provision asks Slurm to reboot it"
+    )
+    plan = gpu.reboot_plan(pending, in_slurm, "10%", room=1, rebooting=frozenset({"gpu003"}))
+    assert plan.to_json() == {
+        "through_slurm": ["gpu003", "gpu004"],  # gpu003 asked before: no room used
+        "batches": [["new01"]],
+        "reported": {"gpu006": wait, "gpu007": wait},
+    }
+    assert gpu.reboot_plan(pending, in_slurm, "10%").through_slurm == in_slurm  # no cap
