@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-import yaml
-
-from kiln import formats, paths
+from kiln import formats, roles
 
 TYPES = ("nfs", "nfs4", "lustre", "glusterfs", "wekafs", "bind", "generic")
 
@@ -177,8 +175,7 @@ Defaults = dict[str, list[str]]
 @functools.cache
 def role_default_options() -> Defaults:
     """`autofs_default_options` as the autofs role declares it."""
-    data = yaml.safe_load((paths.roles_dir() / "autofs" / "defaults" / "main.yml").read_text())
-    return data["autofs_default_options"]
+    return roles.defaults("autofs")["autofs_default_options"]
 
 
 def options(mount: Mount, kernel: str = "", defaults: Defaults | None = None) -> list[str]:

@@ -13,9 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from kiln import argspec, paths
+from kiln import argspec, paths, roles
 
 _BLOCK = re.compile(
     r"(?P<open><!-- kiln:variables (?P<role>[a-z_]+) -->\n).*?(?P<close><!-- /kiln:variables -->)",
@@ -37,8 +35,7 @@ def _default(value: Any, role: str) -> str:
 
 def table(roles_dir: Path, role: str) -> str:
     catalogue = argspec.load_catalogue(roles_dir)
-    defaults_file = roles_dir / role / "defaults" / "main.yml"
-    defaults = yaml.safe_load(defaults_file.read_text()) if defaults_file.exists() else {}
+    defaults = roles.defaults(role, roles_dir)
     rows = ["| variable | type | default | meaning |", "|---|---|---|---|"]
     for name, variable in catalogue.items():
         if variable.role != role:
@@ -49,7 +46,7 @@ def table(roles_dir: Path, role: str) -> str:
             kind = f"list of {spec['elements']}"
         if spec.get("choices"):
             kind += ": " + ", ".join(f"`{c}`" for c in spec["choices"])
-        default = _default(defaults[name], role) if name in (defaults or {}) else "(required)"
+        default = _default(defaults[name], role) if name in defaults else "(required)"
         meaning = str(spec.get("description", "")).replace("|", "\\|")
         rows.append(f"| `{name}` | {kind} | {default} | {meaning} |")
     return "\n".join(rows) + "\n"

@@ -246,3 +246,15 @@ def test_modules_meant_for_the_nodes_import_the_standard_library_only():
         }
         found[name] = sorted(tops - set(sys.stdlib_module_names) - {"__future__"})
     assert found == {name: [] for name in STANDARD_LIBRARY_ONLY}
+
+
+def test_the_inventory_checks_reach_each_roles_module_through_the_registry():
+    """kiln.roles names each role's module and imports it only when asked (a filter that
+    reads a role's defaults loads no other role); kiln.inventory.checks takes every
+    role's checks from it, so a new role is one entry there, not another import here."""
+    from kiln import roles
+
+    edges = runtime_graph()
+    assert edges["kiln.roles"] == {"kiln.paths"}
+    modules = {role.module for role in roles.ROLES.values() if role.module}
+    assert sorted(edges["kiln.inventory.checks"] & modules) == []

@@ -1,32 +1,13 @@
 """Checks of a read inventory, each returning one line per problem: names that reach
-shells, the Slurm groups, every variable a role declares (its argument spec), and the
-pre-flights of the modules that own a variable (`INVENTORY_CHECKS` in kiln.mpi,
-kiln.munge, kiln.slurm and kiln.storage; the GPU nodes' driver settings and the MPI
-nodes' HPC-X settings taken together, from kiln.gpu and kiln.hpcx; the topology the
-slurm role would write)."""
+shells, the Slurm groups, every variable a role declares (its argument spec), each
+role's own pre-flights (kiln.roles: its module's `INVENTORY_CHECKS`, one value at a
+time, and `settings_problems`, its settings taken together on each host it runs on),
+and the topology the slurm role would write."""
 
 from collections.abc import Callable
 from typing import Any
 
-from kiln import (
-    argspec,
-    base,
-    enroot,
-    formats,
-    gpu,
-    health,
-    hostlist,
-    hpcx,
-    mpi,
-    munge,
-    nccl,
-    paths,
-    pyxis,
-    redact,
-    schedules,
-    slurm,
-    storage,
-)
+from kiln import argspec, formats, hostlist, paths, redact, roles, schedules
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec, Definition
 from kiln.topology import for_slurm
@@ -120,27 +101,31 @@ def _check_variables(spec: ClusterSpec, definitions: list[Definition]) -> list[s
     return problems
 
 
-DRIVER_PREFIX = "nvidia_driver_"
-
-
 @check
-def _check_driver_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
-    """The nvidia_driver settings that only make sense together (a version and the
-    fabric manager, a source and its key), as each compute node resolves them: one line
-    per problem, naming the nodes it applies to."""
-    return _settings_problems(spec, ("slurm_compute",), DRIVER_PREFIX, gpu.settings_problems)
+def _check_role_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    """Each role's settings that only make sense together (a driver version and the
+    fabric manager, a release and its sha256, the health check's time limits), as each
+    host it runs on resolves them (kiln.roles: its groups, its module's
+    settings_problems)."""
+    return [
+        problem
+        for role in roles.ROLES.values()
+        if (problems_of := role.settings_check()) is not None
+        for problem in _settings_problems(
+            spec, role.hosts(spec.groups, spec.hosts), role.prefix, problems_of
+        )
+    ]
 
 
 def _settings_problems(
     spec: ClusterSpec,
-    groups: tuple[str, ...],
+    hosts: list[str],
     prefix: str,
     problems_of: Callable[[dict[str, Any]], list[str]],
 ) -> list[str]:
     """A role's settings taken together, host by host (its variables without `prefix`):
     one line per problem, naming the hosts it applies to."""
     hosts_by_problem: dict[str, list[str]] = {}
-    hosts = dict.fromkeys(host for group in groups for host in spec.group(group))
     # Hosts of the same groups share one dict of variables (kiln.inventory.reader):
     # each dict is judged once, so a 1,000,000-host range costs one judgement per rack.
     judged: dict[int, list[str]] = {}
@@ -158,56 +143,6 @@ def _settings_problems(
         for problem in judged[id(variables)]:
             hosts_by_problem.setdefault(problem, []).append(host)
     return [f"{hostlist.compress(hosts)}: {problem}" for problem, hosts in hosts_by_problem.items()]
-
-
-HPCX_PREFIX = "hpcx_"
-
-
-@check
-def _check_hpcx_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
-    """The HPC-X settings pinned together (a version and its sha256, a URL naming both),
-    as each MPI node resolves them; the URL against each node's OS is the pre-flight
-    play's, which reads the nodes."""
-    return _settings_problems(
-        spec, ("slurm_compute", "slurm_login"), HPCX_PREFIX, hpcx.settings_problems
-    )
-
-
-ENROOT_PREFIX = "enroot_"
-
-
-@check
-def _check_enroot_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
-    """enroot's release pinned together (a version and the sha256 of each package)."""
-    return _settings_problems(
-        spec, ("slurm_compute", "slurm_login"), ENROOT_PREFIX, enroot.settings_problems
-    )
-
-
-PYXIS_PREFIX = "pyxis_"
-
-
-@check
-def _check_pyxis_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
-    """pyxis's release pinned together (a version and its tarball's sha256) and its
-    options, on every node srun runs on."""
-    return _settings_problems(
-        spec,
-        ("slurm_controller", "slurm_compute", "slurm_login"),
-        PYXIS_PREFIX,
-        pyxis.settings_problems,
-    )
-
-
-HEALTH_PREFIX = "health_"
-
-
-@check
-def _check_health_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
-    """The node check's time limits (under slurmd's 60 s) and the ports and paths it
-    judges, on every compute node; the active check's schedule on the controllers."""
-    groups = ("slurm_compute", "slurm_controller")
-    return _settings_problems(spec, groups, HEALTH_PREFIX, health.settings_problems)
 
 
 TOPOLOGY_PREFIX = "slurm_topology_"
@@ -240,14 +175,14 @@ def _names_unknown_host(definition: Definition, spec: ClusterSpec) -> bool:
     return value not in (None, "") and value not in spec.hosts
 
 
-# Each module that owns a variable says how to check it.
-VALUE_CHECKS: dict[str, tuple[type, Callable[[Any, dict[str, list[str]]], None]]] = {
-    **base.INVENTORY_CHECKS,
-    **mpi.INVENTORY_CHECKS,
-    **munge.INVENTORY_CHECKS,
-    **nccl.INVENTORY_CHECKS,
-    **slurm.INVENTORY_CHECKS,
-    **storage.INVENTORY_CHECKS,
+# Each module that owns a variable says how to check it: each role's module
+# (kiln.roles), and kiln.schedules for the scheduled `kiln validate`, which no role runs.
+VALUE_CHECKS: dict[str, roles.ValueCheck] = {
+    **{
+        name: value_check
+        for role in roles.ROLES.values()
+        for name, value_check in role.value_checks().items()
+    },
     **schedules.INVENTORY_CHECKS,
 }
 

@@ -1,0 +1,92 @@
+"""The roles and where each one's Python lives: one entry per role of roles/.
+
+Each entry names the kiln module holding the role's logic (its filter plugin calls it),
+and the inventory groups whose hosts the role runs on (the plays of playbooks/ that
+apply it; tests/unit/test_roles.py reads them). Every variable of a role begins with
+its prefix, `<role>_`. What the inventory checks take from a role's module, by name:
+
+- `settings_problems(settings)`: the role's settings taken together (a version and its
+  sha256), as each host of its groups resolves them, without the prefix; one line per
+  problem.
+- `INVENTORY_CHECKS`: `{variable: (type, check)}`, one value at a time.
+
+Modules are imported when asked for, so a filter plugin that reads a role's defaults
+loads no other role's module.
+"""
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from kiln import paths
+
+SettingsCheck = Callable[[dict[str, Any]], list[str]]
+ValueCheck = tuple[type, Callable[[Any, dict[str, list[str]]], None]]
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    # The kiln module holding the role's logic; None where the role has none.
+    module: str | None
+    # The inventory groups whose hosts it runs on ("all": every host).
+    groups: tuple[str, ...]
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}_"
+
+    def logic(self) -> ModuleType | None:
+        return importlib.import_module(self.module) if self.module else None
+
+    def settings_check(self) -> SettingsCheck | None:
+        return getattr(self.logic(), "settings_problems", None)
+
+    def value_checks(self) -> dict[str, ValueCheck]:
+        return getattr(self.logic(), "INVENTORY_CHECKS", {})
+
+    def hosts(self, groups: dict[str, list[str]], every_host: Iterable[str]) -> list[str]:
+        """The hosts it runs on, each once, in the order of its groups."""
+        return list(
+            dict.fromkeys(
+                host
+                for group in self.groups
+                for host in (every_host if group == "all" else groups.get(group, []))
+            )
+        )
+
+    def defaults(self) -> dict[str, Any]:
+        return defaults(self.name)
+
+
+# In the order playbooks/site.yml applies them; validate runs in validate.yml.
+ROLES: dict[str, Role] = {
+    role.name: role
+    for role in (
+        Role("base", "kiln.base", ("all",)),
+        Role("nvidia_driver", "kiln.gpu", ("slurm_compute",)),
+        Role("glusterfs_server", None, ("storage",)),
+        Role("autofs", "kiln.storage", ("all",)),
+        Role("health", "kiln.health", ("slurm_compute", "slurm_controller")),
+        Role("munge", "kiln.munge", ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("slurm", "kiln.slurm", ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("mpi", "kiln.mpi", ("slurm_compute", "slurm_login")),
+        Role("hpcx", "kiln.hpcx", ("slurm_compute", "slurm_login")),
+        Role("nccl_env", "kiln.nccl", ("slurm_compute",)),
+        Role("enroot", "kiln.enroot", ("slurm_compute", "slurm_login")),
+        Role("pyxis", "kiln.pyxis", ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("validate", "kiln.validation", ("slurm_controller", "slurm_compute")),
+    )
+}
+
+
+def defaults(role: str, roles_dir: Path | None = None) -> dict[str, Any]:
+    """The role's defaults as its defaults/main.yml writes them (none without one); a
+    Jinja expression stays its text, which Ansible resolves on each host."""
+    path = (roles_dir or paths.roles_dir()) / role / "defaults" / "main.yml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}

@@ -1,0 +1,193 @@
+"""kiln.roles: one entry per role, agreeing with roles/, the playbooks and the argument
+specs; the inventory checks take each role's checks from it."""
+
+import re
+import sys
+import types
+
+import pytest
+import yaml
+
+from kiln import argspec, paths, roles, schedules
+from kiln.inventory import checks, reader
+from tests.conftest import cluster_inventory
+
+
+def test_every_role_directory_has_an_entry_and_every_entry_a_directory():
+    assert sorted(roles.ROLES) == sorted(p.name for p in paths.roles_dir().iterdir() if p.is_dir())
+
+
+def applied_roles(play: dict) -> set[str]:
+    """The roles a play applies: its `roles:`, and those its tasks include or import
+    (but a role's pre-flight tasks, which the Pre-flight play runs on every node)."""
+    found = {r if isinstance(r, str) else r["role"] for r in play.get("roles") or []}
+    for task in [*(play.get("pre_tasks") or []), *(play.get("tasks") or [])]:
+        for action in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+            if action in task and task[action].get("tasks_from") != "preflight":
+                found.add(task[action]["name"])
+    return found
+
+
+def groups_of(pattern: str) -> set[str]:
+    """slurm_controller[0]:slurm_compute -> {slurm_controller, slurm_compute}."""
+    return {re.sub(r"\[.*\]$", "", part) for part in pattern.split(":")}
+
+
+def playbook_groups() -> dict[str, set[str]]:
+    """Each role's groups, read from the plays of every playbook that apply it."""
+    found: dict[str, set[str]] = {}
+    for playbook in sorted(paths.playbooks_dir().glob("*.yml")):
+        for play in yaml.safe_load(playbook.read_text()):
+            for role in applied_roles(play) if "hosts" in play else ():
+                found.setdefault(role, set()).update(groups_of(play["hosts"]))
+    return found
+
+
+def test_each_roles_groups_are_those_its_plays_run_on():
+    """The health role's active check runs on the first controller, validate's controller
+    steps too: the checks judge every controller, any of which may come first."""
+    assert {name: set(role.groups) for name, role in roles.ROLES.items()} == playbook_groups()
+
+
+def test_the_playbooks_are_read_for_roles_and_their_hosts():
+    health = yaml.safe_load((paths.playbooks_dir() / "health.yml").read_text())
+    assert [applied_roles(play) for play in health] == [{"health"}, {"health"}]
+    assert [groups_of(play["hosts"]) for play in health] == [
+        {"slurm_compute"},
+        {"slurm_controller"},
+    ]
+    preflight = yaml.safe_load((paths.playbooks_dir() / "preflight.yml").read_text())
+    assert applied_roles(preflight[0]) == set()
+
+
+def test_every_variable_a_role_declares_begins_with_its_prefix():
+    catalogue = argspec.load_catalogue(paths.roles_dir())
+    assert [n for n, v in catalogue.items() if not n.startswith(roles.ROLES[v.role].prefix)] == []
+    assert roles.ROLES["nvidia_driver"].prefix == "nvidia_driver_"
+
+
+def test_each_roles_module_and_checks():
+    found = {
+        name: (
+            role.module,
+            getattr(role.settings_check(), "__module__", None),
+            sorted(role.value_checks()),
+        )
+        for name, role in roles.ROLES.items()
+    }
+    assert found == {
+        "base": (
+            "kiln.base",
+            None,
+            [
+                "ansible_host",
+                "base_apt_proxy",
+                "base_limits",
+                "base_ntp_allow",
+                "base_ntp_servers",
+                "base_sysctl",
+                "base_systemd_limits",
+                "kiln_address",
+            ],
+        ),
+        "nvidia_driver": ("kiln.gpu", "kiln.gpu", []),
+        "glusterfs_server": (None, None, []),
+        "autofs": ("kiln.storage", None, ["autofs_default_options", "autofs_mounts"]),
+        "health": ("kiln.health", "kiln.health", []),
+        "munge": ("kiln.munge", None, ["munge_key_b64"]),
+        "slurm": (
+            "kiln.slurm",
+            None,
+            [
+                "slurm_cgroup_conf",
+                "slurm_conf_defaults",
+                "slurm_conf_overrides",
+                "slurm_dbd_password",
+                "slurm_health_node_state",
+                "slurm_node_shape",
+                "slurm_partitions",
+            ],
+        ),
+        "mpi": ("kiln.mpi", None, ["mpi_module_path"]),
+        "hpcx": ("kiln.hpcx", "kiln.hpcx", []),
+        "nccl_env": ("kiln.nccl", None, ["nccl_env_overrides"]),
+        "enroot": ("kiln.enroot", "kiln.enroot", []),
+        "pyxis": ("kiln.pyxis", "kiln.pyxis", []),
+        "validate": ("kiln.validation", None, []),
+    }
+
+
+def test_the_value_checks_are_the_roles_and_the_scheduled_validates():
+    """A role's value check names one of its own variables (base also owns the hosts'
+    addresses); kiln.schedules adds the one no role runs."""
+    owners = {name: role.name for role in roles.ROLES.values() for name in role.value_checks()}
+    assert {name: owner for name, owner in owners.items() if not name.startswith(owner + "_")} == {
+        "ansible_host": "base",
+        "kiln_address": "base",
+    }
+    assert sorted(checks.VALUE_CHECKS) == sorted([*owners, schedules.VARIABLE])
+
+
+def test_a_role_on_all_runs_on_every_host_once_in_its_groups_order():
+    groups = {"slurm_controller": ["ctl1"], "slurm_compute": ["gpu1", "ctl1"]}
+    assert roles.ROLES["pyxis"].hosts(groups, ["x"]) == ["ctl1", "gpu1"]
+    assert roles.ROLES["health"].hosts(groups, ["x"]) == ["gpu1", "ctl1"]
+    assert roles.ROLES["base"].hosts(groups, ["ctl1", "gpu1", "st1"]) == ["ctl1", "gpu1", "st1"]
+    assert roles.ROLES["validate"].hosts({}, ["ctl1"]) == []
+
+
+def test_defaults_are_read_as_written(tmp_path):
+    """A Jinja expression stays its text; a role without defaults/main.yml has none."""
+    role = tmp_path / "thing" / "defaults"
+    role.mkdir(parents=True)
+    (role / "main.yml").write_text(
+        '---\nthing_dir: "{{ kiln_cache_dir }}/thing"\nthing_sizes: [1, 2]\nthing_on: true\n'
+    )
+    assert roles.defaults("thing", tmp_path) == {
+        "thing_dir": "{{ kiln_cache_dir }}/thing",
+        "thing_sizes": [1, 2],
+        "thing_on": True,
+    }
+    assert roles.defaults("other", tmp_path) == {}
+    enroot = roles.ROLES["enroot"].defaults()
+    assert enroot["enroot_runtime_path"] == "{{ enroot_path }}/runtime/user-$(id -u)"
+
+
+@pytest.mark.parametrize("name", sorted(roles.ROLES))
+def test_each_role_imports_its_module_on_demand(name):
+    role = roles.ROLES[name]
+    module = role.logic()
+    assert (module.__name__ if module else None) == role.module
+
+
+def test_a_new_role_is_checked_on_its_hosts_by_its_entry_alone(write_inventory, monkeypatch):
+    """One entry wires a role's module into `kiln inventory check`: its settings_problems
+    is given each host's settings without the prefix, on the hosts of its groups only,
+    and each problem names the hosts it applies to."""
+    module = types.ModuleType("kiln_thing")
+
+    def settings_problems(settings):
+        size = settings.get("size", 1)
+        return [] if isinstance(size, int) else [f"thing_size {size!r}: expected a number"]
+
+    module.settings_problems = settings_problems
+    monkeypatch.setitem(sys.modules, "kiln_thing", module)
+    entry = roles.Role("thing", "kiln_thing", ("slurm_compute",))
+    monkeypatch.setattr(roles, "ROLES", {"thing": entry})
+    path = write_inventory(
+        cluster_inventory(compute=("gpu001", "gpu002", "gpu003")),
+        {
+            "group_vars/all.yml": {"thing_size": "big"},
+            "host_vars/gpu002.yml": {"thing_size": 4},
+        },
+    )
+    spec, definitions = reader.read(path)
+    assert checks.run(spec, definitions) == ["gpu[001,003]: thing_size 'big': expected a number"]
+
+
+def test_every_role_has_a_generated_variables_table():
+    """`make docs` writes each role's table where a doc marks it: its README, or the
+    docs/ page of its subject."""
+    docs = [*paths.content_root().glob("docs/*.md"), *paths.roles_dir().glob("*/README.md")]
+    marked = "".join(doc.read_text() for doc in docs)
+    assert [n for n in roles.ROLES if f"<!-- kiln:variables {n} -->" not in marked] == []
