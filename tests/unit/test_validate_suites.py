@@ -20,6 +20,9 @@ SETTINGS = {
     "storage": dict(profiles.STORAGE_DEFAULTS),
     "collectives": dict(profiles.COLLECTIVES_DEFAULTS),
     "burn_in": {},
+    "srun_timeout_s": 30,
+    "pairs": [["gpu1", "gpu2"], ["gpu3", "gpu4"]],
+    "paths": VALIDATE["kiln_validate_paths"]("/state/raw", "r1"),
 }
 
 # What tasks/main.yml registers on each node: gpu1 has everything, gpu2 lacks torch,
@@ -48,6 +51,22 @@ HOSTVARS = {
 }
 
 
+LAUNCHER = ["/usr/bin/python3", "/usr/local/libexec/kiln/probe_launcher.py"]
+BENCH = [
+    *("python3", "/usr/local/libexec/kiln/torch_bench.py", "--backend", "nccl"),
+    *("--min-bytes", "1048576", "--max-bytes", "8589934592", "--warmup", "5", "--iters", "20"),
+    *("--init-timeout", "900"),
+]
+
+
+def srun(job, ranks):
+    return [
+        *("srun", "--nodes=4", "--nodelist=gpu3,gpu2,gpu1,gpu4", f"--ntasks-per-node={ranks}"),
+        *("--reservation=kiln_validate", "--time=65", "--immediate=60", "--kill-on-bad-exit=0"),
+        f"--job-name={job}",
+    ]
+
+
 def test_prepare_for_a_validation_where_nodes_lack_benchmarks():
     prepared = VALIDATE["kiln_validate_prepare"](
         HOSTVARS, ["gpu3", "gpu2", "gpu1", "gpu4"], SETTINGS
@@ -73,6 +92,42 @@ def test_prepare_for_a_validation_where_nodes_lack_benchmarks():
             "nccl_tests_skipped": "no /opt/nccl-tests/build/all_reduce_perf on gpu3",
         },
         "within_node": True,
+        "commands": {
+            "srun_time": [
+                *LAUNCHER,
+                *("srun-time", "--nodes", "gpu3,gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
+                *("--timeout", "30"),
+            ],
+            "mpi_nodes": ["gpu2", "gpu1", "gpu4"],
+            "mpi": [
+                *LAUNCHER,
+                *("mpi", "--nodes", "gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
+                *("--program", "/usr/local/libexec/kiln/kiln-mpi-check"),
+            ],
+            "collectives_node": [
+                *srun("kiln-validate-node-collectives", ranks=8),
+                *BENCH,
+                *("--per-node", "--out", "/var/lib/kiln/validate/r1/collectives_node.json"),
+            ],
+            "collectives_all": [
+                *srun("kiln-validate-collectives", ranks=8),
+                *BENCH,
+                *("--out", "/var/lib/kiln/validate/r1/collectives_all.json"),
+            ],
+            "nccl_tests": [
+                *LAUNCHER,
+                *("nccl-tests", "--nodes", "gpu3,gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
+                *("--bin-dir", "/opt/nccl-tests/build", "--ranks-per-node", "8"),
+                *("--min-bytes", "1048576", "--max-bytes", "8589934592", "--time", "17"),
+                *("--container-image", ""),
+            ],
+            "pairs": [
+                *LAUNCHER,
+                *("pairs", "--reservation", "kiln_validate", "--ranks-per-node", "8"),
+                *("--time", "17", "--pairs", "gpu1,gpu2", "gpu3,gpu4", "--", *BENCH),
+                *("--collectives", "all_reduce"),
+            ],
+        },
     }
     # The step is what kiln_node_srun reads: each suite names its job.
     assert filters("kiln_node")["kiln_node_srun"](

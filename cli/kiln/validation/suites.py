@@ -8,6 +8,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from kiln.node.slurm_jobs import Srun
+
 NO_TREE_MOUNT = "no shared mount is healthy on the controller to hold the package tree"
 NO_MPI_CHECK = "no node under test has it (provision with the mpi role, mpi_openmpi: true)"
 ONE_RANK_NOTE = (
@@ -92,6 +94,72 @@ def collectives_notes(settings: Mapping, lack: Mapping) -> dict[str, str]:
     }
 
 
+def bench(settings: Mapping) -> list[str]:
+    """Kiln's collectives benchmark as the suite and the pairwise runs start it."""
+    c = settings["collectives"]
+    return [
+        settings["torch_python"],
+        f"{settings['libexec_dir']}/torch_bench.py",
+        *("--backend", c["backend"], "--min-bytes", str(c["min_bytes"])),
+        *("--max-bytes", str(c["max_bytes"]), "--warmup", str(c["warmup"])),
+        *("--iters", str(c["iters"]), "--init-timeout", str(c["timeout_s"])),
+    ]
+
+
+def commands(settings: Mapping, shared: Mapping) -> dict[str, Any]:
+    """The command lines of the slurm suite (srun-time, the MPI check on the nodes that
+    have it), the collectives suite (Kiln's benchmark within each node and across all,
+    nccl-tests) and the pairwise runs, each one argv."""
+    nodes, launcher = shared["step"]["nodes"], shared["launcher"]
+    reservation, paths = settings["reservation"], settings["paths"]
+    out = paths["node_dir"]
+    commands: dict[str, Any] = {
+        "srun_time": [
+            *launcher,
+            *("srun-time", "--nodes", ",".join(nodes), "--reservation", reservation),
+            *("--timeout", str(settings["srun_timeout_s"])),
+        ],
+        "mpi_nodes": [n for n in nodes if n not in shared["lacking"]["mpi_check"]],
+    }
+    commands["mpi"] = [
+        *launcher,
+        *("mpi", "--nodes", ",".join(commands["mpi_nodes"]), "--reservation", reservation),
+        *("--program", paths["mpi_check"]),
+    ]
+    c = settings["collectives"]
+    if not c:
+        return commands
+    ranks = int(c["ranks_per_node"])
+    srun = Srun(**{**shared["step"], "tasks_per_node": ranks})
+    benchmark = bench(settings)
+    return {
+        **commands,
+        "collectives_node": srun.but(job_name="kiln-validate-node-collectives").argv(
+            *benchmark, "--per-node", "--out", f"{out}/collectives_node.json"
+        ),
+        "collectives_all": srun.but(job_name="kiln-validate-collectives").argv(
+            *benchmark, "--out", f"{out}/collectives_all.json"
+        ),
+        "nccl_tests": [
+            *launcher,
+            *("nccl-tests", "--nodes", ",".join(nodes), "--reservation", reservation),
+            *("--bin-dir", settings["nccl_tests_dir"], "--ranks-per-node", str(ranks)),
+            *("--min-bytes", str(c["min_bytes"]), "--max-bytes", str(c["max_bytes"])),
+            *("--time", str(shared["launcher_minutes"])),
+            *("--container-image", settings["nccl_tests_image"]),
+        ],
+        "pairs": [
+            *launcher,
+            *("pairs", "--reservation", reservation, "--ranks-per-node", str(ranks)),
+            *("--time", str(shared["launcher_minutes"]), "--pairs"),
+            *(",".join(pair) for pair in settings["pairs"]),
+            "--",
+            *benchmark,
+            *("--collectives", "all_reduce"),
+        ],
+    }
+
+
 def prepare(hostvars: Mapping, nodes: list[str], settings: Mapping) -> dict[str, Any]:
     """Everything the suites share once the nodes under test are chosen: the srun step
     (kiln.node.slurm_jobs.Srun's settings, which each suite names its job in), the
@@ -101,7 +169,7 @@ def prepare(hostvars: Mapping, nodes: list[str], settings: Mapping) -> dict[str,
     libexec = settings["libexec_dir"]
     lack = lacking(hostvars, nodes, settings["nccl_tests_image"])
     notes = collectives_notes(settings, lack) if settings["collectives"] else {}
-    return {
+    shared = {
         "probe": ["/usr/bin/python3", f"{libexec}/node_probe.py"],
         "launcher": ["/usr/bin/python3", f"{libexec}/probe_launcher.py"],
         # One task per node, all nodes at once; a node that cannot start fails the
@@ -124,6 +192,7 @@ def prepare(hostvars: Mapping, nodes: list[str], settings: Mapping) -> dict[str,
         # One rank per node crosses no link within the node: those runs are not scheduled.
         "within_node": bool(notes) and not notes["single_node_skipped"],
     }
+    return {**shared, "commands": commands(settings, shared)}
 
 
 def tree_mount(mount_check: str) -> str:
