@@ -1,5 +1,5 @@
 """Filters that hand validation decisions to kiln.validation: which nodes can be tested,
-which Kiln drained earlier."""
+which Kiln drained earlier, and what the suites run (kiln.validation.suites)."""
 
 import sys
 from pathlib import Path
@@ -9,7 +9,7 @@ try:
 except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
 
-from kiln.validation import drain, results
+from kiln.validation import drain, results, suites
 
 
 def kiln_validate_paths(results_dir, run):
@@ -34,11 +34,36 @@ def kiln_validate_step(result):
     return {"rc": result.get("rc"), "stderr": (result.get("stderr") or "")[-2000:]}
 
 
+def kiln_validate_prepare(hostvars, nodes, settings):
+    """What the suites share once the nodes under test are chosen: the srun step, the
+    command lines, what the nodes lack and the messages that follow from it."""
+    return suites.prepare(hostvars, list(nodes), settings)
+
+
+def kiln_validate_tree_mount(mount_check):
+    """The registered kiln-mount-check run (skipped: none) -> the cold-import tree's mount."""
+    return suites.tree_mount(mount_check.get("stdout") or "")
+
+
+def kiln_validate_cold_import(written, mount, module):
+    """The registered `node_probe.py tree` run (skipped: no mount or the operator's own
+    module) -> what the cold-import test imports, or why it is skipped."""
+    return suites.cold_import(written.get("stdout") or "", str(mount), str(module))
+
+
+def kiln_validate_mpi_record(ran, unbuilt):
+    return suites.mpi_record(ran, list(unbuilt))
+
+
 class FilterModule:
     def filters(self):
         return {
+            "kiln_validate_cold_import": kiln_validate_cold_import,
+            "kiln_validate_mpi_record": kiln_validate_mpi_record,
             "kiln_validate_paths": kiln_validate_paths,
             "kiln_validate_plan": kiln_validate_plan,
+            "kiln_validate_prepare": kiln_validate_prepare,
             "kiln_validate_step": kiln_validate_step,
             "kiln_validate_still_ours": kiln_validate_still_ours,
+            "kiln_validate_tree_mount": kiln_validate_tree_mount,
         }

@@ -1,0 +1,233 @@
+"""What the validate role needs to run its suites, decided here so that its YAML only
+runs command lines and copies files (filters kiln_validate_prepare,
+kiln_validate_tree_mount, kiln_validate_cold_import, kiln_validate_mpi_record): the srun
+time limits, the nodes under test that lack a benchmark, the messages that stop a run or
+skip part of a suite, and what the cold-import test imports."""
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kiln.node.slurm_jobs import Srun
+
+NO_TREE_MOUNT = "no shared mount is healthy on the controller to hold the package tree"
+NO_MPI_CHECK = "no node under test has it (provision with the mpi role, mpi_openmpi: true)"
+ONE_RANK_NOTE = (
+    "within-node collectives not run: 1 rank per node crosses no link "
+    "(ranks_per_node in the profile)"
+)
+
+
+def step_minutes(storage: Mapping, burn_in: Mapping) -> int:
+    """srun --time of the suites' steps: the longest of four storage timeouts and a
+    burn-in round (none in a validation), with five minutes to start and end."""
+    return max(int(storage["timeout_s"] * 4 / 60), int(burn_in.get("round_s", 0) / 60)) + 5
+
+
+def launcher_minutes(collectives: Mapping) -> int:
+    """--time of each run probe_launcher.py starts (nccl-tests, each pair): the
+    benchmark's timeout, with two minutes to start and end."""
+    return int(collectives["timeout_s"] / 60) + 2
+
+
+def _registered(hostvars: Mapping, node: str, name: str) -> Mapping:
+    """A task's registered result on `node`; empty where the node or the task is absent."""
+    if node not in hostvars:
+        return {}
+    return hostvars[node].get(name) or {}
+
+
+def lacking(hostvars: Mapping, nodes: list[str], nccl_tests_image: str) -> dict[str, list[str]]:
+    """The nodes under test (in their order) where the look in tasks/main.yml ran and
+    found no torch, no nccl-tests (none counts when an image brings them) or no MPI check."""
+    torch = [n for n in nodes if _registered(hostvars, n, "_validate_torch").get("rc", 0) != 0]
+    found = {
+        key: [
+            n
+            for n in nodes
+            if "stat" in (seen := _registered(hostvars, n, name)) and not seen["stat"].get("exists")
+        ]
+        for key, name in (
+            ("nccl_tests", "_validate_nccl_tests"),
+            ("mpi_check", "_validate_mpi_check"),
+        )
+    }
+    if nccl_tests_image:
+        found["nccl_tests"] = []
+    return {"torch": torch, **found}
+
+
+def missing(settings: Mapping, lack: Mapping) -> list[str]:
+    """What stops the run before any node is held (prerequisites.json, exit 2): torch on
+    any node for a burn-in's hold; for a validation whose collectives suite was named, a
+    node with neither torch nor nccl-tests. A burn-in round stops for nothing."""
+    step = settings["burn_in_step"]
+    if step == "hold" and lack["torch"]:
+        return [
+            f"burn-in: torch is not importable with {settings['torch_python']} on "
+            f"{','.join(sorted(lack['torch']))} (set validate_torch_python to a Python that has it)"
+        ]
+    neither = sorted(set(lack["torch"]) & set(lack["nccl_tests"]))
+    if not step and settings["suites_named"] and "collectives" in settings["suites"] and neither:
+        return [
+            f"collectives suite: neither torch ({settings['torch_python']}) "
+            f"nor nccl-tests ({settings['nccl_tests_dir']}) on {','.join(neither)} "
+            "(set validate_torch_python, validate_nccl_tests_dir or validate_nccl_tests_image)"
+        ]
+    return []
+
+
+def collectives_notes(settings: Mapping, lack: Mapping) -> dict[str, str]:
+    """Why part of the collectives suite did not run (collectives_steps.json); empty
+    where it ran."""
+    ranks = int(settings["collectives"]["ranks_per_node"])
+    torch, nccl = lack["torch"], lack["nccl_tests"]
+    return {
+        "single_node_skipped": ONE_RANK_NOTE if ranks < 2 else "",
+        "torch_skipped": f"torch is not importable with {settings['torch_python']} on "
+        f"{','.join(torch)}"
+        if torch
+        else "",
+        "nccl_tests_skipped": f"no {settings['nccl_tests_dir']}/all_reduce_perf on {','.join(nccl)}"
+        if nccl
+        else "",
+    }
+
+
+def bench(settings: Mapping) -> list[str]:
+    """Kiln's collectives benchmark as the suite and the pairwise runs start it."""
+    c = settings["collectives"]
+    return [
+        settings["torch_python"],
+        f"{settings['libexec_dir']}/torch_bench.py",
+        *("--backend", c["backend"], "--min-bytes", str(c["min_bytes"])),
+        *("--max-bytes", str(c["max_bytes"]), "--warmup", str(c["warmup"])),
+        *("--iters", str(c["iters"]), "--init-timeout", str(c["timeout_s"])),
+    ]
+
+
+def commands(settings: Mapping, shared: Mapping) -> dict[str, Any]:
+    """The command lines of the slurm suite (srun-time, the MPI check on the nodes that
+    have it), the collectives suite (Kiln's benchmark within each node and across all,
+    nccl-tests) and the pairwise runs, each one argv."""
+    nodes, launcher = shared["step"]["nodes"], shared["launcher"]
+    reservation, paths = settings["reservation"], settings["paths"]
+    out = paths["node_dir"]
+    commands: dict[str, Any] = {
+        "srun_time": [
+            *launcher,
+            *("srun-time", "--nodes", ",".join(nodes), "--reservation", reservation),
+            *("--timeout", str(settings["srun_timeout_s"])),
+        ],
+        "mpi_nodes": [n for n in nodes if n not in shared["lacking"]["mpi_check"]],
+    }
+    commands["mpi"] = [
+        *launcher,
+        *("mpi", "--nodes", ",".join(commands["mpi_nodes"]), "--reservation", reservation),
+        *("--program", paths["mpi_check"]),
+    ]
+    c = settings["collectives"]
+    if not c:
+        return commands
+    ranks = int(c["ranks_per_node"])
+    srun = Srun(**{**shared["step"], "tasks_per_node": ranks})
+    benchmark = bench(settings)
+    return {
+        **commands,
+        "collectives_node": srun.but(job_name="kiln-validate-node-collectives").argv(
+            *benchmark, "--per-node", "--out", f"{out}/collectives_node.json"
+        ),
+        "collectives_all": srun.but(job_name="kiln-validate-collectives").argv(
+            *benchmark, "--out", f"{out}/collectives_all.json"
+        ),
+        "nccl_tests": [
+            *launcher,
+            *("nccl-tests", "--nodes", ",".join(nodes), "--reservation", reservation),
+            *("--bin-dir", settings["nccl_tests_dir"], "--ranks-per-node", str(ranks)),
+            *("--min-bytes", str(c["min_bytes"]), "--max-bytes", str(c["max_bytes"])),
+            *("--time", str(shared["launcher_minutes"])),
+            *("--container-image", settings["nccl_tests_image"]),
+        ],
+        "pairs": [
+            *launcher,
+            *("pairs", "--reservation", reservation, "--ranks-per-node", str(ranks)),
+            *("--time", str(shared["launcher_minutes"]), "--pairs"),
+            *(",".join(pair) for pair in settings["pairs"]),
+            "--",
+            *benchmark,
+            *("--collectives", "all_reduce"),
+        ],
+    }
+
+
+def prepare(hostvars: Mapping, nodes: list[str], settings: Mapping) -> dict[str, Any]:
+    """Everything the suites share once the nodes under test are chosen: the srun step
+    (kiln.node.slurm_jobs.Srun's settings, which each suite names its job in), the
+    launcher's --time, the probe's and launcher's command lines, what the nodes lack,
+    what stops the run and the collectives suite's notes."""
+    nodes = list(nodes)
+    libexec = settings["libexec_dir"]
+    lack = lacking(hostvars, nodes, settings["nccl_tests_image"])
+    notes = collectives_notes(settings, lack) if settings["collectives"] else {}
+    shared = {
+        "probe": ["/usr/bin/python3", f"{libexec}/node_probe.py"],
+        "launcher": ["/usr/bin/python3", f"{libexec}/probe_launcher.py"],
+        # One task per node, all nodes at once; a node that cannot start fails the
+        # step within a minute instead of queueing.
+        "step": {
+            "nodes": nodes,
+            "job_name": "kiln-validate",
+            "reservation": settings["reservation"],
+            "minutes": step_minutes(settings["storage"], settings["burn_in"]),
+            "immediate_s": 60,
+            "kill_on_bad_exit": False,
+            "tasks_per_node": 1,
+        },
+        "launcher_minutes": launcher_minutes(settings["collectives"])
+        if settings["collectives"]
+        else None,
+        "lacking": lack,
+        "missing": missing(settings, lack),
+        "collectives_notes": notes,
+        # One rank per node crosses no link within the node: those runs are not scheduled.
+        "within_node": bool(notes) and not notes["single_node_skipped"],
+    }
+    return {**shared, "commands": commands(settings, shared)}
+
+
+def tree_mount(mount_check: str) -> str:
+    """The first mount kiln-mount-check found healthy and not automounted (an indirect
+    map has no directory of its own to write in); '' for none or no check."""
+    if not mount_check.startswith("{"):
+        return ""
+    mounts = json.loads(mount_check).get("mounts") or []
+    healthy = [
+        m.get("path", "")
+        for m in mounts
+        if m.get("status") == "OK" and m.get("indirect") is not True
+    ]
+    return healthy[0] if healthy else ""
+
+
+def cold_import(written: str, mount: str, module: str) -> dict[str, Any]:
+    """The cold-import test: the operator's own module, else the tree `node_probe.py
+    tree` wrote on `mount` (its output `written`); where there is no tree, why."""
+    if module:
+        return {"run": True, "module": module, "root": "", "needs_mount": "", "skipped": ""}
+    doc = json.loads(written) if mount else {"error": NO_TREE_MOUNT}
+    root = doc.get("root", "")
+    return {
+        "run": bool(root),
+        "module": "kiln_cold_import.all",
+        "root": root,
+        "needs_mount": mount,
+        "skipped": doc.get("error", ""),
+    }
+
+
+def mpi_record(ran: Mapping, unbuilt: list[str]) -> dict[str, Any]:
+    """mpi.json: the launcher's output and the nodes without the check, or why the check
+    did not run at all."""
+    if ran.get("skipped"):
+        return {"skipped": NO_MPI_CHECK}
+    return {**json.loads(ran["stdout"]), "unbuilt": list(unbuilt)}

@@ -1,0 +1,279 @@
+"""What the validate role runs, decided in kiln.validation.suites and handed to the role
+through its filters (kiln_validate_prepare, _tree_mount, _tree, _mpi_record)."""
+
+import json
+
+from kiln.validation import profiles, suites
+from tests.unit.test_filter_plugins import filters
+
+VALIDATE = filters("kiln_validate")
+
+SETTINGS = {
+    "libexec_dir": "/usr/local/libexec/kiln",
+    "reservation": "kiln_validate",
+    "suites": ["slurm", "storage", "collectives"],
+    "suites_named": False,
+    "burn_in_step": "",
+    "torch_python": "python3",
+    "nccl_tests_dir": "/opt/nccl-tests/build",
+    "nccl_tests_image": "",
+    "storage": dict(profiles.STORAGE_DEFAULTS),
+    "collectives": dict(profiles.COLLECTIVES_DEFAULTS),
+    "burn_in": {},
+    "srun_timeout_s": 30,
+    "pairs": [["gpu1", "gpu2"], ["gpu3", "gpu4"]],
+    "paths": VALIDATE["kiln_validate_paths"]("/state/raw", "r1"),
+}
+
+# What tasks/main.yml registers on each node: gpu1 has everything, gpu2 lacks torch,
+# gpu3 lacks torch, nccl-tests and the MPI check; on gpu4 the looks were skipped.
+HOSTVARS = {
+    "gpu1": {
+        "_validate_torch": {"rc": 0, "stdout": "2.5.1"},
+        "_validate_nccl_tests": {"stat": {"exists": True}},
+        "_validate_mpi_check": {"stat": {"exists": True}},
+    },
+    "gpu2": {
+        "_validate_torch": {"rc": 1},
+        "_validate_nccl_tests": {"stat": {"exists": True}},
+        "_validate_mpi_check": {"stat": {"exists": True}},
+    },
+    "gpu3": {
+        "_validate_torch": {"rc": 127},
+        "_validate_nccl_tests": {"stat": {"exists": False}},
+        "_validate_mpi_check": {"stat": {"exists": False}},
+    },
+    "gpu4": {
+        "_validate_torch": {"skipped": True},
+        "_validate_nccl_tests": {"skipped": True},
+        "_validate_mpi_check": {"skipped": True},
+    },
+}
+
+
+LAUNCHER = ["/usr/bin/python3", "/usr/local/libexec/kiln/probe_launcher.py"]
+BENCH = [
+    *("python3", "/usr/local/libexec/kiln/torch_bench.py", "--backend", "nccl"),
+    *("--min-bytes", "1048576", "--max-bytes", "8589934592", "--warmup", "5", "--iters", "20"),
+    *("--init-timeout", "900"),
+]
+
+
+def srun(job, ranks):
+    return [
+        *("srun", "--nodes=4", "--nodelist=gpu3,gpu2,gpu1,gpu4", f"--ntasks-per-node={ranks}"),
+        *("--reservation=kiln_validate", "--time=65", "--immediate=60", "--kill-on-bad-exit=0"),
+        f"--job-name={job}",
+    ]
+
+
+def test_prepare_for_a_validation_where_nodes_lack_benchmarks():
+    prepared = VALIDATE["kiln_validate_prepare"](
+        HOSTVARS, ["gpu3", "gpu2", "gpu1", "gpu4"], SETTINGS
+    )
+    assert prepared == {
+        "probe": ["/usr/bin/python3", "/usr/local/libexec/kiln/node_probe.py"],
+        "launcher": ["/usr/bin/python3", "/usr/local/libexec/kiln/probe_launcher.py"],
+        "step": {
+            "nodes": ["gpu3", "gpu2", "gpu1", "gpu4"],
+            "job_name": "kiln-validate",
+            "reservation": "kiln_validate",
+            "minutes": 65,  # 4 storage timeouts of 900 s, and 5 minutes
+            "immediate_s": 60,
+            "kill_on_bad_exit": False,
+            "tasks_per_node": 1,
+        },
+        "launcher_minutes": 17,  # 900 s, and 2 minutes
+        "lacking": {"torch": ["gpu3", "gpu2"], "nccl_tests": ["gpu3"], "mpi_check": ["gpu3"]},
+        "missing": [],  # the collectives suite was not named: its parts are skipped
+        "collectives_notes": {
+            "single_node_skipped": "",
+            "torch_skipped": "torch is not importable with python3 on gpu3,gpu2",
+            "nccl_tests_skipped": "no /opt/nccl-tests/build/all_reduce_perf on gpu3",
+        },
+        "within_node": True,
+        "commands": {
+            "srun_time": [
+                *LAUNCHER,
+                *("srun-time", "--nodes", "gpu3,gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
+                *("--timeout", "30"),
+            ],
+            "mpi_nodes": ["gpu2", "gpu1", "gpu4"],
+            "mpi": [
+                *LAUNCHER,
+                *("mpi", "--nodes", "gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
+                *("--program", "/usr/local/libexec/kiln/kiln-mpi-check"),
+            ],
+            "collectives_node": [
+                *srun("kiln-validate-node-collectives", ranks=8),
+                *BENCH,
+                *("--per-node", "--out", "/var/lib/kiln/validate/r1/collectives_node.json"),
+            ],
+            "collectives_all": [
+                *srun("kiln-validate-collectives", ranks=8),
+                *BENCH,
+                *("--out", "/var/lib/kiln/validate/r1/collectives_all.json"),
+            ],
+            "nccl_tests": [
+                *LAUNCHER,
+                *("nccl-tests", "--nodes", "gpu3,gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
+                *("--bin-dir", "/opt/nccl-tests/build", "--ranks-per-node", "8"),
+                *("--min-bytes", "1048576", "--max-bytes", "8589934592", "--time", "17"),
+                *("--container-image", ""),
+            ],
+            "pairs": [
+                *LAUNCHER,
+                *("pairs", "--reservation", "kiln_validate", "--ranks-per-node", "8"),
+                *("--time", "17", "--pairs", "gpu1,gpu2", "gpu3,gpu4", "--", *BENCH),
+                *("--collectives", "all_reduce"),
+            ],
+        },
+    }
+    # The step is what kiln_node_srun reads: each suite names its job.
+    assert filters("kiln_node")["kiln_node_srun"](
+        prepared["step"], job_name="kiln-validate-storage"
+    ) == [
+        "srun",
+        "--nodes=4",
+        "--nodelist=gpu3,gpu2,gpu1,gpu4",
+        "--ntasks-per-node=1",
+        "--reservation=kiln_validate",
+        "--time=65",
+        "--immediate=60",
+        "--kill-on-bad-exit=0",
+        "--job-name=kiln-validate-storage",
+    ]
+
+
+def test_a_named_collectives_suite_stops_where_a_node_has_neither_benchmark():
+    named = {**SETTINGS, "suites_named": True, "torch_python": "/opt/py/bin/python"}
+    prepared = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu3", "gpu2", "gpu1"], named)
+    assert prepared["missing"] == [
+        "collectives suite: neither torch (/opt/py/bin/python) nor nccl-tests"
+        " (/opt/nccl-tests/build) on gpu3 (set validate_torch_python,"
+        " validate_nccl_tests_dir or validate_nccl_tests_image)"
+    ]
+    # An image brings nccl-tests: every node has them, nothing stops the run.
+    imaged = {**named, "nccl_tests_image": "nvcr.io#nvidia/pytorch:24.05-py3"}
+    prepared = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu3", "gpu2", "gpu1"], imaged)
+    assert (prepared["missing"], prepared["lacking"]["nccl_tests"]) == ([], [])
+    assert prepared["collectives_notes"]["nccl_tests_skipped"] == ""
+    # Without the collectives suite, nothing it lacks stops the run.
+    storage_only = {**named, "suites": ["storage"]}
+    assert VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu3"], storage_only)["missing"] == []
+
+
+def test_a_burn_in_hold_stops_where_a_node_lacks_torch_and_a_round_never():
+    burn_in = {**SETTINGS, "burn_in_step": "hold", "burn_in": dict(profiles.BURN_IN_DEFAULTS)}
+    prepared = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu3", "gpu2", "gpu1"], burn_in)
+    assert prepared["missing"] == [
+        "burn-in: torch is not importable with python3 on gpu2,gpu3"
+        " (set validate_torch_python to a Python that has it)"
+    ]
+    # The round's steps last the round (600 s) when it is longer than the storage suite.
+    long_round = {**burn_in, "burn_in_step": "round", "burn_in": {"round_s": 7200}}
+    prepared = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu3"], long_round)
+    assert (prepared["missing"], prepared["step"]["minutes"]) == ([], 125)
+
+
+def test_srun_minutes_round_down_then_add_their_margin():
+    assert suites.step_minutes({"timeout_s": 10}, {}) == 5  # 40 s: 0 minutes
+    assert suites.step_minutes({"timeout_s": 899}, {"round_s": 600}) == 64
+    assert suites.step_minutes({"timeout_s": 60}, {"round_s": 659}) == 15
+    assert suites.launcher_minutes({"timeout_s": 119}) == 3
+    assert suites.launcher_minutes({"timeout_s": 120.5}) == 4
+
+
+def test_one_rank_per_node_skips_the_within_node_runs_with_a_note():
+    one = {**SETTINGS, "collectives": {**SETTINGS["collectives"], "ranks_per_node": 1}}
+    prepared = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu1"], one)
+    assert prepared["within_node"] is False
+    assert prepared["collectives_notes"] == {
+        "single_node_skipped": "within-node collectives not run: 1 rank per node crosses"
+        " no link (ranks_per_node in the profile)",
+        "torch_skipped": "",
+        "nccl_tests_skipped": "",
+    }
+
+
+def test_a_node_missing_from_the_inventory_lacks_nothing_it_was_not_checked_for():
+    assert suites.lacking(HOSTVARS, ["gpu9", "gpu1"], "") == {
+        "torch": [],
+        "nccl_tests": [],
+        "mpi_check": [],
+    }
+
+
+def _mount(path, status="OK", indirect=False):
+    return {"name": path.strip("/"), "path": path, "status": status, "indirect": indirect}
+
+
+def test_the_cold_import_tree_goes_on_the_first_healthy_direct_mount():
+    mount = VALIDATE["kiln_validate_tree_mount"]
+    check = {
+        "rc": 0,
+        "stdout": json.dumps(
+            {
+                "mounts": [
+                    _mount("/broken", status="FAIL"),
+                    _mount("/home", indirect=True),  # an automount map: no directory of its own
+                    _mount("/shared"),
+                    _mount("/data"),
+                ]
+            }
+        ),
+    }
+    assert mount(check) == "/shared"
+    assert mount({"rc": 0, "stdout": json.dumps({"mounts": [_mount("/x", status="WARN")]})}) == ""
+    assert mount({"rc": 0, "stdout": "{}"}) == ""
+    assert mount({"rc": 2, "stdout": "", "stderr": "kiln-mount-check: no config"}) == ""
+    assert mount({"skipped": True}) == ""  # the operator's own module: no tree
+
+
+def test_the_cold_import_imports_the_tree_or_the_operators_module_or_says_why_not():
+    cold_import = VALIDATE["kiln_validate_cold_import"]
+    written = {"rc": 0, "stdout": json.dumps({"root": "/shared/.kiln/r1", "modules": 200})}
+    assert cold_import(written, "/shared", "") == {
+        "run": True,
+        "module": "kiln_cold_import.all",
+        "root": "/shared/.kiln/r1",
+        "needs_mount": "/shared",
+        "skipped": "",
+    }
+    refused = {"rc": 0, "stdout": json.dumps({"error": "/shared is not writable by nobody"})}
+    assert cold_import(refused, "/shared", "") == {
+        "run": False,
+        "module": "kiln_cold_import.all",
+        "root": "",
+        "needs_mount": "/shared",
+        "skipped": "/shared is not writable by nobody",
+    }
+    assert cold_import({"skipped": True}, "", "") == {
+        "run": False,
+        "module": "kiln_cold_import.all",
+        "root": "",
+        "needs_mount": "",
+        "skipped": "no shared mount is healthy on the controller to hold the package tree",
+    }
+    # The operator's own module: no tree, no mount. `run` is a bool, which Ansible
+    # 2.19's `when` needs (the module's name there failed the storage suite).
+    assert cold_import({"skipped": True}, "", "torch") == {
+        "run": True,
+        "module": "torch",
+        "root": "",
+        "needs_mount": "",
+        "skipped": "",
+    }
+
+
+def test_the_mpi_record_adds_the_unbuilt_nodes_or_says_why_nothing_ran():
+    record = VALIDATE["kiln_validate_mpi_record"]
+    ran = {"rc": 0, "stdout": json.dumps({"all": {"rc": 0, "stdout": "ok"}, "alone": {}})}
+    assert record(ran, ["gpu3"]) == {
+        "all": {"rc": 0, "stdout": "ok"},
+        "alone": {},
+        "unbuilt": ["gpu3"],
+    }
+    assert record({"skipped": True, "changed": False}, ["gpu1", "gpu2"]) == {
+        "skipped": "no node under test has it (provision with the mpi role, mpi_openmpi: true)"
+    }
