@@ -20,6 +20,7 @@ from kiln import (
     mpi,
     munge,
     nccl,
+    nccl_tests,
     paths,
     pyxis,
     redact,
@@ -196,6 +197,18 @@ def _check_pyxis_settings(spec: ClusterSpec, definitions: list[Definition]) -> l
         ("slurm_controller", "slurm_compute", "slurm_login"),
         PYXIS_PREFIX,
         pyxis.settings_problems,
+    )
+
+
+NCCL_TESTS_PREFIX = "nccl_tests_"
+
+
+@check
+def _check_nccl_tests_settings(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
+    """nccl-tests' release pinned together (a version and its tarball's sha256) and the
+    GPU architectures, on the GPU nodes that build it."""
+    return _settings_problems(
+        spec, ("slurm_compute",), NCCL_TESTS_PREFIX, nccl_tests.settings_problems
     )
 
 
