@@ -1,14 +1,18 @@
-"""STAND-INs for the releases the lab and CI cannot download (NVIDIA's enroot packages
-and pyxis's source, from GitHub): test aids, not part of Kiln. Each copies its real
-release in everything Kiln touches, from the facts written in docs/containers.md (the
-`kiln:release-facts` blocks, which tests/unit/test_standins.py checks every stand-in
-against); none of them runs a container.
+"""STAND-INs for the releases the lab and CI cannot download (NVIDIA's enroot packages,
+pyxis's and nccl-tests' source, from GitHub): test aids, not part of Kiln. Each copies
+its real release in everything Kiln touches, from the facts written in docs/containers.md
+and docs/nccl.md (the `kiln:release-facts` blocks, which tests/unit/test_standins.py
+checks every stand-in against); none of them runs a container or measures anything.
 
     python tests/standins.py enroot OUT VERSION [DEPENDS]
         OUT/v<VERSION>/enroot{,+caps}_<VERSION>-1_<arch>.deb (GitHub's release layout);
         DEPENDS: one more package enroot depends on (one apt cannot install, in tests)
     python tests/standins.py pyxis OUT VERSION
         OUT/v<VERSION>.tar.gz, unpacking to pyxis-<VERSION>/ (GitHub's tag archives)
+    python tests/standins.py nccl-tests OUT VERSION
+        OUT/v<VERSION>.tar.gz, unpacking to nccl-tests-<VERSION>/ (GitHub's tag
+        archives): nccl-tests' build interface; each *_perf program calls NCCL, the
+        CUDA runtime and MPI and says it is a stand-in
     python tests/standins.py lab
         the lab's: built into build/standins/, pinned in
         inventories/lab/group_vars/all/standins.yml (git-ignored), which `kiln lab up`
@@ -35,6 +39,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 FACTS_DOC = REPO / "docs" / "containers.md"
+NCCL_FACTS_DOC = REPO / "docs" / "nccl.md"
 LAB_DIR = REPO / "build" / "standins"
 LAB_SETTINGS = REPO / "inventories" / "lab" / "group_vars" / "all" / "standins.yml"
 LAB_ENROOT = "4.1.2"
@@ -43,7 +48,7 @@ LABEL = "STAND-IN built by Kiln's tests, not NVIDIA's"
 # Names a directory of NVIDIA's real releases for the lab to install instead.
 RELEASES = "KILN_LAB_RELEASES"
 _FACTS = re.compile(
-    r"<!-- kiln:release-facts (?P<name>[a-z]+) -->\n```yaml\n(?P<body>.*?)```\n"
+    r"<!-- kiln:release-facts (?P<name>[a-z_]+) -->\n```yaml\n(?P<body>.*?)```\n"
     r"<!-- /kiln:release-facts -->",
     re.DOTALL,
 )
@@ -371,6 +376,12 @@ def pyxis(out: Path, version: str) -> str:
         "standin.c": pyxis_source(known),
         "README": f"{LABEL}: pyxis {version}'s build interface and arguments.\n",
     }
+    return _tag_archive(out, version, top, files)
+
+
+def _tag_archive(out: Path, version: str, top: str, files: dict[str, str]) -> str:
+    """out/v<version>.tar.gz holding `files` under top/, as GitHub's tag archives are
+    laid out; the same bytes every time. Returns its sha256."""
     raw = io.BytesIO()
     with (
         gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped,
@@ -384,6 +395,123 @@ def pyxis(out: Path, version: str) -> str:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"v{version}.tar.gz").write_bytes(raw.getvalue())
     return hashlib.sha256(raw.getvalue()).hexdigest()
+
+
+# nccl-tests' build interface (docs/nccl.md's facts): the top Makefile makes src's
+# `build` target with BUILDDIR made absolute; src/Makefile takes CUDA_HOME (nvcc and
+# the CUDA runtime), NCCL_HOME, MPI=1 with MPI_HOME, NVCC_GENCODE and BUILDDIR, and
+# makes $(BUILDDIR)/<name>_perf for each program. Written for the stand-in, from the
+# facts: not NVIDIA's files.
+NCCL_TESTS_TOP_MAKEFILE = f"""# {LABEL}
+BUILDDIR ?= build
+override BUILDDIR := $(abspath $(BUILDDIR))
+
+.PHONY: default all src.build
+
+default: src.build
+all: src.build
+
+src.build:
+\t$(MAKE) -C src build BUILDDIR=$(BUILDDIR)
+"""
+
+
+def _nccl_tests_src_makefile(known: dict, version: str) -> str:
+    defaults = "".join(f"{name} ?= {value}\n" for name, value in known["variables"].items())
+    gencode = {
+        major: " ".join(f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs)
+        for major, archs in known["default_archs"].items()
+    }
+    return f"""# {LABEL}: nccl-tests {version}'s build interface.
+{defaults}
+# nvcc's release (13.0) decides the default architectures and C++ standard.
+CUDA_RELEASE := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \\([0-9.]*\\),.*/\\1/p')
+CUDA_MAJOR := $(firstword $(subst ., ,$(CUDA_RELEASE)))
+ifeq ($(shell [ 0$(CUDA_MAJOR) -ge 13 ] && echo new),new)
+NVCC_GENCODE ?= {gencode[13]}
+CXXSTD ?= -std=c++17
+else
+NVCC_GENCODE ?= {gencode[12]}
+CXXSTD ?= -std=c++14
+endif
+
+NVCUFLAGS := -ccbin $(CXX) $(NVCC_GENCODE) $(CXXSTD) -DSTANDIN_VERSION='"{version}"'
+NVLDFLAGS := {known["link"]}
+ifneq ($(NCCL_HOME),)
+NVCUFLAGS += -I$(NCCL_HOME)/include
+NVLDFLAGS += -L$(NCCL_HOME)/lib
+endif
+ifeq ($(MPI),1)
+NVCUFLAGS += -DMPI_SUPPORT -I$(MPI_HOME)/include
+NVLDFLAGS += -L$(MPI_HOME)/lib -L$(MPI_HOME)/lib64 -lmpi
+endif
+NVLDFLAGS += -lnccl
+
+PROGRAMS := {" ".join(known["programs"])}
+
+.PHONY: build clean
+build: $(PROGRAMS:%=$(BUILDDIR)/%_perf)
+
+$(BUILDDIR)/%.o: %.cu standin.h
+\t@mkdir -p $(BUILDDIR)
+\t$(NVCC) -o $@ $(NVCUFLAGS) -c $<
+
+$(BUILDDIR)/%_perf: $(BUILDDIR)/%.o
+\t$(NVCC) -o $@ $(NVCUFLAGS) $< $(NVLDFLAGS)
+
+clean:
+\trm -rf $(BUILDDIR)
+"""
+
+
+# What every stand-in program runs: NCCL's version, the CUDA devices and MPI's start
+# and end, the calls a real build links against; one line, then exit 1 without a GPU
+# (the real programs fail there too).
+NCCL_TESTS_MAIN = f"""/* {LABEL}: one nccl-tests program's calls, none of its tests. */
+#include <stdio.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+#ifdef MPI_SUPPORT
+#include <mpi.h>
+#endif
+
+__global__ void standin_kernel(int *value) {{ *value = 1; }}
+
+int main(int argc, char *argv[]) {{
+  int nccl = 0, devices = 0, mpi = 0;
+#ifdef MPI_SUPPORT
+  MPI_Init(&argc, &argv);
+  mpi = 1;
+#endif
+  ncclGetVersion(&nccl);
+  cudaError_t found = cudaGetDeviceCount(&devices);
+  printf("# %s_perf: nccl-tests %s {LABEL}; NCCL %d.%d.%d, MPI %s, CUDA devices %d (%s)\\n",
+         STANDIN_PROGRAM, STANDIN_VERSION, nccl / 10000, nccl % 10000 / 100, nccl % 100,
+         mpi ? "yes" : "no", found == cudaSuccess ? devices : 0, cudaGetErrorName(found));
+#ifdef MPI_SUPPORT
+  MPI_Finalize();
+#endif
+  return found == cudaSuccess && devices > 0 ? 0 : 1;
+}}
+"""
+
+
+def nccl_tests(out: Path, version: str) -> str:
+    """out/v<version>.tar.gz, unpacking to nccl-tests-<version>/ as GitHub's tag
+    archives do, with nccl-tests' build interface; the same bytes every time. Returns
+    its sha256."""
+    known = facts("nccl_tests", NCCL_FACTS_DOC)
+    files = {
+        "Makefile": NCCL_TESTS_TOP_MAKEFILE,
+        "README": f"{LABEL}: nccl-tests {version}'s build interface and programs.\n",
+        "src/Makefile": _nccl_tests_src_makefile(known, version),
+        "src/standin.h": NCCL_TESTS_MAIN,
+        **{
+            f"src/{name}.cu": f'#define STANDIN_PROGRAM "{name}"\n#include "standin.h"\n'
+            for name in known["programs"]
+        },
+    }
+    return _tag_archive(out, version, known["top"].format(version=version), files)
 
 
 def real_releases() -> Path | None:
@@ -448,7 +576,10 @@ def lab_settings(directory: Path = LAB_DIR, settings: Path = LAB_SETTINGS) -> di
     return values
 
 
-USAGE = "usage: python tests/standins.py enroot OUT VERSION [DEPENDS] | pyxis OUT VERSION | lab"
+USAGE = (
+    "usage: python tests/standins.py enroot OUT VERSION [DEPENDS] | pyxis OUT VERSION"
+    " | nccl-tests OUT VERSION | lab"
+)
 
 
 def main(argv: list[str]) -> int:
@@ -458,6 +589,9 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["pyxis"] and len(argv) == 3:
         print(f"pyxis {pyxis(Path(argv[1]), argv[2])}")
+        return 0
+    if argv[:1] == ["nccl-tests"] and len(argv) == 3:
+        print(f"nccl-tests {nccl_tests(Path(argv[1]), argv[2])}")
         return 0
     if argv[:1] == ["enroot"] and len(argv) in (3, 4):
         for name, digest in enroot(Path(argv[1]), argv[2], *argv[3:]).items():

@@ -7,6 +7,7 @@ A build is made against the node's CUDA toolkit, NCCL and MPI (kiln.node.cuda_to
 finds them) and records their versions beside it; when one changes, it is rebuilt.
 """
 
+import json
 import re
 from typing import Any
 
@@ -14,7 +15,13 @@ from kiln import pinned
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/nccl-tests/archive/refs/tags"
 INSTALL_ROOT = "/opt/nccl-tests"
+# Where the role keeps the tarball and unpacks it.
+SOURCE_DIR = "/usr/local/src/kiln-nccl-tests"
+# In the build directory: what the build was made from (stamp()).
 STAMP = "kiln-build.json"
+# Where the validate role looks for the programs when no nccl-tests release is pinned
+# (a build made by hand, or none).
+UNPINNED_BIN_DIR = f"{INSTALL_ROOT}/build"
 # nccl-tests releases are numbered as NCCL's own (2.19.6).
 RELEASE = pinned.RELEASE
 # The programs a build makes (src/Makefile's BIN_FILES_LIST), each <name>_perf.
@@ -35,7 +42,11 @@ _ARCH = re.compile(r"[0-9]{2,3}[a-z]?")
 
 
 def settings_problems(settings: dict[str, Any]) -> list[str]:
-    """nccl_tests_version, _sha256, _fetch and _cuda_archs, one line each."""
+    """What `kiln inventory check` finds wrong in one host's nccl_tests_* settings
+    (without the prefix), one line each, before any node is touched; nothing when no
+    release is asked for."""
+    if not settings.get("version"):
+        return []
     found = pinned.problems("nccl_tests", settings, "2.19.6", "the source tarball's")
     archs = settings.get("cuda_archs") or []
     if not isinstance(archs, list) or not all(_ARCH.fullmatch(str(a)) for a in archs):
@@ -54,13 +65,25 @@ def build_dir(version: str) -> str:
     return f"{INSTALL_ROOT}/{version}"
 
 
+def bin_dir(version: str) -> str:
+    """Where the programs are: the pinned release's build, else UNPINNED_BIN_DIR (the
+    validate role's validate_nccl_tests_dir defaults to this)."""
+    return f"{build_dir(version)}/bin" if version else UNPINNED_BIN_DIR
+
+
+def _arch_order(arch: str) -> tuple[int, str]:
+    digits = arch.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return int(digits), arch[len(digits) :]
+
+
 def archs(configured: list[str], compute_caps: list[str]) -> list[str]:
     """The GPU architectures to compile for: the configured ones, else the node's own
     GPUs' (nvidia-smi's compute_cap, "9.0" -> "90"); none means nccl-tests' own list
     (every architecture its CUDA supports: slow, but runs anywhere)."""
     if configured:
-        return sorted({str(a) for a in configured})
-    return sorted({cap.replace(".", "") for cap in compute_caps if cap.strip()})
+        return sorted({str(a) for a in configured}, key=_arch_order)
+    found = {cap.strip().replace(".", "") for cap in compute_caps}
+    return sorted((a for a in found if _ARCH.fullmatch(a)), key=_arch_order)
 
 
 def gencode(arch_list: list[str]) -> str:
@@ -88,19 +111,16 @@ def make_command(
     MPI=1 where the node has MPI (multi-node runs under srun need it). LD_RUN_PATH gives
     the programs the run path of NCCL, MPI and the CUDA runtime, so they start without
     LD_LIBRARY_PATH (nccl-tests' Makefile sets no run path of its own). NCCL from a wheel
-    has only libnccl.so.2, and the Makefile links -lnccl: nccl_link then names the
-    libnccl.so link to make in the build's own lib directory, used as NCCL_HOME's lib."""
+    has only libnccl.so.2, and the Makefile links -lnccl: nccl_link then lists the links
+    ({path, src}) that make NCCL_HOME in the build directory (include/, lib/libnccl.so)."""
     cuda, nccl, mpi = toolchain["cuda"], toolchain["nccl"], toolchain.get("mpi")
-    nccl_home, nccl_link = nccl["home"], None
+    nccl_home, nccl_link = nccl["home"], []
     if nccl.get("library") != "libnccl.so":
         nccl_home = f"{build}/nccl"
-        nccl_link = {
-            "include": {"path": f"{nccl_home}/include", "src": f"{nccl['home']}/include"},
-            "lib": {
-                "path": f"{nccl_home}/lib/libnccl.so",
-                "src": f"{nccl['lib']}/{nccl['library']}",
-            },
-        }
+        nccl_link = [
+            {"path": f"{nccl_home}/include", "src": f"{nccl['home']}/include"},
+            {"path": f"{nccl_home}/lib/libnccl.so", "src": f"{nccl['lib']}/{nccl['library']}"},
+        ]
     argv = [
         "make",
         "-C",
@@ -122,5 +142,50 @@ def make_command(
     }
 
 
+def stamp_text(stamp_data: dict[str, Any]) -> str:
+    """The stamp file's content: one form, so a build is rebuilt only when what it was
+    made from changed."""
+    return json.dumps(stamp_data, indent=2, sort_keys=True) + "\n"
+
+
 def programs(build: str) -> list[str]:
     return [f"{build}/bin/{name}_perf" for name in PROGRAMS]
+
+
+def skip_reason(toolchain: dict[str, Any]) -> str:
+    """Why a node cannot build nccl-tests (no CUDA compiler, no NCCL), or ""."""
+    missing = [
+        what
+        for name, what in (("cuda", "CUDA toolkit (bin/nvcc)"), ("nccl", "NCCL (nccl.h)"))
+        if not toolchain.get(name)
+    ]
+    if not missing:
+        return ""
+    return f"no {' and no '.join(missing)} on this node: nccl-tests not built"
+
+
+def plan(
+    settings: dict[str, Any], toolchain: dict[str, Any], compute_caps: list[str], jobs: int
+) -> dict[str, Any]:
+    """What the nccl_tests role does on one node, from its settings (without the
+    prefix), kiln.node.cuda_toolchain's report and nvidia-smi's compute_cap lines:
+    {skip} where it cannot build, else the source, the build, its stamp and make."""
+    reason = skip_reason(toolchain)
+    if reason:
+        return {"skip": reason}
+    version = settings["version"]
+    build = build_dir(version)
+    arch_list = archs(list(settings.get("cuda_archs") or []), compute_caps)
+    tarball = source(version, settings["sha256"], settings["base_url"])
+    top = f"{SOURCE_DIR}/{tarball['top']}"
+    return {
+        "skip": "",
+        "source": tarball,
+        "source_dir": SOURCE_DIR,
+        "build_dir": build,
+        "bin_dir": bin_dir(version),
+        "stamp_path": f"{build}/{STAMP}",
+        "stamp": stamp_text(stamp(version, toolchain, arch_list)),
+        "make": make_command(top, build, toolchain, arch_list, jobs),
+        "programs": programs(build),
+    }

@@ -78,6 +78,7 @@ ROLES: dict[str, Role] = {
         Role("mpi", "kiln.mpi", ("slurm_compute", "slurm_login")),
         Role("hpcx", "kiln.hpcx", ("slurm_compute", "slurm_login")),
         Role("nccl_env", "kiln.nccl", ("slurm_compute",)),
+        Role("nccl_tests", "kiln.nccl_tests", ("slurm_compute",)),
         Role("enroot", "kiln.enroot", ("slurm_compute", "slurm_login")),
         Role("pyxis", "kiln.pyxis", ("slurm_controller", "slurm_compute", "slurm_login")),
         Role("validate", "kiln.validation", ("slurm_controller", "slurm_compute")),

@@ -551,6 +551,12 @@ TRAILING_NEWLINES = [
         "pyxis_version '0.20.0\\n': expected a release such as 0.24.0",
     ),
     (
+        "nccl-tests-version",
+        {"nccl_tests_version": "2.19.6\n", "nccl_tests_sha256": SHA},
+        COMPUTE,
+        "nccl_tests_version '2.19.6\\n': expected a release such as 2.19.6",
+    ),
+    (
         "pyxis-runtime-path",
         {"pyxis_version": "0.20.0", "pyxis_sha256": SHA, "pyxis_runtime_path": "/run/pyxis\n"},
         "ctl1,gpu[001-002]",
@@ -818,6 +824,26 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars({"pyxis_version": "0.20.0"}),
         BAD,
         "pyxis_version 0.20.0 needs pyxis_sha256: the source tarball's sha256",
+    ),
+    (
+        "inv-nccl-tests-version-without-sha256",
+        all_vars({"nccl_tests_version": "2.19.6"}),
+        BAD,
+        "kiln: error: gpu[001-002]: nccl_tests_version 2.19.6 needs nccl_tests_sha256: the "
+        "source tarball's sha256 (64 hex digits), pinned with the version",
+    ),
+    (
+        "inv-nccl-tests-archs-not-compute-capabilities",
+        all_vars(
+            {
+                "nccl_tests_version": "2.19.6",
+                "nccl_tests_sha256": SHA,
+                "nccl_tests_cuda_archs": ["sm_90"],
+            }
+        ),
+        BAD,
+        "kiln: error: gpu[001-002]: nccl_tests_cuda_archs ['sm_90']: expected a list of compute "
+        "capabilities such as ['90', '100']",
     ),
     (
         "inv-pyxis-unknown-container-scope",

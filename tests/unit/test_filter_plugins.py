@@ -420,6 +420,45 @@ def test_pyxis_plan_for_a_node():
         offered["kiln_pyxis_plan"](settings, "", [])
 
 
+def test_nccl_tests_plan_as_the_role_hands_it_over():
+    offered = filters("kiln_nccl_tests")
+    settings = {
+        "version": "2.19.6",
+        "sha256": "e" * 64,
+        "base_url": "http://mirror/nccl-tests",
+        "fetch": "control",
+        "cuda_archs": [],
+    }
+    toolchain = {
+        "cuda": {"home": "/usr/local/cuda", "version": "13.0.88", "lib": "/usr/local/cuda/lib64"},
+        "nccl": {"home": "/usr", "version": "2.27.7", "lib": "/usr/lib", "library": "libnccl.so"},
+        "mpi": None,
+    }
+    # nvidia-smi's stdout_lines and getconf's stdout, as registered.
+    plan = offered["kiln_nccl_tests_plan"](settings, toolchain, ("9.0", "9.0"), "4")
+    assert plan["make"]["argv"] == [
+        "make",
+        "-C",
+        "/usr/local/src/kiln-nccl-tests/nccl-tests-2.19.6",
+        "-j4",
+        "BUILDDIR=/opt/nccl-tests/2.19.6/bin",
+        "CUDA_HOME=/usr/local/cuda",
+        "NCCL_HOME=/usr",
+        "NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90",
+    ]
+    assert offered["kiln_nccl_tests_plan"](settings, {**toolchain, "cuda": None}, [], "4") == {
+        "skip": "no CUDA toolkit (bin/nvcc) on this node: nccl-tests not built"
+    }
+    assert offered["kiln_nccl_tests_problems"]({**settings, "sha256": ""}) == [
+        "nccl_tests_version 2.19.6 needs nccl_tests_sha256: the source tarball's sha256 "
+        "(64 hex digits), pinned with the version"
+    ]
+    # validate_nccl_tests_dir's default, with nccl_tests_version set or not.
+    assert offered["kiln_nccl_tests_bin_dir"]("2.19.6") == "/opt/nccl-tests/2.19.6/bin"
+    assert offered["kiln_nccl_tests_bin_dir"]("") == "/opt/nccl-tests/build"
+    assert offered["kiln_nccl_tests_bin_dir"](None) == "/opt/nccl-tests/build"
+
+
 # --- values that land in config files: the role refuses what `kiln inventory check` does ---
 
 URL_RULE = (

@@ -17,12 +17,14 @@ import yaml
 
 from kiln import enroot as kiln_enroot
 from kiln import hpcx as kiln_hpcx
+from kiln import nccl_tests as kiln_nccl_tests
 from kiln import pyxis as kiln_pyxis
 from tests import standins
 
 ENROOT = standins.facts("enroot")
 PYXIS = standins.facts("pyxis")
 HPCX = standins.facts("hpcx", standins.REPO / "docs" / "mpi.md")
+NCCL_TESTS = standins.facts("nccl_tests", standins.NCCL_FACTS_DOC)
 ARCH = standins.arch()
 
 
@@ -408,3 +410,92 @@ def test_the_lab_pins_nvidias_releases_from_the_directory_named(tmp_path, monkey
         f"KILN_LAB_RELEASES: no {releases}/pyxis/v{PYXIS['version']}.tar.gz"
         " (GitHub's release layout is expected)"
     )
+
+
+@pytest.fixture(scope="module")
+def nccl_tests_tree(tmp_path_factory) -> Path:
+    """The stand-in nccl-tests source, where the role's URL points, unpacked as the role
+    does: GitHub's tag archive layout, the same bytes every time."""
+    out = tmp_path_factory.mktemp("nccl-tests")
+    version = NCCL_TESTS["version"]
+    digest = standins.nccl_tests(out, version)
+    assert standins.nccl_tests(out / "again", version) == digest
+    source = kiln_nccl_tests.source(version, digest, out.as_uri())
+    tarball = Path(source["url"].removeprefix("file://"))
+    assert hashlib.sha256(tarball.read_bytes()).hexdigest() == digest
+    top = NCCL_TESTS["top"].format(version=version)
+    assert source["top"] == top
+    with tarfile.open(fileobj=io.BytesIO(tarball.read_bytes())) as tar:
+        assert tar.getnames() == [
+            f"{top}/{name}"
+            for name in ["Makefile", "README", "src/Makefile", "src/standin.h"]
+            + [f"src/{program}.cu" for program in NCCL_TESTS["programs"]]
+        ]
+        tar.extractall(out, filter="data")
+    return out / top
+
+
+def test_nccl_tests_programs_are_the_ones_kiln_expects():
+    assert tuple(NCCL_TESTS["programs"]) == kiln_nccl_tests.PROGRAMS
+
+
+def dry_make(*argv: str) -> list[str]:
+    """The commands make would run (no nvcc here: its release reads as none)."""
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", *argv], capture_output=True, text=True, check=True
+    )
+    return done.stdout.splitlines()
+
+
+def test_nccl_tests_builds_as_the_role_runs_it(nccl_tests_tree, tmp_path):
+    bin_dir = f"{tmp_path}/build/bin"
+    toolchain = {
+        "cuda": {"home": "/cuda", "version": "13.0.88", "lib": "/cuda/lib64"},
+        "nccl": {"home": "/nccl", "version": "2.27.7", "lib": "/nccl/lib", "library": "libnccl.so"},
+        "mpi": {"home": "/ompi", "version": "5.0.7", "lib": "/ompi/lib"},
+    }
+    make = kiln_nccl_tests.make_command(
+        str(nccl_tests_tree), f"{tmp_path}/build", toolchain, ["90"], 2
+    )
+    flags = (
+        "-ccbin g++ -gencode=arch=compute_90,code=sm_90 -std=c++14 "
+        "-DSTANDIN_VERSION='\"2.19.6\"' -I/nccl/include -DMPI_SUPPORT -I/ompi/include"
+    )
+    link = "-L/cuda/lib64 -lcudart -lrt -L/nccl/lib -L/ompi/lib -L/ompi/lib64 -lmpi -lnccl"
+    lines = dry_make(*make["argv"][1:])
+    programs = NCCL_TESTS["programs"]
+    assert lines[:-1] == [f"make -C src build BUILDDIR={bin_dir}"] + [
+        line
+        for name in programs
+        for line in (
+            f"mkdir -p {bin_dir}",
+            f"/cuda/bin/nvcc -o {bin_dir}/{name}.o {flags} -c {name}.cu",
+            f"/cuda/bin/nvcc -o {bin_dir}/{name}_perf {flags} {bin_dir}/{name}.o {link}",
+        )
+    ]
+    # The objects are intermediates: removed, so bin/ holds the programs only.
+    assert sorted(lines[-1].split()) == sorted(["rm", *(f"{bin_dir}/{n}.o" for n in programs)])
+
+
+@pytest.mark.parametrize("release, std", [("12.4", "c++14"), ("13.0", "c++17")])
+def test_nccl_tests_defaults_are_the_real_ones(nccl_tests_tree, tmp_path, release, std):
+    # No MPI or NVCC_GENCODE: no MPI, and the default list of nvcc's major release.
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.1'\n")
+    nvcc.chmod(0o755)
+    lines = dry_make(
+        "-C", str(nccl_tests_tree / "src"), "build", "BUILDDIR=/b", f"CUDA_HOME={tmp_path}/cuda"
+    )
+    archs = NCCL_TESTS["default_archs"][int(release.split(".")[0])]
+    gencode = " ".join(f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs)
+    flags = f"-ccbin g++ {gencode} -std={std} -DSTANDIN_VERSION='\"2.19.6\"'"
+    assert lines[:3] == [
+        "mkdir -p /b",
+        f"{nvcc} -o /b/all_reduce.o {flags} -c all_reduce.cu",
+        f"{nvcc} -o /b/all_reduce_perf {flags} /b/all_reduce.o "
+        f"-L{tmp_path}/cuda/lib64 -lcudart -lrt -lnccl",
+    ]
+    database = run("make", "-p", "-n", "-C", str(nccl_tests_tree / "src"), "clean").splitlines()
+    for name, value in NCCL_TESTS["variables"].items():
+        assert f"{name} = {value}" in database, name

@@ -20,9 +20,12 @@ CUDA_HOMES = ("/usr/local/cuda",)
 # NCCL: the CUDA repository's libnccl-dev (headers in /usr/include) or a tree with
 # include/ and lib/ (a tarball install, or the nvidia-nccl-cu* wheels' nvidia/nccl).
 NCCL_HOMES = ("/usr", "/usr/local", "/usr/local/nccl", "/opt/nccl")
-# HPC-X's Open MPI first where HPC-X is installed, then the distribution's.
+# HPC-X's Open MPI first where HPC-X is installed (the hpcx role's
+# /opt/hpcx/<version>/ompi, the newest first; NVIDIA's containers' /opt/hpcx/ompi), then
+# the distribution's.
 MPI_HOMES = (
     "/opt/hpcx/ompi",
+    "/opt/hpcx/*/ompi",
     "/usr/lib/x86_64-linux-gnu/openmpi",
     "/usr/lib/aarch64-linux-gnu/openmpi",
 )
@@ -93,10 +96,25 @@ def nccl(homes: list[str]) -> dict | None:
     return None
 
 
+def _release_order(path: str) -> list[int]:
+    return [int(n) for n in re.findall(r"\d+", path)]
+
+
+def _expanded(homes: list[str]) -> list[str]:
+    """Each home, a pattern replaced by what it matches, the highest release first."""
+    found = []
+    for home in homes:
+        if glob.has_magic(home):
+            found += sorted(glob.glob(home), key=_release_order, reverse=True)
+        else:
+            found.append(home)
+    return found
+
+
 def mpi(homes: list[str]) -> dict | None:
     """The first home with include/mpi.h (Open MPI's, whose header names its version)
     and a libmpi.so."""
-    for home in homes:
+    for home in _expanded(homes):
         header = _read(os.path.join(home, "include", "mpi.h"))
         version = _defines(
             header, "OMPI_MAJOR_VERSION", "OMPI_MINOR_VERSION", "OMPI_RELEASE_VERSION"

@@ -1,0 +1,38 @@
+"""Filters that hand the nccl_tests role's settings to kiln.nccl_tests: the role and
+`kiln inventory check` judge them the same way, and one place plans the build."""
+
+import sys
+from pathlib import Path
+
+try:
+    import kiln  # noqa: F401
+except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+
+from kiln import nccl_tests
+
+
+def kiln_nccl_tests_problems(settings):
+    """What is wrong with one node's nccl_tests_* settings (without the prefix)."""
+    return nccl_tests.settings_problems(settings)
+
+
+def kiln_nccl_tests_plan(settings, toolchain, compute_caps, jobs):
+    """{skip} or {source, source_dir, build_dir, bin_dir, stamp_path, stamp, make,
+    programs} for one node, from its settings, kiln.node.cuda_toolchain's report and
+    nvidia-smi's compute_cap lines."""
+    return nccl_tests.plan(settings, toolchain, list(compute_caps), int(jobs))
+
+
+def kiln_nccl_tests_bin_dir(version):
+    """Where the programs of this nccl-tests release are (validate_nccl_tests_dir)."""
+    return nccl_tests.bin_dir(str(version or ""))
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "kiln_nccl_tests_problems": kiln_nccl_tests_problems,
+            "kiln_nccl_tests_plan": kiln_nccl_tests_plan,
+            "kiln_nccl_tests_bin_dir": kiln_nccl_tests_bin_dir,
+        }
