@@ -111,6 +111,7 @@ def test_each_roles_module_and_checks():
         "mpi": ("kiln.mpi", None, ["mpi_module_path"]),
         "hpcx": ("kiln.hpcx", "kiln.hpcx", []),
         "nccl_env": ("kiln.nccl", None, ["nccl_env_overrides"]),
+        "nccl_tests": ("kiln.nccl_tests", "kiln.nccl_tests", []),
         "enroot": ("kiln.enroot", "kiln.enroot", []),
         "pyxis": ("kiln.pyxis", "kiln.pyxis", []),
         "validate": ("kiln.validation", None, []),
