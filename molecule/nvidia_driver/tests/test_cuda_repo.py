@@ -3,6 +3,9 @@ repository (empty packages under NVIDIA's names; files/build-standin-repo.sh) wi
 Debian's non-free component enabled beside it: the key pinned by sha256, Debian's
 packages of the same names refused by origin, the driver and the fabric manager at one
 exact version and held, the fabric manager enabled but not started without NVSwitches.
+converge.yml also ran the role's IMEX step as on an NVL72 node (GPUs planted, the
+stand-in nvidia-smi reporting an NVLink domain): nvidia-imex at the driver's version,
+pinned and held, the domain's one node in nodes_config.cfg, the service running.
 side_effect.yml asked for 580.105.08, which the fabric manager is not offered at; the
 node is checked here as converge left it."""
 
@@ -15,6 +18,7 @@ DRIVER = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "libcud
           "libnvidia-ml1"]  # fmt: skip
 FABRIC_MANAGER = ["nvidia-fabricmanager-580", "libnvidia-nscq-580"]
 PINNED = " ".join([*DRIVER, *FABRIC_MANAGER, "nvidia-persistenced"])
+IMEX = "nvidia-imex"  # from branch 580 on, without the branch
 
 
 def test_the_repository_is_added_with_its_key_checked(host):
@@ -63,7 +67,7 @@ def test_driver_and_fabric_manager_are_installed_at_one_version_and_held(host):
         assert installed.is_installed, package
         assert installed.version == f"{VERSION}-1", (package, installed.version)
     held = host.check_output("apt-mark showhold").split()
-    assert sorted(held) == sorted([*DRIVER, *FABRIC_MANAGER])
+    assert sorted(held) == sorted([*DRIVER, *FABRIC_MANAGER, IMEX])
 
 
 def test_the_fabric_manager_is_enabled_and_not_started_without_nvswitches(host):
@@ -113,3 +117,36 @@ def test_nvidia_peermem_loads_at_boot_after_ofed(host):
     unit = host.service("kiln-nvidia-peermem")
     assert unit.is_enabled
     assert not unit.is_running  # no GPU: nothing to load it for
+
+
+def test_imex_is_installed_at_the_drivers_version_pinned_and_held(host):
+    query = f"dpkg-query -W -f '${{Version}} ${{db:Status-Abbrev}}' {IMEX}"
+    assert host.check_output(query).split() == [f"{VERSION}-1", "hi"]  # hi: held, installed
+    assert host.file("/etc/apt/preferences.d/kiln-nvidia-imex").content_string == (
+        "# Managed by Kiln (nvidia_driver_version): every package of the driver stays at "
+        "one version.\n"
+        f"Package: {IMEX}\n"
+        f"Pin: version {VERSION}-*\n"
+        "Pin-Priority: 1001\n"
+    )
+    # The newer driver's IMEX is offered too; apt keeps to the driver's.
+    policy = host.check_output(f"apt-cache policy {IMEX}")
+    assert f"Candidate: {VERSION}-1\n" in policy, policy
+    assert re.search(r"^\s+580\.105\.08-1 500$", policy, re.M), policy
+
+
+def test_imex_lists_the_domains_nodes_and_leaves_its_own_config_as_shipped(host):
+    nodes = host.file("/etc/nvidia-imex/nodes_config.cfg")
+    assert nodes.content_string == "10.214.0.34\n"  # the domain is this node alone
+    assert (nodes.user, nodes.group, nodes.mode) == ("root", "root", 0o644)
+    conffiles = host.check_output(f"dpkg-query -W -f '${{Conffiles}}' {IMEX}").split()
+    assert conffiles[0] == "/etc/nvidia-imex/config.cfg", conffiles
+    # config.cfg as the package shipped it: dpkg finds no file of the package changed.
+    verify = host.run(f"dpkg --verify {IMEX}")
+    assert (verify.rc, verify.stdout) == (0, ""), verify
+
+
+def test_imex_is_enabled_and_running(host):
+    service = host.service("nvidia-imex")
+    assert service.is_enabled
+    assert service.is_running
