@@ -146,7 +146,13 @@ def test_imex_lists_the_domains_nodes_and_leaves_its_own_config_as_shipped(host)
     assert (verify.rc, verify.stdout) == (0, ""), verify
 
 
-def test_imex_is_enabled_and_running(host):
+def test_imex_is_enabled_and_running_with_the_node_list(host):
     service = host.service("nvidia-imex")
     assert service.is_enabled
     assert service.is_running
+    # IMEX reads nodes_config.cfg only when it starts; the package's install started it
+    # before the file existed, so the role restarted it after writing the file.
+    started = host.check_output(
+        'date -d "$(systemctl show -p ActiveEnterTimestamp --value nvidia-imex)" +%s'
+    )
+    assert int(started) >= host.file("/etc/nvidia-imex/nodes_config.cfg").mtime.timestamp()
