@@ -58,6 +58,8 @@ def test_kiln_health_and_what_it_checks_on_each_node(host):
         ],
         "gpus": 1 if name == "slurm-c2" else 0,
         "ib_ports": [],
+        "imex": False,  # no NVLink domain: the NVL72 checks are off
+        "nvlink_domain": False,
         "metrics_dir": "/var/lib/prometheus/node-exporter",
         "mount_check": "",
         "munge": True,
