@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kiln import gpu_models, schedules
-from kiln.node import slurm_state
 from kiln.schedules import HEALTH_ACTIVE
 from kiln.validation.verdicts import Verdict
 
@@ -113,12 +112,6 @@ def _int(value: Any) -> int:
             return int(float(value))
         except (TypeError, ValueError):
             return 0
-
-
-def drain_prefixes() -> tuple[str, ...]:
-    """The Slurm reason prefixes Kiln's health checks drain with (`kiln-health:`,
-    `kiln-active:`), from kiln.node, which the node programs import too."""
-    return slurm_state.HEALTH_PREFIXES
 
 
 @dataclass

@@ -165,9 +165,10 @@ warnings.append("map the GUIDs with --node-name-map")
 # every role's filter judges with the same rules.
 FLOOR = "kiln.validation"
 # What the floor may build on: errors, hostlists and Slurm's files with what they
-# need, reading files, the MPI check's name; kiln.health for the node programs' drain
-# reason prefixes (until kiln.node holds them); kiln.node, the standard-library node
-# library.
+# need, reading files, the MPI check's name, and leaves that import nothing of Kiln's
+# (paths, GPU model facts, the cloud); kiln.node, the standard-library node library,
+# which holds the node programs' drain reason prefixes. Not kiln.health nor
+# kiln.schedules: features built on the floor.
 BELOW_FLOOR = {
     "kiln.errors",
     "kiln.hostlist",
@@ -177,8 +178,6 @@ BELOW_FLOOR = {
     "kiln.yaml_input",
     "kiln.paths",
     "kiln.mpi",
-    "kiln.health",
-    "kiln.schedules",
     "kiln.gpu_models",  # standard library only, as are kiln.cloud and kiln.node
     "kiln.cloud",
 }
@@ -258,3 +257,108 @@ def test_the_inventory_checks_reach_each_roles_module_through_the_registry():
     assert edges["kiln.roles"] == {"kiln.paths"}
     modules = {role.module for role in roles.ROLES.values() if role.module}
     assert sorted(edges["kiln.inventory.checks"] & modules) == []
+
+
+# A campaign's steps: the flow (select, hold, conclude, act, report, exit code) and what
+# it runs between (collect, assess, pairs, the burn-in judging, the drain decisions).
+# Only a campaign drives them, so a new flow (a rollout's batches) is another campaign,
+# not a command or a report that strings the steps together again.
+CAMPAIGN_STEPS = {
+    "kiln.campaigns.campaign",
+    "kiln.validation.collect",
+    "kiln.validation.assess",
+    "kiln.validation.pairs",
+    "kiln.validation.burn_in_judge",
+    "kiln.validation.drain",
+}
+# The validate role's filter runs the hold's Slurm steps in the play: it reads the node
+# states through kiln.validation.drain, as the campaign does.
+FILTERS_RUNNING_A_STEP = {"kiln_validate.py": {"kiln.validation.drain"}}
+
+
+def callers_of_steps(edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Modules outside the campaigns and the judging floor that import a step."""
+    return {
+        name: sorted(deps & CAMPAIGN_STEPS)
+        for name, deps in edges.items()
+        if not name.startswith(("kiln.campaigns.", FLOOR + "."))
+        and name != "kiln.campaigns"
+        and deps & CAMPAIGN_STEPS
+    }
+
+
+def test_campaigns_are_the_only_callers_of_the_steps():
+    edges = graph()
+    assert set(edges) >= CAMPAIGN_STEPS
+    assert callers_of_steps(edges) == {}
+    known = set(edges)
+    plugins = {
+        path.name: sorted(imports_of(path, "filter", known) & CAMPAIGN_STEPS)
+        for path in sorted((REPO / "plugins").rglob("*.py"))
+    }
+    assert {name: steps for name, steps in plugins.items() if steps} == {
+        name: sorted(steps) for name, steps in FILTERS_RUNNING_A_STEP.items()
+    }
+
+
+def test_the_steps_rule_sees_a_command_that_runs_a_step():
+    edges = {
+        "kiln.commands.rollout": {"kiln.validation.drain", "kiln.errors"},
+        "kiln.campaigns.validate": {"kiln.campaigns.campaign"},
+        "kiln.validation.collect": {"kiln.validation.drain"},
+    }
+    assert callers_of_steps(edges) == {"kiln.commands.rollout": ["kiln.validation.drain"]}
+
+
+EXITS = {"exit", "SystemExit", "Exit"}  # sys.exit, ctx.exit, SystemExit, click's Exit
+
+
+def literal_exit_codes(source: str) -> list[str]:
+    """Each exit in `source` whose code is written as a number (`sys.exit(5)`), not
+    named (`ExitCode.VALIDATION_FAILED`) nor derived (`exit_code(verdict)`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if name not in EXITS:
+            continue
+        numbers = [
+            part
+            for part in ast.walk(node.args[0])
+            if isinstance(part, ast.Constant) and type(part.value) is int
+        ]
+        if numbers:
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_commands_decide_no_exit_code_by_a_literal_number():
+    """Exit codes are ExitCode's (documented in docs/cli.md): a command exits with a
+    named one or with what the library judged (verdicts.exit_code), never a bare int."""
+    found = {
+        str(path.relative_to(PACKAGE)): literal_exit_codes(path.read_text())
+        for path in PACKAGE.rglob("*.py")
+        if "commands" in path.parts or module_name(path) in ENTRY_POINTS
+    }
+    assert len(found) > 10
+    assert {path: calls for path, calls in found.items() if calls} == {}
+
+
+def test_a_literal_exit_code_is_found_however_it_exits():
+    source = """
+sys.exit(5)
+ctx.exit(2)
+raise SystemExit(1)
+raise click.exceptions.Exit(3 if failed else 0)
+sys.exit(int(ExitCode.FAILED))
+sys.exit(int(exit_code(verdict)))
+ctx.exit()
+"""
+    assert literal_exit_codes(source) == [
+        "sys.exit(5)",
+        "ctx.exit(2)",
+        "SystemExit(1)",
+        "click.exceptions.Exit(3 if failed else 0)",
+    ]

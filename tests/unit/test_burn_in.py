@@ -4,6 +4,10 @@ TFLOP/s, the error counters) is the baseline; each faulty variant changes only t
 fields at fault."""
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,10 +17,18 @@ from kiln.errors import InputError
 from kiln.report import html, model
 from kiln.validation import profiles
 from kiln.validation.burn_in_judge import Limits, first_failures, judge_round
-from kiln.validation.burn_in_samples import NodeRound, Sample, new_errors, parse_samples, read_node
+from kiln.validation.burn_in_samples import (
+    Device,
+    NodeRound,
+    Sample,
+    new_errors,
+    parse_samples,
+    read_node,
+)
 from kiln.validation.verdicts import Judgement, Verdict
+from tests.conftest import REPO
 
-H100 = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
+H100 = REPO / "tests" / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
 LOADED = (H100 / "query-gpu-under-load.csv").read_text()
 STARTED = "2026/11/23 09:03:54.901"  # the first sample's time stamp
 H100_LIMITS = Limits.from_profile(profiles.load("h100-sxm-8x-ib400").burn_in or {})
@@ -499,3 +511,67 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     temperatures = [s for s in report.series if s["metric"] == "temperature_c"]
     assert len(temperatures) == 2 and len(temperatures[0]["points"]) == 2 * 38
     assert (model.directory(report.id) / "report.html").is_file()
+
+
+BURN_STRESS = REPO / "roles" / "validate" / "files" / "burn_stress.py"
+
+
+def burn_stress(results: Path, node: str, *args: str) -> int:
+    """burn_stress.py run here as the role runs it on a node: its file where the role's
+    task puts it (results/burn_stress/NODE.json), read back as the campaign reads it."""
+    pytest.importorskip("torch")
+    out = results / "burn_stress" / f"{node}.json"
+    argv = [sys.executable, "-W", "ignore", str(BURN_STRESS), *args, "--out", str(out)]
+    env = {**os.environ, "SLURMD_NODENAME": node}
+    return subprocess.run(argv, env=env, capture_output=True, timeout=120).returncode
+
+
+def test_burn_stress_output_on_the_cpu_reads_and_judges_whole(tmp_path):
+    """The lab profile's stress (CPU, float32, one thread), one short round: a key
+    burn_stress.py renames leaves the round without figures, and this fails."""
+    from kiln.validation import results as layout
+
+    settings = profiles.load("lab-cpu").burn_in or {}
+    rc = burn_stress(
+        tmp_path, "lab-compute01", "--seconds", "1", "--interval", "0.3",
+        "--device", settings["device"], "--dtype", settings["dtype"],
+        "--size", str(settings["size"]), "--threads", str(settings["threads"]),
+    )  # fmt: skip
+    assert rc == 0
+    data = layout.Layout(tmp_path).load_node("burn_stress", "lab-compute01")
+    node = read_node("lab-compute01", data)
+    intervals = node.devices["cpu"].intervals
+    assert node == NodeRound(
+        "lab-compute01", {"cpu": Device("cpu", intervals, [], "")}, [], data["started"], ""
+    )
+    times = [t for t, _ in intervals]
+    assert len(times) >= 3 and times == sorted(set(times)) and times[-1] >= 1.0
+    assert all(figure > 0 for _, figure in intervals)
+    figure = node.devices["cpu"].tflops
+    first: dict = {}
+    (judged,) = judge_round(1, {"lab-compute01": node}, first, Limits.from_profile(settings))
+    assert judged == Judgement(
+        "lab-compute01", "burn_in.tflops", "cpu, round 1", figure, "TFLOP/s", Verdict.PASS,
+        judged.reason, judged.threshold,
+    )  # fmt: skip
+    assert re.fullmatch(r"cpu, round 1: [0-9.]+ TFLOP/s", judged.reason)
+    assert 0 < judged.threshold < figure
+    assert first == {("lab-compute01", "cpu"): (1, figure)}
+
+
+def test_burn_stress_without_a_gpu_fails_the_node_with_its_reason(tmp_path):
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: tests/gpu runs the stress on it")
+    from kiln.validation import results as layout
+
+    assert burn_stress(tmp_path, "gpu001", "--seconds", "1", "--device", "cuda") == 1
+    node = read_node("gpu001", layout.Layout(tmp_path).load_node("burn_stress", "gpu001"))
+    reason = "torch sees no GPU (torch.cuda.is_available() is false)"
+    assert node == NodeRound("gpu001", {}, [], 0.0, reason)
+    assert judge_round(1, {"gpu001": node}, {}, H100_LIMITS) == [
+        Judgement("gpu001", "burn_in.stress", "round 1", None, "", Verdict.FAIL,
+                  f"round 1: {reason}")
+    ]  # fmt: skip

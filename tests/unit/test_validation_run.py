@@ -1001,15 +1001,15 @@ def test_a_node_kiln_health_drained_fails_with_its_reason_and_an_operators_drain
 
 
 def test_the_health_checks_drain_prefixes_are_the_node_programs_own():
-    from kiln import health
+    from kiln.node import slurm_state
     from tests.node_scripts import health as passive
     from tests.node_scripts import health_active as active
 
-    assert health.drain_prefixes() == (
+    assert (
         passive.REASON_PREFIX.strip(),
         active.REASON_PREFIX.strip(),
-    )
-    assert health.drain_prefixes() == ("kiln-health:", "kiln-active:")
+    ) == slurm_state.HEALTH_PREFIXES
+    assert slurm_state.HEALTH_PREFIXES == ("kiln-health:", "kiln-active:")
     active_drain = drain.NodeState("IDLE+DRAIN", "kiln-active: dcgm_diag: level 2 pcie GPU 0")
     assert (active_drain.drained_by_health, active_drain.drained_by_kiln) == (True, False)
 

@@ -61,13 +61,6 @@ class NodeState:
     def busy(self) -> frozenset[str]:
         return self.flags & BUSY
 
-    @property
-    def unavailable(self) -> frozenset[str]:
-        return self.flags & UNAVAILABLE
-
-    def drained_by(self, prefixes: str | tuple[str, ...]) -> bool:
-        return self.drained and self.reason.startswith(prefixes)
-
 
 def parse_line(line: str) -> NodeState:
     """One node's line (or the whole output for one node)."""
