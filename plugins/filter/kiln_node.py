@@ -1,5 +1,6 @@
 """Filters of Kiln's node library (kiln.node): the files the roles ship to the nodes,
-and the srun and reservation command lines the roles run on the controller."""
+and the reservation command lines the roles run on the controller (the validate role's
+srun steps come whole from kiln.validation.suites)."""
 
 import sys
 from pathlib import Path
@@ -24,19 +25,6 @@ def kiln_node_library(_=None):
     }
 
 
-_NUMBERS = ("tasks_per_node", "minutes", "immediate_s", "nice")
-
-
-def kiln_node_srun(step, **changes):
-    """An srun step's argv (its command appended by the caller) from its settings by
-    name (kiln.node.slurm_jobs.Srun), `changes` overriding them."""
-    settings = {**step, **changes}
-    for name in _NUMBERS:
-        if settings.get(name) is not None:
-            settings[name] = int(settings[name])
-    return slurm_jobs.Srun(**settings).argv()
-
-
 def kiln_node_reserve(name, nodes, minutes, ignore_jobs=False):
     return slurm_jobs.reserve(str(name), list(nodes), int(minutes), bool(ignore_jobs))
 
@@ -51,5 +39,4 @@ class FilterModule:
             "kiln_node_library": kiln_node_library,
             "kiln_node_release": kiln_node_release,
             "kiln_node_reserve": kiln_node_reserve,
-            "kiln_node_srun": kiln_node_srun,
         }

@@ -40,15 +40,21 @@ def kiln_validate_prepare(hostvars, nodes, settings):
     return suites.prepare(hostvars, list(nodes), settings)
 
 
-def kiln_validate_tree_mount(mount_check):
-    """The registered kiln-mount-check run (skipped: none) -> the cold-import tree's mount."""
-    return suites.tree_mount(mount_check.get("stdout") or "")
+def kiln_validate_tree(mount_check, settings):
+    """The registered kiln-mount-check run (skipped: none) -> the cold-import tree's mount
+    and the probe's argv that write and remove it."""
+    return suites.tree(settings, mount_check.get("stdout") or "")
 
 
 def kiln_validate_cold_import(written, mount, module):
     """The registered `node_probe.py tree` run (skipped: no mount or the operator's own
     module) -> what the cold-import test imports, or why it is skipped."""
     return suites.cold_import(written.get("stdout") or "", str(mount), str(module))
+
+
+def kiln_validate_cold_import_argv(chosen, settings, shared):
+    """The cold-import test's argv, its start 10 s from now (so built at its task)."""
+    return suites.cold_import_argv(settings, shared, chosen)
 
 
 def kiln_validate_mpi_record(ran, unbuilt):
@@ -59,11 +65,12 @@ class FilterModule:
     def filters(self):
         return {
             "kiln_validate_cold_import": kiln_validate_cold_import,
+            "kiln_validate_cold_import_argv": kiln_validate_cold_import_argv,
             "kiln_validate_mpi_record": kiln_validate_mpi_record,
             "kiln_validate_paths": kiln_validate_paths,
             "kiln_validate_plan": kiln_validate_plan,
             "kiln_validate_prepare": kiln_validate_prepare,
             "kiln_validate_step": kiln_validate_step,
             "kiln_validate_still_ours": kiln_validate_still_ours,
-            "kiln_validate_tree_mount": kiln_validate_tree_mount,
+            "kiln_validate_tree": kiln_validate_tree,
         }

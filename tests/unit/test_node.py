@@ -185,42 +185,6 @@ def test_which_nodes_each_run_takes(state):
 # --- srun and reservations -------------------------------------------------------------
 
 
-def test_the_validate_roles_srun_step_by_name():
-    """As prepare.yml describes the step (Ansible may hand numbers over as text) and
-    collectives.yml changes its ranks per node: by name, wherever the option sits."""
-    srun = filters("kiln_node")["kiln_node_srun"]
-    step = {
-        "nodes": ["gpu001", "gpu002"],
-        "job_name": "kiln-validate",
-        "reservation": "kiln_validate_r1",
-        "minutes": "25",
-        "immediate_s": 60,
-        "kill_on_bad_exit": False,
-        "tasks_per_node": 1,
-    }
-    shared = [
-        "srun",
-        "--nodes=2",
-        "--nodelist=gpu001,gpu002",
-        "--ntasks-per-node=1",
-        "--reservation=kiln_validate_r1",
-        "--time=25",
-        "--immediate=60",
-        "--kill-on-bad-exit=0",
-    ]
-    assert srun(step, job_name="kiln-validate-storage") == [
-        *shared,
-        "--job-name=kiln-validate-storage",
-    ]
-    assert srun(step, job_name="kiln-validate-collectives", tasks_per_node="8") == [
-        *shared[:3],
-        "--ntasks-per-node=8",
-        *shared[4:],
-        "--job-name=kiln-validate-collectives",
-    ]
-    assert step["tasks_per_node"] == 1  # the shared step is left as it was
-
-
 def test_a_step_with_every_setting():
     step = slurm_jobs.Srun(
         ["a"], "j", "r", 2, 5, 120, mpi="pmix", nice=10, kill_on_bad_exit=True, label=True,

@@ -1,7 +1,9 @@
 """What the validate role runs, decided in kiln.validation.suites and handed to the role
-through its filters (kiln_validate_prepare, _tree_mount, _tree, _mpi_record)."""
+through its filters (kiln_validate_prepare, _tree, _cold_import, _cold_import_argv,
+_mpi_record). Each argv is compared whole: the YAML runs it as it is."""
 
 import json
+import time
 
 from kiln.validation import profiles, suites
 from tests.unit.test_filter_plugins import filters
@@ -10,6 +12,10 @@ VALIDATE = filters("kiln_validate")
 
 SETTINGS = {
     "libexec_dir": "/usr/local/libexec/kiln",
+    "run": "r1",
+    "probe_user": "nobody",
+    "scratch_paths": ["/scratch", "/nvme"],
+    "cold_import_python": "/opt/py/bin/python3",
     "reservation": "kiln_validate",
     "suites": ["slurm", "storage", "collectives"],
     "suites_named": False,
@@ -20,6 +26,7 @@ SETTINGS = {
     "storage": dict(profiles.STORAGE_DEFAULTS),
     "collectives": dict(profiles.COLLECTIVES_DEFAULTS),
     "burn_in": {},
+    "burn_in_seconds": 0,
     "srun_timeout_s": 30,
     "pairs": [["gpu1", "gpu2"], ["gpu3", "gpu4"]],
     "paths": VALIDATE["kiln_validate_paths"]("/state/raw", "r1"),
@@ -52,6 +59,14 @@ HOSTVARS = {
 
 
 LAUNCHER = ["/usr/bin/python3", "/usr/local/libexec/kiln/probe_launcher.py"]
+PROBE = ["/usr/bin/python3", "/usr/local/libexec/kiln/node_probe.py"]
+# The storage suite's settings as node_probe.py reads them (`storage --config`).
+STORAGE_CONFIG = (
+    '{"run": "r1", "user": "nobody", "params": {"file_size_mib": 4096, "block_size": "1M",'
+    ' "numjobs": 4, "direct": true, "runtime_s": 30, "metadata_files": 10000,'
+    ' "import_modules": 3000, "timeout_s": 900, "mount_timeout_s": 10},'
+    ' "scratch": ["/scratch", "/nvme"]}'
+)
 BENCH = [
     *("python3", "/usr/local/libexec/kiln/torch_bench.py", "--backend", "nccl"),
     *("--min-bytes", "1048576", "--max-bytes", "8589934592", "--warmup", "5", "--iters", "20"),
@@ -59,11 +74,12 @@ BENCH = [
 ]
 
 
-def srun(job, ranks):
+def srun(job, ranks, nodes="gpu3,gpu2,gpu1,gpu4", minutes=65):
     return [
-        *("srun", "--nodes=4", "--nodelist=gpu3,gpu2,gpu1,gpu4", f"--ntasks-per-node={ranks}"),
-        *("--reservation=kiln_validate", "--time=65", "--immediate=60", "--kill-on-bad-exit=0"),
-        f"--job-name={job}",
+        *("srun", f"--nodes={len(nodes.split(','))}", f"--nodelist={nodes}"),
+        f"--ntasks-per-node={ranks}",
+        *("--reservation=kiln_validate", f"--time={minutes}", "--immediate=60"),
+        *("--kill-on-bad-exit=0", f"--job-name={job}"),
     ]
 
 
@@ -104,6 +120,12 @@ def test_prepare_for_a_validation_where_nodes_lack_benchmarks():
                 *("mpi", "--nodes", "gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
                 *("--program", "/usr/local/libexec/kiln/kiln-mpi-check"),
             ],
+            "storage": [
+                *srun("kiln-validate-storage", ranks=1),
+                *PROBE,
+                *("storage", "--config", STORAGE_CONFIG),
+                *("--out", "/var/lib/kiln/validate/r1/storage.json"),
+            ],
             "collectives_node": [
                 *srun("kiln-validate-node-collectives", ranks=8),
                 *BENCH,
@@ -129,20 +151,6 @@ def test_prepare_for_a_validation_where_nodes_lack_benchmarks():
             ],
         },
     }
-    # The step is what kiln_node_srun reads: each suite names its job.
-    assert filters("kiln_node")["kiln_node_srun"](
-        prepared["step"], job_name="kiln-validate-storage"
-    ) == [
-        "srun",
-        "--nodes=4",
-        "--nodelist=gpu3,gpu2,gpu1,gpu4",
-        "--ntasks-per-node=1",
-        "--reservation=kiln_validate",
-        "--time=65",
-        "--immediate=60",
-        "--kill-on-bad-exit=0",
-        "--job-name=kiln-validate-storage",
-    ]
 
 
 def test_a_named_collectives_suite_stops_where_a_node_has_neither_benchmark():
@@ -171,9 +179,33 @@ def test_a_burn_in_hold_stops_where_a_node_lacks_torch_and_a_round_never():
         " (set validate_torch_python to a Python that has it)"
     ]
     # The round's steps last the round (600 s) when it is longer than the storage suite.
-    long_round = {**burn_in, "burn_in_step": "round", "burn_in": {"round_s": 7200}}
+    long_round = {
+        **burn_in,
+        "burn_in_step": "round",
+        "burn_in": {**profiles.BURN_IN_DEFAULTS, "round_s": 7200},
+    }
     prepared = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu3"], long_round)
     assert (prepared["missing"], prepared["step"]["minutes"]) == ([], 125)
+    # Only a round stresses the nodes.
+    assert (
+        "burn_stress"
+        not in VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu3"], burn_in)["commands"]
+    )
+
+
+def test_a_burn_in_round_stresses_every_node_with_the_profiles_load():
+    params = {**profiles.BURN_IN_DEFAULTS, "memory_fraction": 0.85, "threads": 4}
+    round_ = {**SETTINGS, "burn_in_step": "round", "burn_in": params, "burn_in_seconds": 450}
+    commands = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu1", "gpu2"], round_)["commands"]
+    assert commands["burn_stress"] == [
+        *srun("kiln-burn-in-stress", ranks=1, nodes="gpu1,gpu2"),
+        *("python3", "/usr/local/libexec/kiln/burn_stress.py", "--seconds", "450"),
+        *("--device", "cuda", "--dtype", "bfloat16", "--size", "16384"),
+        *("--memory-fraction", "0.85", "--threads", "4", "--interval", "5"),
+        *("--out", "/var/lib/kiln/validate/r1/burn_stress.json"),
+    ]
+    # The round's suites run in the same step settings, the stress's length included.
+    assert commands["storage"][:9] == srun("kiln-validate-storage", 1, "gpu1,gpu2")
 
 
 def test_srun_minutes_round_down_then_add_their_margin():
@@ -209,7 +241,7 @@ def _mount(path, status="OK", indirect=False):
 
 
 def test_the_cold_import_tree_goes_on_the_first_healthy_direct_mount():
-    mount = VALIDATE["kiln_validate_tree_mount"]
+    tree = VALIDATE["kiln_validate_tree"]
     check = {
         "rc": 0,
         "stdout": json.dumps(
@@ -223,11 +255,22 @@ def test_the_cold_import_tree_goes_on_the_first_healthy_direct_mount():
             }
         ),
     }
-    assert mount(check) == "/shared"
-    assert mount({"rc": 0, "stdout": json.dumps({"mounts": [_mount("/x", status="WARN")]})}) == ""
-    assert mount({"rc": 0, "stdout": "{}"}) == ""
-    assert mount({"rc": 2, "stdout": "", "stderr": "kiln-mount-check: no config"}) == ""
-    assert mount({"skipped": True}) == ""  # the operator's own module: no tree
+    assert tree(check, SETTINGS) == {
+        "mount": "/shared",
+        "write": [
+            *(*PROBE, "tree", "--mount", "/shared", "--run", "r1"),
+            *("--user", "nobody", "--modules", "3000"),
+        ],
+        "remove": [*PROBE, "remove", "--mount", "/shared", "--run", "r1"],
+    }
+    nothing = {"mount": "", "write": [], "remove": []}
+    warned = {"rc": 0, "stdout": json.dumps({"mounts": [_mount("/x", status="WARN")]})}
+    assert tree(warned, SETTINGS) == nothing
+    assert tree({"rc": 0, "stdout": "{}"}, SETTINGS) == nothing
+    assert tree({"rc": 2, "stdout": "", "stderr": "kiln-mount-check: no config"}, SETTINGS) == (
+        nothing
+    )
+    assert tree({"skipped": True}, SETTINGS) == nothing  # the operator's own module: no tree
 
 
 def test_the_cold_import_imports_the_tree_or_the_operators_module_or_says_why_not():
@@ -264,6 +307,39 @@ def test_the_cold_import_imports_the_tree_or_the_operators_module_or_says_why_no
         "needs_mount": "",
         "skipped": "",
     }
+
+
+def _import_argv(config: str, nodes="gpu3,gpu2,gpu1,gpu4") -> list[str]:
+    return [
+        *srun("kiln-validate-import", ranks=1, nodes=nodes),
+        *(*PROBE, "cold-import", "--config", config),
+        *("--out", "/var/lib/kiln/validate/r1/cold_import.json"),
+    ]
+
+
+def test_the_cold_import_starts_on_every_node_10_s_after_its_argv_is_made():
+    shared = suites.prepare(HOSTVARS, ["gpu3", "gpu2", "gpu1", "gpu4"], SETTINGS)
+    chosen = suites.cold_import(json.dumps({"root": "/shared/.kiln/r1"}), "/shared", "")
+    assert suites.cold_import_argv(SETTINGS, shared, chosen, clock=lambda: 1795738285.9) == (
+        _import_argv(
+            '{"run": "r1", "user": "nobody", "module": "kiln_cold_import.all",'
+            ' "python": "/opt/py/bin/python3", "root": "/shared/.kiln/r1",'
+            ' "needs_mount": "/shared", "mount_timeout_s": 10, "timeout_s": 900,'
+            ' "start_at": 1795738295}'
+        )
+    )
+    # The operator's module: no tree to mount. The filter reads the clock when called.
+    own = suites.cold_import("", "", "torch")
+    before = int(time.time())
+    argv = VALIDATE["kiln_validate_cold_import_argv"](own, SETTINGS, shared)
+    after = int(time.time())
+    start_at = json.loads(argv[13])["start_at"]
+    assert before + 10 <= start_at <= after + 10
+    assert argv == _import_argv(
+        '{"run": "r1", "user": "nobody", "module": "torch", "python": "/opt/py/bin/python3",'
+        ' "root": "", "needs_mount": "", "mount_timeout_s": 10, "timeout_s": 900,'
+        f' "start_at": {start_at}}}'
+    )
 
 
 def test_the_mpi_record_adds_the_unbuilt_nodes_or_says_why_nothing_ran():

@@ -1,11 +1,18 @@
 """What the validate role needs to run its suites, decided here so that its YAML only
-runs command lines and copies files (filters kiln_validate_prepare,
-kiln_validate_tree_mount, kiln_validate_cold_import, kiln_validate_mpi_record): the srun
-time limits, the nodes under test that lack a benchmark, the messages that stop a run or
-skip part of a suite, and what the cold-import test imports."""
+runs command lines and copies files: the srun time limits, every suite's argv (the
+slurm, storage and collectives suites, the pairwise runs, a burn-in round's stress),
+the nodes under test that lack a benchmark, the messages that stop a run or skip part
+of a suite, and what the cold-import test imports.
+
+Filters: kiln_validate_prepare (everything known once the nodes are chosen),
+kiln_validate_tree (the cold-import tree's mount, from the controller's mount check, and
+the probe's argv that write and remove it), kiln_validate_cold_import (what the test
+imports), kiln_validate_cold_import_argv (its argv, built at its task: all nodes start
+importing 10 s after it runs) and kiln_validate_mpi_record."""
 
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kiln.node.slurm_jobs import Srun
@@ -106,34 +113,58 @@ def bench(settings: Mapping) -> list[str]:
     ]
 
 
-def commands(settings: Mapping, shared: Mapping) -> dict[str, Any]:
-    """The command lines of the slurm suite (srun-time, the MPI check on the nodes that
-    have it), the collectives suite (Kiln's benchmark within each node and across all,
-    nccl-tests) and the pairwise runs, each one argv."""
+def _slurm(settings: Mapping, shared: Mapping) -> dict[str, Any]:
+    """srun-time, and the MPI check on the nodes that have it."""
     nodes, launcher = shared["step"]["nodes"], shared["launcher"]
     reservation, paths = settings["reservation"], settings["paths"]
-    out = paths["node_dir"]
-    commands: dict[str, Any] = {
+    mpi_nodes = [n for n in nodes if n not in shared["lacking"]["mpi_check"]]
+    return {
         "srun_time": [
             *launcher,
             *("srun-time", "--nodes", ",".join(nodes), "--reservation", reservation),
             *("--timeout", str(settings["srun_timeout_s"])),
         ],
-        "mpi_nodes": [n for n in nodes if n not in shared["lacking"]["mpi_check"]],
+        "mpi_nodes": mpi_nodes,
+        "mpi": [
+            *launcher,
+            *("mpi", "--nodes", ",".join(mpi_nodes), "--reservation", reservation),
+            *("--program", paths["mpi_check"]),
+        ],
     }
-    commands["mpi"] = [
-        *launcher,
-        *("mpi", "--nodes", ",".join(commands["mpi_nodes"]), "--reservation", reservation),
-        *("--program", paths["mpi_check"]),
-    ]
+
+
+def _storage(settings: Mapping, shared: Mapping) -> dict[str, Any]:
+    """The storage benchmarks, on every node at once (the cold-import test's argv is
+    built at its own task: cold_import_argv)."""
+    config = {
+        "run": settings["run"],
+        "user": settings["probe_user"],
+        "params": settings["storage"],
+        "scratch": settings["scratch_paths"],
+    }
+    return {
+        "storage": Srun(**shared["step"])
+        .but(job_name="kiln-validate-storage")
+        .argv(
+            *shared["probe"],
+            *("storage", "--config", json.dumps(config)),
+            *("--out", f"{settings['paths']['node_dir']}/storage.json"),
+        )
+    }
+
+
+def _collectives(settings: Mapping, shared: Mapping) -> dict[str, Any]:
+    """Kiln's benchmark within each node and across all, nccl-tests, and the pairwise
+    runs; none without the collectives settings."""
     c = settings["collectives"]
     if not c:
-        return commands
+        return {}
+    nodes, launcher = shared["step"]["nodes"], shared["launcher"]
+    reservation, out = settings["reservation"], settings["paths"]["node_dir"]
     ranks = int(c["ranks_per_node"])
     srun = Srun(**{**shared["step"], "tasks_per_node": ranks})
     benchmark = bench(settings)
     return {
-        **commands,
         "collectives_node": srun.but(job_name="kiln-validate-node-collectives").argv(
             *benchmark, "--per-node", "--out", f"{out}/collectives_node.json"
         ),
@@ -160,18 +191,57 @@ def commands(settings: Mapping, shared: Mapping) -> dict[str, Any]:
     }
 
 
+def _stress(settings: Mapping, shared: Mapping) -> dict[str, Any]:
+    """A burn-in round's stress (burn_stress.py) on every node at once; none outside a
+    round."""
+    if settings["burn_in_step"] != "round":
+        return {}
+    b = settings["burn_in"]
+    return {
+        "burn_stress": Srun(**shared["step"])
+        .but(job_name="kiln-burn-in-stress")
+        .argv(
+            *(settings["torch_python"], f"{settings['libexec_dir']}/burn_stress.py"),
+            *("--seconds", str(settings["burn_in_seconds"]), "--device", b["device"]),
+            *("--dtype", b["dtype"], "--size", str(b["size"])),
+            *("--memory-fraction", str(b["memory_fraction"])),
+            *("--threads", str(b["threads"]), "--interval", str(b["sample_s"])),
+            *("--out", f"{settings['paths']['node_dir']}/burn_stress.json"),
+        )
+    }
+
+
+def commands(settings: Mapping, shared: Mapping) -> dict[str, Any]:
+    """Every suite's command lines that are known once the nodes are chosen, each one
+    argv, by name: the slurm suite (srun_time, mpi, and mpi_nodes it runs on), the
+    storage suite's benchmarks (storage), the collectives suite (collectives_node,
+    collectives_all, nccl_tests), the pairwise runs (pairs) and a burn-in round's
+    stress (burn_stress)."""
+    return {
+        **_slurm(settings, shared),
+        **_storage(settings, shared),
+        **_collectives(settings, shared),
+        **_stress(settings, shared),
+    }
+
+
+def probe(settings: Mapping) -> list[str]:
+    """node_probe.py, as the controller and each srun task start it."""
+    return ["/usr/bin/python3", f"{settings['libexec_dir']}/node_probe.py"]
+
+
 def prepare(hostvars: Mapping, nodes: list[str], settings: Mapping) -> dict[str, Any]:
     """Everything the suites share once the nodes under test are chosen: the srun step
     (kiln.node.slurm_jobs.Srun's settings, which each suite names its job in), the
     launcher's --time, the probe's and launcher's command lines, what the nodes lack,
-    what stops the run and the collectives suite's notes."""
+    what stops the run, the collectives suite's notes and every suite's argv
+    (`commands`)."""
     nodes = list(nodes)
-    libexec = settings["libexec_dir"]
     lack = lacking(hostvars, nodes, settings["nccl_tests_image"])
     notes = collectives_notes(settings, lack) if settings["collectives"] else {}
     shared = {
-        "probe": ["/usr/bin/python3", f"{libexec}/node_probe.py"],
-        "launcher": ["/usr/bin/python3", f"{libexec}/probe_launcher.py"],
+        "probe": probe(settings),
+        "launcher": ["/usr/bin/python3", f"{settings['libexec_dir']}/probe_launcher.py"],
         # One task per node, all nodes at once; a node that cannot start fails the
         # step within a minute instead of queueing.
         "step": {
@@ -209,6 +279,24 @@ def tree_mount(mount_check: str) -> str:
     return healthy[0] if healthy else ""
 
 
+def tree(settings: Mapping, mount_check: str) -> dict[str, Any]:
+    """The cold-import tree: its mount (tree_mount) and the probe's argv that write
+    this run's tree there and remove it afterwards; no argv without a mount."""
+    mount = tree_mount(mount_check)
+    if not mount:
+        return {"mount": "", "write": [], "remove": []}
+    run = settings["run"]
+    return {
+        "mount": mount,
+        "write": [
+            *probe(settings),
+            *("tree", "--mount", mount, "--run", run, "--user", settings["probe_user"]),
+            *("--modules", str(settings["storage"]["import_modules"])),
+        ],
+        "remove": [*probe(settings), "remove", "--mount", mount, "--run", run],
+    }
+
+
 def cold_import(written: str, mount: str, module: str) -> dict[str, Any]:
     """The cold-import test: the operator's own module, else the tree `node_probe.py
     tree` wrote on `mount` (its output `written`); where there is no tree, why."""
@@ -223,6 +311,38 @@ def cold_import(written: str, mount: str, module: str) -> dict[str, Any]:
         "needs_mount": mount,
         "skipped": doc.get("error", ""),
     }
+
+
+def cold_import_argv(
+    settings: Mapping,
+    shared: Mapping,
+    chosen: Mapping,
+    clock: Callable[[], float] = time.time,
+) -> list[str]:
+    """The cold-import test on every node at once, `chosen` by cold_import. srun starts
+    its tasks a little apart: all of them wait for start_at, 10 s after `clock` (so this
+    is built when the test starts, not when the suites are prepared)."""
+    params = settings["storage"]
+    config = {
+        "run": settings["run"],
+        "user": settings["probe_user"],
+        "module": chosen["module"],
+        "python": settings["cold_import_python"],
+        "root": chosen["root"],
+        "needs_mount": chosen["needs_mount"],
+        "mount_timeout_s": params["mount_timeout_s"],
+        "timeout_s": params["timeout_s"],
+        "start_at": int(clock()) + 10,
+    }
+    return (
+        Srun(**shared["step"])
+        .but(job_name="kiln-validate-import")
+        .argv(
+            *shared["probe"],
+            *("cold-import", "--config", json.dumps(config)),
+            *("--out", f"{settings['paths']['node_dir']}/cold_import.json"),
+        )
+    )
 
 
 def mpi_record(ran: Mapping, unbuilt: list[str]) -> dict[str, Any]:
