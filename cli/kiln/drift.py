@@ -29,7 +29,7 @@ from kiln.report import model, write
 from kiln.run import ids
 from kiln.run.display import Displays, for_people
 from kiln.run.events import Failure, RunSummary, outcome
-from kiln.validation.verdicts import Judgement, Verdict, worst
+from kiln.validation.verdicts import Judgement, Verdict
 
 SUITE = "drift"
 HIDDEN = "(no_log: what would change is not shown)"
@@ -233,12 +233,11 @@ def to_report(
     """Drift as a report in the history: a judgement per host and drifting task (fail:
     the node is not as declared), per host not checked (unchecked, never a pass) and
     per field that differs from its peers (warn: what is declared may allow both)."""
-    judgements = []
-    verdicts = {}
+    judgements, reasons = [], {}
     odd, missed = odd or {}, missed or {}
     for host in hosts:
         drifted = tasks.get(host, [])
-        mine = [
+        judgements += [
             Judgement(
                 host,
                 "drift.task",
@@ -251,22 +250,19 @@ def to_report(
             for one in drifted
         ]
         why_not = [f"not checked: {missed[host]}"] if host in missed else []
-        mine += [
+        judgements += [
             Judgement(host, "drift.run", "", None, "", Verdict.UNCHECKED, why) for why in why_not
         ]
         differs = odd.get(host, [])
-        mine += [
+        judgements += [
             Judgement(host, "drift.fingerprint", o.field, None, "", Verdict.WARN, o.describe())
             for o in differs
         ]
-        judgements += mine
-        verdicts[host] = model.NodeVerdict(
-            verdict=worst(j.verdict for j in mine),  # fail, unchecked, warn, else pass
-            reasons=[f"would change: {t.task}" for t in drifted]
-            + why_not
-            + [o.describe() for o in differs],
+        # In the order they ran, each task named (its judgement names it as its subject).
+        reasons[host] = (
+            [f"would change: {t.task}" for t in drifted] + why_not + [o.describe() for o in differs]
         )
-    return model.Report(
+    report = model.Report(
         id=report_id,
         started=started,
         inventory=str(spec.path),
@@ -275,9 +271,11 @@ def to_report(
         nodes=hosts,
         positions=spec.positions(hosts),
         judgements=judgements,
-        node_verdicts=verdicts,
         finished=model.now(),
     )
+    # fail, unchecked, warn, else pass: a node with nothing judged drifted in nothing
+    report.judge_nodes(reasons, unjudged=Verdict.PASS)
+    return report
 
 
 def drift(request: DriftRequest) -> tuple[DriftResult, ExitCode]:

@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from kiln import gpu_models, schedules
 from kiln.schedules import HEALTH_ACTIVE
-from kiln.validation.verdicts import Verdict
+from kiln.validation.verdicts import Verdict, worst
 
 if TYPE_CHECKING:  # kiln inventory check imports this module: keep it light
     from kiln.run.events import RunSummary
 
-STATUSES = ("OK", "WARN", "FAIL")
+# kiln-health's statuses as verdicts: the one mapping `kiln health`, burn-in's rounds
+# and the scheduled active check's reports judge them by.
+VERDICTS = {"OK": Verdict.PASS, "WARN": Verdict.WARN, "FAIL": Verdict.FAIL}
+STATUSES = tuple(VERDICTS)
 # slurmd kills its HealthCheckProgram after 60 s: Kiln's check must end before.
 SLURM_KILLS_AFTER = 60
 
@@ -135,6 +138,13 @@ class NodeHealth:
         found = {r.status for r in self.results}
         return next((s for s in reversed(STATUSES) if s in found), "OK")
 
+    @property
+    def verdict(self) -> Verdict:
+        """Not checked when it could not be read; else its worst check's."""
+        if self.error:
+            return Verdict.UNCHECKED
+        return worst(VERDICTS[r.status] for r in self.results)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
@@ -158,19 +168,9 @@ class Health:
         return list(seen)
 
     @property
-    def failed(self) -> bool:
-        return any(n.status == "FAIL" for n in self.nodes)
-
-    @property
-    def unchecked(self) -> bool:
-        return any(n.error for n in self.nodes)
-
-    @property
     def verdict(self) -> Verdict:
         """The run's verdict for its exit code: a failing node, else one not checked."""
-        if self.failed:
-            return Verdict.FAIL
-        return Verdict.UNCHECKED if self.unchecked else Verdict.PASS
+        return worst(n.verdict for n in self.nodes)
 
     def to_json(self) -> dict[str, Any]:
         return {"nodes": {n.node: n.to_json() for n in self.nodes}, "run": self.summary.run}

@@ -13,15 +13,16 @@ from typing import Any
 import pydantic
 from typing_extensions import TypedDict
 
+from kiln import health
 from kiln.errors import ExitCode, KilnError
 from kiln.inventory.model import ClusterSpec
 from kiln.report import model
 from kiln.run.display import Displays
+from kiln.validation import drain
 from kiln.validation.verdicts import Judgement, Verdict
 
 PLAYBOOK = "health-schedule.yml"
 SUITE = "health-active"
-_VERDICTS = {"OK": Verdict.PASS, "WARN": Verdict.WARN, "FAIL": Verdict.FAIL}
 
 
 class CheckRecord(TypedDict):
@@ -115,29 +116,29 @@ def read_records(texts: list[str]) -> tuple[list[RunRecord], list[str]]:
 
 
 def to_report(run: RunRecord, inventory: str) -> model.Report:
-    """A run as a validation report: a judgement per node and check, the drains and
-    resumes it made, the nodes it left alone and why."""
-    judgements, verdicts = [], {}
+    """A run as a validation report, concluded as every campaign concludes
+    (docs/architecture.md): a judgement per node and check, each node's verdict from
+    them (Report.judge_nodes; a node no check ran on was not checked), the drains and
+    resumes kiln-health-active made, the nodes it left alone and why."""
+    judgements, reasons = [], {}
     for node, record in run.nodes.items():
         for result in record["results"]:
-            verdict = _VERDICTS.get(result["status"], Verdict.FAIL)
+            verdict = health.VERDICTS.get(result["status"], Verdict.FAIL)
             judgements.append(
                 Judgement(
                     node, f"health.{result['check']}", "", None, "", verdict, result["reason"]
                 )
             )
-        reasons = [f"{r['check']}: {r['reason']}" for r in record["results"] if r["status"] != "OK"]
-        if record["error"]:
-            reasons.append(record["error"])
-        if not record["results"]:  # no check ran there (its srun step did not start)
-            verdict = Verdict.UNCHECKED
-            reasons = reasons or ["no check ran"]
-        elif record["error"]:
-            verdict = Verdict.FAIL
-        else:
-            verdict = _VERDICTS.get(record["status"], Verdict.FAIL)
-        verdicts[node] = model.NodeVerdict(verdict=verdict, reasons=reasons)
-    actions = model.Actions(
+        if record["error"] and record["results"]:  # an error beside results fails the node
+            judgements.append(
+                Judgement(node, "health.run", "", None, "", Verdict.FAIL, record["error"])
+            )
+        # In the order the checks ran, each named: the run's own words, not the judgements'.
+        mine = [f"{r['check']}: {r['reason']}" for r in record["results"] if r["status"] != "OK"]
+        mine += [record["error"]] if record["error"] else []
+        reasons[node] = mine or ([] if record["results"] else ["no check ran"])
+    # What kiln-health-active did in Slurm (it acts on the controller, before this reads).
+    actions = drain.Actions(
         drain={
             n: r["action"].removeprefix("drained: ")
             for n, r in run.nodes.items()
@@ -149,7 +150,7 @@ def to_report(run: RunRecord, inventory: str) -> model.Report:
     notes = [f"DCGM diagnostic level {run.dcgm_diag_level}" if run.dcgm_diag_level else ""]
     if run.error:
         notes.append(f"the run could not start: {run.error}")
-    return model.Report(
+    report = model.Report(
         id=run.report_id,
         started=run.started,
         inventory=inventory,
@@ -157,11 +158,12 @@ def to_report(run: RunRecord, inventory: str) -> model.Report:
         suites=[SUITE],
         nodes=sorted(run.nodes),
         judgements=judgements,
-        node_verdicts=verdicts,
         notes=[n for n in notes if n],
-        actions=actions,
+        actions=model.Actions(**actions.to_dict()),
         finished=run.finished,
     )
+    report.judge_nodes(reasons)
+    return report
 
 
 def import_runs(runs: list[RunRecord], inventory: str) -> list[str]:

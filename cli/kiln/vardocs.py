@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln import argspec, paths, roles
+from kiln.errors import ExitCode
 
 _BLOCK = re.compile(
     r"(?P<open><!-- kiln:variables (?P<role>[a-z_]+) -->\n).*?(?P<close><!-- /kiln:variables -->)",
@@ -59,7 +60,7 @@ def refresh(text: str, roles_dir: Path) -> str:
     )
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> ExitCode:
     check = "--check" in argv
     stale = []
     for name in (a for a in argv if a != "--check"):
@@ -72,8 +73,8 @@ def main(argv: list[str]) -> int:
                 path.write_text(fresh)
     if check and stale:
         print(f"variable tables out of date in {', '.join(stale)}: run `make docs`")
-        return 1
-    return 0
+        return ExitCode.FAILED
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from kiln import health
+from kiln.validation.verdicts import Verdict
 
 
 def test_settings_a_cluster_uses_pass():
@@ -76,6 +77,34 @@ def test_unreadable_results_are_an_error_not_a_pass():
         "action": "",
         "error": "kiln-health reported an unknown status 'MAYBE'",
     }
+
+
+def test_a_runs_verdict_is_its_worst_nodes_by_the_one_status_mapping():
+    """kiln.health.VERDICTS reads kiln-health's statuses for `kiln health`'s exit code
+    (and burn-in's rounds, and the scheduled runs' reports): a failed node beats one
+    that could not be read, which beats a warning."""
+
+    def node(name: str, *statuses: str, error: str = "") -> health.NodeHealth:
+        results = [health.CheckResult(f"c{i}", s, "") for i, s in enumerate(statuses)]
+        return health.NodeHealth(name, results, error=error)
+
+    ok, warned = node("a", "OK"), node("b", "OK", "WARN")
+    failed, unread = node("c", "WARN", "FAIL"), node("d", error="no result")
+    runs = {
+        "none": [],
+        "ok": [ok],
+        "warn": [ok, warned],
+        "unread": [warned, unread],
+        "fail": [unread, failed, ok],
+    }
+    assert {name: health.Health(nodes, None).verdict for name, nodes in runs.items()} == {
+        "none": Verdict.PASS,
+        "ok": Verdict.PASS,
+        "warn": Verdict.WARN,
+        "unread": Verdict.UNCHECKED,
+        "fail": Verdict.FAIL,
+    }
+    assert health.VERDICTS == {"OK": Verdict.PASS, "WARN": Verdict.WARN, "FAIL": Verdict.FAIL}
 
 
 def test_active_check_settings_that_cannot_work_are_named():

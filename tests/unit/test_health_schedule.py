@@ -118,6 +118,26 @@ def test_a_run_becomes_a_report():
     terminal.show(report)
 
 
+def test_an_error_beside_results_fails_the_node_and_says_so():
+    """A node whose checks ran but whose run also reported an error is failed by that
+    error, a judgement of its own (health.run), so its verdict is its judgements'."""
+    node = {
+        "results": [{"check": "munge", "status": "OK", "reason": "munge answers"}],
+        "error": "srun: step cancelled",
+        "action": "",
+        "status": "ERROR",
+    }
+    [run], _ = schedule.read_records([json.dumps(RECORD | {"nodes": {"gpu003": node}})])
+    report = schedule.to_report(run, "/inv")
+    assert (report.judgements, report.node_verdicts) == (
+        [
+            Judgement("gpu003", "health.munge", "", None, "", Verdict.PASS, "munge answers"),
+            Judgement("gpu003", "health.run", "", None, "", Verdict.FAIL, "srun: step cancelled"),
+        ],
+        {"gpu003": {"verdict": Verdict.FAIL, "reasons": ["srun: step cancelled"]}},
+    )
+
+
 def test_runs_enter_the_history_once(state_dir, capsys):
     runs, _ = schedule.read_records([json.dumps(RECORD)])
     assert schedule.import_runs(runs, "/inv") == ["20261122-030004-health-active"]

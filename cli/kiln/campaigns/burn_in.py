@@ -233,8 +233,8 @@ def _health(store: layout.Layout, tested: list[str], index: int) -> list[Judgeme
                 )
             )
         for result in checked.results:
-            if result.status in ("WARN", "FAIL"):
-                verdict = Verdict.FAIL if result.status == "FAIL" else Verdict.WARN
+            verdict = health.VERDICTS[result.status]  # read_node kept only known ones
+            if verdict is not Verdict.PASS:
                 out.append(
                     Judgement(
                         node,
@@ -338,7 +338,3 @@ def _length(seconds: float) -> str:
     if minutes >= 60:
         return f"{minutes // 60}h{minutes % 60:02d}m"
     return f"{minutes}m{int(seconds % 60):02d}s"
-
-
-def report_path(report: model.Report) -> Path:
-    return campaign.report_path(report)

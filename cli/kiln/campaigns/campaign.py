@@ -22,7 +22,7 @@ from kiln.report import model, write
 from kiln.run import ids
 from kiln.run.display import Displays, for_people
 from kiln.run.events import RunSummary
-from kiln.validation import assess, collect, drain, pairs, profiles
+from kiln.validation import collect, drain, pairs, profiles
 from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict, exit_code
 
@@ -191,17 +191,11 @@ class Campaign:
 def conclude(
     report: model.Report, nodes: list[str], outcome: Outcome, no_drain: bool, prefix: str = ""
 ) -> drain.Actions:
-    """Each node's verdict (the one place report.node_verdicts is derived from the
-    judgements), and what to do in Slurm: drain the failing (the first reason, after
-    `prefix`), resume Kiln's that pass."""
-    verdicts = assess.per_node(report.judgements, nodes)
-    given = outcome.reasons or {}
-    reasons = {n: given.get(n) or v.reasons for n, v in verdicts.items()}
-    report.node_verdicts = {
-        n: {"verdict": v.verdict.value, "reasons": reasons[n]} for n, v in verdicts.items()
-    }
+    """Each node's verdict (Report.judge_nodes), and what to do in Slurm: drain the
+    failing (the first reason, after `prefix`), resume Kiln's that pass."""
+    verdicts = report.judge_nodes(outcome.reasons, nodes=nodes)
     failing = {
-        n: f"{prefix}{reasons[n][0]}" for n, v in verdicts.items() if v.verdict is Verdict.FAIL
+        n: f"{prefix}{v.reasons[0]}" for n, v in verdicts.items() if v.verdict is Verdict.FAIL
     }
     passing = [n for n, v in verdicts.items() if v.verdict in drain.PASSING]
     actions = drain.decide(failing, passing, outcome.states, no_drain)

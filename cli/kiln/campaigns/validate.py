@@ -134,9 +134,5 @@ def conclude(
     return campaign.conclude(report, nodes, Outcome(states=found.states), no_drain)
 
 
-def report_path(report: model.Report, kind: str = "html") -> Path:
-    return campaign.report_path(report, kind)
-
-
 def _multi_node_failed(judgements: list[Judgement]) -> bool:
     return any(j.test == PAIR_TEST and j.verdict is Verdict.FAIL for j in judgements)

@@ -3,12 +3,15 @@
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from kiln import hostlist
-from kiln.errors import InputError
+from kiln.errors import ExitCode, InputError
+
+if TYPE_CHECKING:
+    from kiln.report.model import Report
 
 # Every command that reads an inventory takes it the same way.
 inventory_option = click.option(
@@ -51,3 +54,20 @@ def stack(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
         return func
 
     return apply
+
+
+def end_campaign(report: "Report", code: ExitCode, json_mode: bool) -> NoReturn:
+    """A campaign's last steps as `kiln validate` and `kiln burn-in` show them: the
+    report (as JSON, or for people with where its HTML is), then its exit code."""
+    import sys
+
+    from kiln.campaigns import campaign
+    from kiln.report import terminal
+    from kiln.run import display
+
+    if json_mode:
+        display.emit_json(report.to_json())
+    else:
+        terminal.show(report)
+        click.echo(f"report: {campaign.report_path(report)}")
+    sys.exit(int(code))

@@ -1,12 +1,11 @@
 """`kiln burn-in`: hours of load on the nodes through Slurm, judged round by round."""
 
-import sys
 from pathlib import Path
 
 import click
 
 from kiln import inventory, lock
-from kiln.commands import inventory_option, parse_nodes
+from kiln.commands import end_campaign, inventory_option, parse_nodes
 from kiln.errors import InputError
 from kiln.run import display
 
@@ -59,11 +58,4 @@ def burn_in(
             report, code = burn.burn_in(request)
         except burn.NoProfile as exc:
             raise InputError(f"{exc.message}; name one with --profile NAME") from None
-    if json_mode:
-        display.emit_json(report.to_json())
-    else:
-        from kiln.report import terminal
-
-        terminal.show(report)
-        click.echo(f"report: {burn.report_path(report)}")
-    sys.exit(int(code))
+    end_campaign(report, code, json_mode)

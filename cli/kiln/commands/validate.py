@@ -1,12 +1,11 @@
 """`kiln validate`: run the validation suites through Slurm, judge, drain, report."""
 
-import sys
 from pathlib import Path
 
 import click
 
 from kiln import inventory, lock
-from kiln.commands import inventory_option, parse_nodes
+from kiln.commands import end_campaign, inventory_option, parse_nodes
 from kiln.errors import InputError
 from kiln.run import display
 
@@ -73,14 +72,7 @@ def validate(
     )
     with lock.held(spec.path, "kiln validate") as request.lock:
         report, code = validation.validate(request)
-    if json_mode:
-        display.emit_json(report.to_json())
-    else:
-        from kiln.report import terminal
-
-        terminal.show(report)
-        click.echo(f"report: {validation.report_path(report)}")
-    sys.exit(int(code))
+    end_campaign(report, code, json_mode)
 
 
 def _install_timer(spec: inventory.ClusterSpec) -> None:

@@ -69,8 +69,7 @@ def render(report: Report) -> str:
         "<th>value</th><th>threshold</th><th>verdict</th><th>reason</th></tr>"
     )
     for j in report.judgements:
-        value = f"{fmt(j.value)} {j.unit}" if j.value is not None else ""
-        limit = f"{fmt(j.threshold)} {j.unit}" if j.threshold is not None else ""
+        value, limit = j.shown()
         parts.append(
             f"<tr><td>{escape(j.node)}</td><td>{escape(j.test)}</td><td>{escape(j.subject)}</td>"
             f"<td>{value}</td><td>{limit}</td><td class='{j.verdict.value}'>{j.verdict.value}"

@@ -6,7 +6,7 @@ from kiln.run import ids
 from kiln.validation.nccl_judge import Result
 from kiln.validation.nccl_tests import Run
 from kiln.validation.profiles import Profile
-from kiln.validation.verdicts import Judgement
+from kiln.validation.verdicts import Judgement, Verdict
 
 
 def nccl_tests(runs: list[Run], results: list[Result], profile: Profile | None) -> model.Report:
@@ -20,8 +20,10 @@ def nccl_tests(runs: list[Run], results: list[Result], profile: Profile | None) 
         suites=["nccl-tests"],
         nodes=[],
     )
+    reasons = {}
     for run, result in zip(runs, results, strict=True):
         name = f"{result.source} {result.collective or '?'}"
+        reasons[name] = result.reasons
         found.nodes.append(name)
         value = result.best_busbw_gbps
         if value is None:
@@ -39,7 +41,6 @@ def nccl_tests(runs: list[Run], results: list[Result], profile: Profile | None) 
                 profile.thresholds.get(result.test) if profile and result.test else None,
             )
         )
-        found.node_verdicts[name] = {"verdict": result.verdict.value, "reasons": result.reasons}
         found.curves.append(
             {
                 "node": name,
@@ -48,5 +49,7 @@ def nccl_tests(runs: list[Run], results: list[Result], profile: Profile | None) 
             }
         )
         found.notes += [f"{name}: {note}" for note in result.notes]
+    # A one-rank file is a skip, not a node left unchecked (kiln.validation.nccl_judge).
+    found.judge_nodes(reasons, Verdict.SKIP)
     found.finished = model.now()
     return found

@@ -3,7 +3,6 @@
 import html
 
 from kiln.report.model import Report
-from kiln.validation.verdicts import fmt
 
 
 def render(report: Report) -> str:
@@ -26,8 +25,7 @@ def render(report: Report) -> str:
     lines += ["", "## Tests", "", "| node | test | subject | value | threshold | verdict |"]
     lines.append("|---|---|---|---|---|---|")
     for j in report.judgements:
-        value = f"{fmt(j.value)} {j.unit}" if j.value is not None else ""
-        limit = f"{fmt(j.threshold)} {j.unit}" if j.threshold is not None else ""
+        value, limit = j.shown()
         lines.append(
             f"| {_cell(j.node)} | {_cell(j.test)} | {_cell(j.subject)} | {value} | {limit} "
             f"| {j.verdict.value} |"

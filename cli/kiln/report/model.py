@@ -18,6 +18,7 @@ from kiln import paths
 from kiln.errors import ExitCode, InputError
 from kiln.files import read_text
 from kiln.run import ids
+from kiln.validation import assess
 from kiln.validation.verdicts import Judgement, Verdict, exit_code, worst
 
 REPORT_FILE = "report.json"
@@ -84,6 +85,23 @@ class Report:
         return self.node_verdicts.get(node) or NodeVerdict(
             verdict=Verdict.UNCHECKED, reasons=["not checked"]
         )
+
+    def judge_nodes(
+        self,
+        reasons: dict[str, list[str]] | None = None,
+        unjudged: Verdict = Verdict.UNCHECKED,
+        nodes: list[str] | None = None,
+    ) -> dict[str, assess.NodeVerdict]:
+        """node_verdicts from the judgements, for `nodes` (default: the report's): the
+        one place they are derived, for every command that writes a report (validate,
+        burn-in, the scheduled active check, drift, judge). By kiln.validation.assess:
+        the worst judgement decides; `reasons` are the caller's where it has better
+        ones; `unjudged` is the verdict of a node with no judgement."""
+        found = assess.per_node(
+            self.judgements, self.nodes if nodes is None else nodes, reasons, unjudged
+        )
+        self.node_verdicts = {n: NodeVerdict(**v.to_dict()) for n, v in found.items()}
+        return found
 
     @property
     def verdict(self) -> Verdict:

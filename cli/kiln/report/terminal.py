@@ -38,12 +38,13 @@ def show(report: Report, console: Console | None = None) -> None:
         shown = [j for j in shown if j.verdict.value != "pass"]
     for j in shown:
         style = STYLES[j.verdict.value]
+        value, limit = j.shown()
         table.add_row(
             escape(j.node),
             escape(j.test),
             escape(j.subject),
-            f"{fmt(j.value)} {j.unit}" if j.value is not None else escape(_said(j.reason)),
-            f"{fmt(j.threshold)} {j.unit}" if j.threshold is not None else "",
+            value or escape(_said(j.reason)),
+            limit,
             f"[{style}]{j.verdict.value}[/{style}]",
         )
     if shown or not report.judgements:

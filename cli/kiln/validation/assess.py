@@ -18,6 +18,10 @@ class NodeVerdict:
     verdict: Verdict
     reasons: list[str] = field(default_factory=list)  # failures first, then warnings
 
+    def to_dict(self) -> dict:
+        """As a report keeps it (kiln.report.model.NodeVerdict)."""
+        return {"verdict": self.verdict.value, "reasons": self.reasons}
+
 
 def judge(found: Collected, profile: Profile | None) -> list[Judgement]:
     band = profile.warn_band_percent / 100 if profile else 0.05
@@ -52,25 +56,37 @@ def _check_reason(check) -> str:
 NOTHING_CHECKED = "nothing was checked on the node"
 
 
-def per_node(judgements: list[Judgement], nodes: list[str]) -> dict[str, NodeVerdict]:
-    """Each node's worst verdict; a node nothing was judged on was not checked. Results
-    of several nodes together (a multi-node run) are reported but decide no single
-    node's verdict."""
+def per_node(
+    judgements: list[Judgement],
+    nodes: list[str],
+    reasons: dict[str, list[str]] | None = None,
+    unjudged: Verdict = Verdict.UNCHECKED,
+) -> dict[str, NodeVerdict]:
+    """Each node's verdict: the worst of its judgements. A node with none (skips aside)
+    gets `unjudged`: not checked, unless the caller knows better (`kiln drift` judges
+    only what drifted; a one-rank nccl-tests file is a skip). Its reasons: the caller's
+    where it gives any (`reasons`, node -> list), else its judgements' reasons, failures
+    first, then what was not checked, then warnings. Results of several nodes together
+    (a multi-node run) are reported but decide no single node's verdict."""
+    given = reasons or {}
+    idle = [NOTHING_CHECKED] if unjudged is Verdict.UNCHECKED else []
     found = {node: NodeVerdict(node, Verdict.PASS) for node in nodes}
     judged = {j.node for j in judgements if j.verdict is not Verdict.SKIP}
     for node in found.keys() - judged:
-        found[node] = NodeVerdict(node, Verdict.UNCHECKED, [NOTHING_CHECKED])
+        found[node] = NodeVerdict(node, unjudged, list(idle))
     # The cause first: a missing mount explains the failed import that follows from it.
     order = list(CHECKS)
     ranked = sorted(
         judgements,
         key=lambda j: (order.index(j.test) if j.test in order else len(order), j.test, j.subject),
     )
-    for verdict in (Verdict.FAIL, Verdict.WARN):
+    for verdict in (Verdict.FAIL, Verdict.UNCHECKED, Verdict.WARN):
         for j in ranked:
             if j.node in found and j.verdict is verdict:
                 entry = found[j.node]
                 if entry.verdict is Verdict.PASS:
                     entry.verdict = verdict
                 entry.reasons.append(j.reason)
+    for node, entry in found.items():
+        entry.reasons = given.get(node) or entry.reasons
     return found

@@ -66,6 +66,15 @@ class Judgement:
         data["verdict"] = self.verdict.value
         return data
 
+    def shown(self) -> tuple[str, str]:
+        """(value, threshold), each with its unit, as every rendering of a report shows
+        them; "" where there is none."""
+        return _with_unit(self.value, self.unit), _with_unit(self.threshold, self.unit)
+
+
+def _with_unit(value: float | None, unit: str) -> str:
+    return f"{fmt(value)} {unit}" if value is not None else ""
+
 
 def fmt(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
