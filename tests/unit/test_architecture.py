@@ -260,13 +260,14 @@ def test_the_inventory_checks_reach_each_roles_module_through_the_registry():
 
 
 # A campaign's steps: the flow (select, hold, conclude, act, report, exit code) and what
-# it runs between (collect, assess, pairs, the burn-in judging, the drain decisions).
-# Only a campaign drives them, so a new flow (a rollout's batches) is another campaign,
-# not a command or a report that strings the steps together again.
+# it runs between (collect, pairs, the burn-in judging, the drain decisions). Only a
+# campaign drives them, so a new flow (a rollout's batches) is another campaign, not a
+# command or a report that strings the steps together again. Commands start campaigns,
+# so they may import them. (assess, judgements into node verdicts, is the floor's, which
+# every report uses: Report.judge_nodes.)
 CAMPAIGN_STEPS = {
     "kiln.campaigns.campaign",
     "kiln.validation.collect",
-    "kiln.validation.assess",
     "kiln.validation.pairs",
     "kiln.validation.burn_in_judge",
     "kiln.validation.drain",
@@ -276,14 +277,20 @@ CAMPAIGN_STEPS = {
 FILTERS_RUNNING_A_STEP = {"kiln_validate.py": {"kiln.validation.drain"}}
 
 
+def steps_imported(name: str, deps: set[str]) -> set[str]:
+    """The steps `name` imports that are not its own to import: a command may import
+    the campaign flow (it starts a campaign), nothing else of the steps."""
+    if name.startswith(("kiln.campaigns.", FLOOR + ".")) or name == "kiln.campaigns":
+        return set()
+    if name == "kiln.commands" or name.startswith("kiln.commands."):
+        return deps & CAMPAIGN_STEPS - {"kiln.campaigns.campaign"}
+    return deps & CAMPAIGN_STEPS
+
+
 def callers_of_steps(edges: dict[str, set[str]]) -> dict[str, list[str]]:
     """Modules outside the campaigns and the judging floor that import a step."""
     return {
-        name: sorted(deps & CAMPAIGN_STEPS)
-        for name, deps in edges.items()
-        if not name.startswith(("kiln.campaigns.", FLOOR + "."))
-        and name != "kiln.campaigns"
-        and deps & CAMPAIGN_STEPS
+        name: sorted(found) for name, deps in edges.items() if (found := steps_imported(name, deps))
     }
 
 
@@ -304,6 +311,7 @@ def test_campaigns_are_the_only_callers_of_the_steps():
 def test_the_steps_rule_sees_a_command_that_runs_a_step():
     edges = {
         "kiln.commands.rollout": {"kiln.validation.drain", "kiln.errors"},
+        "kiln.commands.validate": {"kiln.campaigns.campaign"},
         "kiln.campaigns.validate": {"kiln.campaigns.campaign"},
         "kiln.validation.collect": {"kiln.validation.drain"},
     }

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from kiln import health_schedule as schedule
+from kiln.campaigns import health_active
 from kiln.report import model, terminal
 from kiln.validation.verdicts import Judgement, Verdict
 
@@ -70,10 +71,10 @@ RECORD = {
 
 
 def test_a_run_becomes_a_report():
-    [run], unreadable = schedule.read_records([json.dumps(RECORD)])
+    [run], unreadable = health_active.read_records([json.dumps(RECORD)])
     assert unreadable == []
     assert run.report_id == "20261122-030004-health-active"
-    report = schedule.to_report(run, "/inv")
+    report = health_active.to_report(run, "/inv")
     assert report == model.Report(
         id="20261122-030004-health-active",
         started="2026-11-22T03:00:04+00:00",
@@ -127,8 +128,8 @@ def test_an_error_beside_results_fails_the_node_and_says_so():
         "action": "",
         "status": "ERROR",
     }
-    [run], _ = schedule.read_records([json.dumps(RECORD | {"nodes": {"gpu003": node}})])
-    report = schedule.to_report(run, "/inv")
+    [run], _ = health_active.read_records([json.dumps(RECORD | {"nodes": {"gpu003": node}})])
+    report = health_active.to_report(run, "/inv")
     assert (report.judgements, report.node_verdicts) == (
         [
             Judgement("gpu003", "health.munge", "", None, "", Verdict.PASS, "munge answers"),
@@ -139,9 +140,9 @@ def test_an_error_beside_results_fails_the_node_and_says_so():
 
 
 def test_runs_enter_the_history_once(state_dir, capsys):
-    runs, _ = schedule.read_records([json.dumps(RECORD)])
-    assert schedule.import_runs(runs, "/inv") == ["20261122-030004-health-active"]
-    assert schedule.import_runs(runs, "/inv") == []
+    runs, _ = health_active.read_records([json.dumps(RECORD)])
+    assert health_active.import_runs(runs, "/inv") == ["20261122-030004-health-active"]
+    assert health_active.import_runs(runs, "/inv") == []
     assert model.load("latest").id == "20261122-030004-health-active"
     assert sorted(p.name for p in model.directory(runs[0].report_id).iterdir()) == [
         "junit.xml",
@@ -159,6 +160,6 @@ def test_runs_enter_the_history_once(state_dir, capsys):
     ],
 )
 def test_a_record_that_cannot_be_read_is_named(text, line):
-    runs, unreadable = schedule.read_records([text, json.dumps(RECORD)])
+    runs, unreadable = health_active.read_records([text, json.dumps(RECORD)])
     assert [r.started for r in runs] == [RECORD["started"]]
     assert unreadable[0].startswith(line)
