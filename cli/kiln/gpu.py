@@ -559,10 +559,9 @@ def batch_size(batch: str | int, total: int) -> int:
     return max(1, min(count, total)) if total else 0
 
 
-REBOOTING = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED"})
 # Slurm's flags of a node out of service: it runs no new job (drained or draining for a
 # reboot, down, failed, not answering) or is rebooting now.
-OUT_OF_SERVICE = slurm_state.DRAINED | slurm_state.UNAVAILABLE | REBOOTING
+OUT_OF_SERVICE = slurm_state.DRAINED | slurm_state.UNAVAILABLE | slurm_state.REBOOTING
 
 
 def out_of_service(states: dict[str, slurm_state.NodeState], nodes: list[str]) -> list[str]:
@@ -571,7 +570,7 @@ def out_of_service(states: dict[str, slurm_state.NodeState], nodes: list[str]) -
 
 
 def rebooting(states: dict[str, slurm_state.NodeState]) -> frozenset[str]:
-    return frozenset(n for n, s in states.items() if s.flags & REBOOTING)
+    return frozenset(n for n, s in states.items() if s.flags & slurm_state.REBOOTING)
 
 
 def reboot_room(limit: str | int, compute: list[str], states: dict[str, Any]) -> int:

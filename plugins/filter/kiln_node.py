@@ -1,6 +1,6 @@
 """Filters of Kiln's node library (kiln.node): the files the roles ship to the nodes,
-and the reservation command lines the roles run on the controller (the validate role's
-srun steps come whole from kiln.validation.suites)."""
+and the reservation and node state command lines the roles run on the
+controller (argv lists: no value passes through a shell)."""
 
 import sys
 from pathlib import Path
@@ -33,10 +33,38 @@ def kiln_node_release(name):
     return slurm_jobs.release(str(name))
 
 
+def _names(nodes) -> list[str]:
+    """One node's name or a list of names (None: none)."""
+    if nodes is None:
+        return []
+    return [str(nodes)] if isinstance(nodes, str) else [str(n) for n in nodes]
+
+
+def kiln_node_show_nodes(nodes=None):
+    """`scontrol --oneliner show node` for `nodes`; None or none: every node."""
+    return slurm_jobs.show_nodes(_names(nodes))
+
+
+def kiln_node_drain(node, reason):
+    return slurm_jobs.drain(str(node), str(reason))
+
+
+def kiln_node_resume(node):
+    return slurm_jobs.resume(str(node))
+
+
+def kiln_node_reboot(nodes, reason):
+    return slurm_jobs.reboot(_names(nodes), str(reason))
+
+
 class FilterModule:
     def filters(self):
         return {
+            "kiln_node_drain": kiln_node_drain,
             "kiln_node_library": kiln_node_library,
+            "kiln_node_reboot": kiln_node_reboot,
             "kiln_node_release": kiln_node_release,
             "kiln_node_reserve": kiln_node_reserve,
+            "kiln_node_resume": kiln_node_resume,
+            "kiln_node_show_nodes": kiln_node_show_nodes,
         }

@@ -27,6 +27,11 @@ def kiln_validate_still_ours(scontrol_text, nodes):
     return drain.still_ours(scontrol_text, list(nodes))
 
 
+def kiln_validate_drained_by_kiln(scontrol_text, nodes):
+    """The nodes Kiln may still resume: drained, with Kiln's reason."""
+    return drain.drained_by_kiln(scontrol_text, list(nodes))
+
+
 def kiln_validate_step(result):
     """A registered srun step, reduced to what the report needs."""
     if result.get("skipped"):
@@ -66,6 +71,7 @@ class FilterModule:
         return {
             "kiln_validate_cold_import": kiln_validate_cold_import,
             "kiln_validate_cold_import_argv": kiln_validate_cold_import_argv,
+            "kiln_validate_drained_by_kiln": kiln_validate_drained_by_kiln,
             "kiln_validate_mpi_record": kiln_validate_mpi_record,
             "kiln_validate_paths": kiln_validate_paths,
             "kiln_validate_plan": kiln_validate_plan,

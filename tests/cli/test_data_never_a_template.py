@@ -213,7 +213,7 @@ def test_validate_drains_with_the_reason_a_node_printed_verbatim(
         return RunSummary(run="r-suites", playbook=request.playbook, status="successful")
 
     ran = real_acts(monkeypatch, {"validate.yml": suites})
-    slurm.answer("scontrol show node gpu002 --oneliner", scontrol_line("gpu002") + "\n")
+    slurm.answer("scontrol --oneliner show node gpu002", scontrol_line("gpu002") + "\n")
     request = validate.Request(
         inventory=write_cluster(tmp_path), suites=["storage"], suites_named=True
     )
@@ -224,7 +224,7 @@ def test_validate_drains_with_the_reason_a_node_printed_verbatim(
     reason = f"kiln: storage.mount /shared: {printed}; not benchmarked"
     assert report.actions == {"drain": {"gpu002": reason}, "resume": [], "left": {}}
     assert [c["argv"] for c in slurm.calls()] == [
-        ["scontrol", "show", "node", "gpu002", "--oneliner"],
+        ["scontrol", "--oneliner", "show", "node", "gpu002"],
         ["scontrol", "update", "NodeName=gpu002", "State=DRAIN", f"Reason={reason}"],
     ]
     assert report.notes == []
@@ -253,9 +253,9 @@ def test_the_end_of_a_burn_in_hands_back_reasons_and_drains_on_node_output_verba
         return RunSummary(run="r-round", playbook=request.playbook, status="successful")
 
     ran = real_acts(monkeypatch, {"burn-in.yml": burn})
-    slurm.answer("scontrol show node gpu002 --oneliner", scontrol_line("gpu002") + "\n")
+    slurm.answer("scontrol --oneliner show node gpu002", scontrol_line("gpu002") + "\n")
     slurm.answer(
-        "scontrol show node gpu001 --oneliner", scontrol_line("gpu001", "IDLE+DRAIN", held) + "\n"
+        "scontrol --oneliner show node gpu001", scontrol_line("gpu001", "IDLE+DRAIN", held) + "\n"
     )
     request = burn_in.Request(
         inventory=write_cluster(tmp_path), duration_s=0, profile="h100-sxm-8x-ib400"
@@ -271,9 +271,9 @@ def test_the_end_of_a_burn_in_hands_back_reasons_and_drains_on_node_output_verba
         ["scontrol", "update", "NodeName=gpu001", "State=DRAIN", f"Reason={held}"],
         ["scancel", f"--reservation={reservation}"],
         ["scontrol", "delete", f"ReservationName={reservation}"],
-        ["scontrol", "show", "node", "gpu002", "--oneliner"],
+        ["scontrol", "--oneliner", "show", "node", "gpu002"],
         ["scontrol", "update", "NodeName=gpu002", "State=DRAIN", f"Reason={reason}"],
-        ["scontrol", "show", "node", "gpu001", "--oneliner"],
+        ["scontrol", "--oneliner", "show", "node", "gpu001"],
         ["scontrol", "update", "NodeName=gpu001", "State=RESUME"],
     ]
     assert not marker.exists()

@@ -141,12 +141,14 @@ def test_a_line_without_state_or_reason():
 
 
 # One set per purpose: BUSY (in use or changing by itself: nothing against the node) and
-# UNAVAILABLE (Slurm cannot run a job there). Each state, as validate's plan (idle-only
-# and not) and the scheduled active check take it.
+# UNAVAILABLE (Slurm cannot run a job there); REBOOTING, in BUSY, is also what the
+# driver role counts as out of service (kiln.gpu.out_of_service). Each state, as
+# validate's plan (idle-only and not) and the scheduled active check take it.
 STATES = {
     "IDLE": ("test", "test", "test"),
     "MIXED": ("busy", "test", "skip"),
     "IDLE+RESERVED": ("busy", "test", "skip"),
+    "IDLE+REBOOT_REQUESTED": ("busy", "test", "skip"),  # the driver role's reboot, too
     "IDLE+POWER_DOWN": ("busy", "test", "skip"),
     "IDLE+POWERED_DOWN": ("busy", "test", "skip"),
     "IDLE+POWERING_DOWN": ("busy", "test", "skip"),
@@ -212,6 +214,52 @@ def test_reservations():
     ]  # fmt: skip
     assert offered["kiln_node_release"]("kiln_x") == [
         "scontrol", "delete", "ReservationName=kiln_x",
+    ]  # fmt: skip
+
+
+def test_reading_draining_resuming_and_rebooting_nodes():
+    """The argv the node programs run; no shell, so a reason with quotes, `;` or Jinja
+    reaches Slurm as it is."""
+    reason = "kiln-health: gpu: XID 79 'fallen off the bus'; {{ x }}"
+    assert slurm_jobs.show_nodes() == ["scontrol", "--oneliner", "show", "node"]
+    assert slurm_jobs.show_nodes(["gpu001", "gpu002"]) == [
+        "scontrol", "--oneliner", "show", "node", "gpu001,gpu002",
+    ]  # fmt: skip
+    assert slurm_jobs.drain("gpu001", reason) == [
+        "scontrol", "update", "NodeName=gpu001", "State=DRAIN", f"Reason={reason}",
+    ]  # fmt: skip
+    assert slurm_jobs.resume("gpu001") == [
+        "scontrol", "update", "NodeName=gpu001", "State=RESUME",
+    ]  # fmt: skip
+    assert slurm_jobs.reboot(["gpu001", "gpu002"], "kiln: driver 570.195.03") == [
+        "scontrol", "reboot", "ASAP", "nextstate=RESUME", "reason=kiln: driver 570.195.03",
+        "gpu001,gpu002",
+    ]  # fmt: skip
+
+
+def test_the_node_state_filters_take_a_name_a_list_or_none():
+    offered = filters("kiln_node")
+    every = ["scontrol", "--oneliner", "show", "node"]
+    assert offered["kiln_node_show_nodes"](None) == every
+    assert offered["kiln_node_show_nodes"]([]) == every
+    assert offered["kiln_node_show_nodes"]("gpu001") == [*every, "gpu001"]
+    # What the role hands it: a dict's keys.
+    assert offered["kiln_node_show_nodes"]({"gpu001": "r", "gpu002": "r"}.keys()) == [
+        *every, "gpu001,gpu002",
+    ]  # fmt: skip
+    assert offered["kiln_node_drain"]("gpu001", "kiln: storage.mount /shared") == [
+        "scontrol", "update", "NodeName=gpu001", "State=DRAIN",
+        "Reason=kiln: storage.mount /shared",
+    ]  # fmt: skip
+    assert offered["kiln_node_drain"]("gpu001", "") == [
+        "scontrol", "update", "NodeName=gpu001", "State=DRAIN", "Reason=",
+    ]  # fmt: skip
+    assert offered["kiln_node_resume"]("gpu001") == [
+        "scontrol", "update", "NodeName=gpu001", "State=RESUME",
+    ]  # fmt: skip
+    assert offered["kiln_node_reboot"]("gpu001", "kiln: driver 570.195.03") == [
+        "scontrol", "reboot", "ASAP", "nextstate=RESUME", "reason=kiln: driver 570.195.03",
+        "gpu001",
     ]  # fmt: skip
 
 

@@ -616,6 +616,24 @@ def test_a_node_drained_by_someone_else_during_the_run_is_not_drained_by_kiln():
     assert still_ours(text, ["gpu001", "gpu002", "gpu003", "gone"]) == ["gpu001", "gpu003"]
 
 
+def test_only_a_node_still_drained_with_kilns_reason_is_resumed():
+    """Read again just before the resume: a node resumed, or drained again by someone
+    else or by Kiln's health check since, is left as it is."""
+    from tests.unit.test_filter_plugins import filters
+
+    drained_by_kiln = filters("kiln_validate")["kiln_validate_drained_by_kiln"]
+    text = "\n".join(
+        [
+            scontrol_line("gpu001"),
+            scontrol_line("gpu002", "IDLE+DRAIN", "hardware swap [ops@2026-11-23T10:00:00]"),
+            scontrol_line("gpu003", "IDLE+DRAIN", "kiln: storage.seq_read /shared 3 MB/s"),
+            scontrol_line("gpu004", "IDLE+DRAIN", "kiln-health: gpu: XID 79"),
+        ]
+    )
+    nodes = ["gpu001", "gpu002", "gpu003", "gpu004", "gone"]
+    assert drained_by_kiln(text, nodes) == ["gpu003"]
+
+
 def test_the_terminal_prints_markup_in_names_and_reasons_as_text():
     """A reason holding "[/path]" once made `kiln validate` exit 1 after draining."""
     import io

@@ -1,6 +1,7 @@
-"""The command lines Kiln's programs give Slurm: an srun step over chosen nodes, and
-the reservation that holds them. Built from data, so a caller changes a setting by
-name, never by its place in a list."""
+"""The command lines Kiln's programs give Slurm: an srun step over chosen nodes, the
+reservation that holds them, and reading, draining, resuming and rebooting nodes.
+Built from data, so a caller changes a setting by name, never by its place in a list;
+each an argv list, so no value passes through a shell."""
 
 from dataclasses import dataclass, replace
 
@@ -72,3 +73,24 @@ def reserve(name: str, nodes: list[str], minutes: int, ignore_jobs: bool = False
 
 def release(name: str) -> list[str]:
     return ["scontrol", "delete", f"ReservationName={name}"]
+
+
+def show_nodes(nodes: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """One line per node (kiln.node.slurm_state.parse reads it); no nodes: every node."""
+    return ["scontrol", "--oneliner", "show", "node", *([",".join(nodes)] if nodes else [])]
+
+
+def drain(node: str, reason: str) -> list[str]:
+    """Slurm runs no new job on the node; `reason` is kept as given (with the prefix of
+    the program that drains, kiln.node.slurm_state)."""
+    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"]
+
+
+def resume(node: str) -> list[str]:
+    return ["scontrol", "update", f"NodeName={node}", "State=RESUME"]
+
+
+def reboot(nodes: list[str] | tuple[str, ...], reason: str) -> list[str]:
+    """Slurm drains the nodes, reboots each when its jobs end (RebootProgram) and
+    resumes it once slurmd registers again; `reason` shows meanwhile."""
+    return ["scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", ",".join(nodes)]

@@ -16,12 +16,14 @@ HEALTH_PREFIX = "kiln-health:"  # the passive check Slurm runs (HealthCheckProgr
 ACTIVE_PREFIX = "kiln-active:"  # the controller's scheduled active check
 HEALTH_PREFIXES = (HEALTH_PREFIX, ACTIVE_PREFIX)
 
+# A reboot asked for (scontrol reboot) or under way.
+REBOOTING = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED"})
 # In use, or about to change by itself (jobs, a reservation, a reboot, a power
 # transition, a node powered down to save power): not free for a test now, and
 # nothing against the node. An idle-only run leaves it for the next run.
-BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING", "RESERVED", "MAINT", "PLANNED",
-                  "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERING_UP", "POWERING_DOWN",
-                  "POWER_DOWN", "POWERED_DOWN"})  # fmt: skip
+BUSY = REBOOTING | frozenset({"ALLOCATED", "MIXED", "COMPLETING", "RESERVED", "MAINT",
+                              "PLANNED", "POWERING_UP", "POWERING_DOWN", "POWER_DOWN",
+                              "POWERED_DOWN"})  # fmt: skip
 # Slurm cannot run a job there: down, failed, not answering, not yet in the cluster,
 # or not registered since slurmctld started. A test there would only wait.
 UNAVAILABLE = frozenset({"DOWN", "FAIL", "NOT_RESPONDING", "FUTURE", "UNKNOWN"})

@@ -89,6 +89,13 @@ def still_ours(scontrol_text: str, nodes: list[str]) -> list[str]:
     ]
 
 
+def drained_by_kiln(scontrol_text: str, nodes: list[str]) -> list[str]:
+    """Of the nodes Kiln decided to resume, those still drained with Kiln's reason, read
+    again just before it resumes them: someone else's drain since is theirs to lift."""
+    states = parse_states(scontrol_text)
+    return [n for n in nodes if n in states and states[n].drained_by_kiln]
+
+
 def plan(scontrol_text: str, nodes: list[str], idle_only: bool = False) -> Plan:
     """idle_only: test only the nodes without jobs or reservations (and those Kiln
     drained, which are idle once drained); the rest are skipped as busy."""
