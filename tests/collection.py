@@ -2,6 +2,7 @@
 ansible-playbook from this environment, with none of the checkout's ansible.cfg and
 none of the CLI's settings."""
 
+import json
 import os
 import subprocess
 import sys
@@ -51,3 +52,23 @@ def install_collection(tarball: Path, where: Path) -> Path:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return where
+
+
+def local_playbook(playbook: Path, *options: str, timeout: float | None = None) -> dict:
+    """ansible-playbook on this machine (localhost, no SSH) with the checkout's
+    collection, from the playbook's directory: the json callback's report, the run
+    having passed."""
+    from kiln.run import execute
+
+    done = plain_ansible(
+        "ansible-playbook",
+        *("-i", "localhost,", "-c", "local", *options, str(playbook)),
+        cwd=playbook.parent,
+        env={
+            "ANSIBLE_COLLECTIONS_PATH": execute.collections_path(),
+            "ANSIBLE_STDOUT_CALLBACK": "json",
+        },
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)

@@ -14,9 +14,10 @@ from kiln import node
 from kiln.node import slurm_jobs
 
 
-def kiln_node_library(_=None):
-    """{directories: [...], files: [{path, content}]}, absolute paths on the node."""
-    root = Path(node.INSTALL_DIR)
+def kiln_node_library(root=None):
+    """{directories: [...], files: [{path, content}]}, absolute paths on the node: under
+    node.INSTALL_DIR, or under ROOT (a dry run's temporary copy)."""
+    root = Path(root or node.INSTALL_DIR)
     files = node.shipped_files()
     directories = sorted({str((root / name).parent) for name in files})
     return {

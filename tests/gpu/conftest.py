@@ -26,6 +26,12 @@ import pytest
 from kiln import gpu
 from tests.gpu import machine as gm
 
+# The node programs put Kiln's node library first on sys.path: the one installed at
+# kiln.node.INSTALL_DIR, unless KILN_NODE_LIBRARY names another. Here it is this
+# checkout's, even on a machine Kiln provisioned (whose installed copy may be older);
+# every program the suite starts inherits it.
+os.environ["KILN_NODE_LIBRARY"] = str(gm.REPO / "cli")
+
 FILES = {
     "detect": gm.REPO / "roles/nvidia_driver/files/kiln-gpu-detect",
     "health": gm.REPO / "roles/health/files/kiln-health",

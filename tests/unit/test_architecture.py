@@ -370,3 +370,32 @@ ctx.exit()
         "SystemExit(1)",
         "click.exceptions.Exit(3 if failed else 0)",
     ]
+# The node programs (roles/*/files, run by a node's own python3): the standard library
+# and Kiln's node library only; the load generators also torch (validate_torch_python).
+NODE_PROGRAM_EXTRAS = {"burn_stress.py": {"torch"}, "torch_bench.py": {"torch"}}
+
+
+def test_node_programs_import_the_standard_library_and_kiln_node_only():
+    programs = [
+        path
+        for path in sorted((REPO / "roles").glob("*/files/*"))
+        if path.is_file()
+        and path.read_bytes().startswith(b"#!")
+        and b"python" in path.read_bytes()[:40]
+    ]
+    assert len(programs) >= 10
+    found = {}
+    for path in programs:
+        tree = ast.parse(path.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | {
+            n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+        }
+        found[path.name] = sorted(
+            name
+            for name in names
+            if name.split(".")[0] not in sys.stdlib_module_names
+            and name != "kiln.node"
+            and not name.startswith("kiln.node.")
+            and name.split(".")[0] not in NODE_PROGRAM_EXTRAS.get(path.name, set())
+        )
+    assert found == {path.name: [] for path in programs}

@@ -288,3 +288,39 @@ def test_a_diff_never_shows_url_credentials():
         '-Acquire::http::Proxy "http://(secret)@proxy:3142";\n'
         '+Acquire::http::Proxy "http://(secret)@proxy:3142";\n'
     )
+
+
+def test_the_fingerprint_of_a_gpu_node_from_its_recorded_outputs(monkeypatch):
+    """Every field, each from the output it is read from; the VBIOS from nvidia-smi's CSV
+    (kiln.node.nvidia_smi), the same version on every GPU said once."""
+    import os
+
+    from tests.node_scripts import fingerprint
+
+    files = {
+        "/etc/os-release": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n',
+        "/proc/driver/nvidia/version": (H100 / "proc-driver-nvidia-version.txt").read_text(),
+        "/usr/local/cuda/version.json": '{"cuda": {"name": "CUDA SDK", "version": "13.0.2"}}',
+    }
+    vbios = "vbios_version\n96.00.DA.00.0C\n96.00.DA.00.0C\n"
+    outputs = {
+        "dpkg-query": "slurmd\t24.11.5-4+deb13u1\tinstalled\nlibnccl2\t2.28.9-1\tinstalled\n",
+        "modinfo": "580.159.04\n",
+        "nvidia-smi": vbios,
+        "ofed_info": "",
+    }
+    ran = []
+    monkeypatch.setattr(fingerprint, "read", lambda path: files.get(path, ""))
+    monkeypatch.setattr(fingerprint, "run", lambda argv: ran.append(argv) or outputs[argv[0]])
+    monkeypatch.setattr(fingerprint.glob, "glob", lambda pattern: [])
+    assert fingerprint.fingerprint() == {
+        "cuda": "13.0.2",
+        "distribution": "Debian GNU/Linux 12 (bookworm)",
+        "driver_installed": "580.159.04",
+        "driver_loaded": "580.159.04",
+        "kernel": os.uname().release,
+        "nccl": "2.28.9-1",
+        "slurm": "24.11.5-4+deb13u1",
+        "vbios": "96.00.DA.00.0C",
+    }
+    assert ["nvidia-smi", "--query-gpu=vbios_version", "--format=csv"] in ran

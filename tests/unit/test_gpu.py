@@ -576,8 +576,7 @@ def test_the_detect_script_reads_a_sysfs_tree_into_what_detect_sorts(tmp_path, m
 
 def test_the_detect_script_counts_held_packages_as_installed(monkeypatch):
     """The role holds the fabric manager: dpkg then says "hi", not "ii"."""
-    import subprocess
-
+    from kiln.node import commands
     from tests.node_scripts import gpu_detect
 
     dpkg = (
@@ -586,8 +585,8 @@ def test_the_detect_script_counts_held_packages_as_installed(monkeypatch):
         "doca-ofed 2.9.1 rc \n"  # removed, its configuration left
     )
     monkeypatch.setattr(gpu_detect, "output", lambda *argv: dpkg)
-    ran = subprocess.CompletedProcess([], 3, stdout="inactive\n")
-    monkeypatch.setattr(gpu_detect.subprocess, "run", lambda *a, **k: ran)
+    ran = commands.Outcome(3, "inactive\n", "", 0.01)
+    monkeypatch.setattr(gpu_detect.commands, "run", lambda *a, **k: ran)
     assert gpu_detect.packages() == {"rdma-core": "52.0-2"}
     assert gpu_detect.fabric_manager() == {
         "package": "nvidia-fabricmanager-580",

@@ -220,8 +220,7 @@ PLAYBOOK = """
 def test_the_roles_health_json_holds_the_models_nvlinks(model, expected, tmp_path):
     """The role's own variables, rendered by ansible-playbook: on HGX A100 (NVSwitches,
     12 links) the role used to write 18, and the check drained every node."""
-    from kiln.run import execute
-    from tests.collection import plain_ansible
+    from tests.collection import local_playbook
     from tests.conftest import REPO
 
     fact = {"gpu_count": 8, "gpu_model": model, "nvswitch_count": 0 if "PCIe" in model else 6}
@@ -234,17 +233,7 @@ def test_the_roles_health_json_holds_the_models_nvlinks(model, expected, tmp_pat
             fact=json.dumps(fact),
         )
     )
-    done = plain_ansible(
-        "ansible-playbook",
-        *("-i", "localhost,", "-c", "local", str(playbook)),
-        cwd=tmp_path,
-        env={
-            "ANSIBLE_COLLECTIONS_PATH": execute.collections_path(),
-            "ANSIBLE_STDOUT_CALLBACK": "json",
-        },
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    [task] = json.loads(done.stdout)["plays"][0]["tasks"]
+    [task] = local_playbook(playbook)["plays"][0]["tasks"]
     assert task["hosts"]["localhost"]["msg"] == {
         **config(8, fact["nvswitch_count"], expected),
         "ib_ports": [],

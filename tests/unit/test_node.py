@@ -3,15 +3,18 @@ only (it runs on the nodes with the system python3), shipped whole, and its pars
 real captures."""
 
 import ast
+import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 import kiln.node
-from kiln.node import commands, metrics, nvidia_smi, slurm_jobs, slurm_state
+from kiln.node import commands, files, metrics, nvidia_smi, slurm_jobs, slurm_state
 from kiln.validation import drain
 from tests.conftest import REPO
 from tests.node_scripts import health_active
@@ -22,9 +25,16 @@ PACKAGE = REPO / "cli" / "kiln" / "node"
 FIXTURES = REPO / "tests" / "fixtures"
 # The node programs that import kiln.node, by role.
 IMPORTERS = {
+    "autofs": ["kiln-mount-check"],
+    "base": ["kiln-fingerprint"],
     "health": ["kiln-health", "kiln-health-active"],
-    "validate": ["node_probe.py", "probe_launcher.py"],
+    "nccl_env": ["kiln-nccl-probe"],
+    "nvidia_driver": ["kiln-gpu-detect"],
+    "validate": ["node_probe.py", "probe_launcher.py", "torch_bench.py", "burn_stress.py"],
 }
+# The one copy of the tasks that install it, which every other role imports.
+LIBRARY_TASKS = "roles/base/tasks/node_library.yml"
+SYS_PATH = 'sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")'
 
 
 def imported(path: Path) -> set[str]:
@@ -49,6 +59,20 @@ def test_the_library_imports_the_standard_library_and_itself_only(path):
     assert outside == set()
 
 
+def role_tasks(role: str, name: str = "main.yml", follow: bool = True) -> list[dict]:
+    """The tasks of a role's tasks file in order, blocks opened, and (follow) each tasks
+    file of the role it imports or includes in its place."""
+    found = []
+    for task in yaml.safe_load((REPO / "roles" / role / "tasks" / name).read_text()) or []:
+        found.append(task)
+        for key in ("ansible.builtin.import_tasks", "ansible.builtin.include_tasks"):
+            target = task.get(key)
+            if follow and isinstance(target, str) and "/" not in target and "{" not in target:
+                found += role_tasks(role, target)
+        found += [t for block in ("block", "rescue", "always") for t in task.get(block, [])]
+    return found
+
+
 def test_every_node_program_that_imports_it_finds_it_where_its_role_installs_it():
     users = {
         f"{role}/{path.name}"
@@ -58,17 +82,44 @@ def test_every_node_program_that_imports_it_finds_it_where_its_role_installs_it(
     }
     assert users == {f"{role}/{name}" for role, names in IMPORTERS.items() for name in names}
     for role, names in IMPORTERS.items():
-        # The health role's tasks install it; the other roles import that file.
-        tasks = (REPO / "roles" / role / "tasks" / "main.yml").read_text()
-        assert role == "health" or "../../health/tasks/node_library.yml" in tasks, role
+        # The role imports the one copy of the install tasks before any task that names
+        # one of its programs (installs or runs it).
+        first = next(
+            str(task)
+            for task in role_tasks(role)
+            if "node_library.yml" in str(task) or any(n in str(task) for n in names)
+        )
+        assert "node_library.yml" in first, (role, first)
+        expected = "node_library.yml" if role == "base" else "../../base/tasks/node_library.yml"
+        assert f"'ansible.builtin.import_tasks': '{expected}'" in first, role
         for name in names:
             text = (REPO / "roles" / role / "files" / name).read_text()
-            assert f'sys.path.insert(0, "{kiln.node.INSTALL_DIR}")' in text, name
+            assert SYS_PATH in text, name
+    assert f"or {kiln.node.INSTALL_DIR!r}".replace("'", '"') in SYS_PATH
 
 
-def test_the_filter_ships_the_package_whole():
-    shipped = filters("kiln_node")["kiln_node_library"](None)
-    root = kiln.node.INSTALL_DIR
+def test_the_probes_a_role_runs_read_the_library_where_this_run_put_it():
+    """A dry run's probes may read a temporary copy: each program a role runs by
+    ansible.builtin.script is told where the library is."""
+    programs = {name for names in IMPORTERS.values() for name in names}
+    scripts = [
+        task
+        for role_dir in sorted((REPO / "roles").iterdir())
+        for tasks in sorted((role_dir / "tasks").glob("*.yml"))
+        for task in role_tasks(role_dir.name, tasks.name, follow=False)
+        if "ansible.builtin.script" in task
+    ]
+    run = [t for t in scripts if t["ansible.builtin.script"]["cmd"].split()[0] in programs]
+    assert len(run) == 5  # kiln-gpu-detect twice, kiln-nccl-probe three times
+    for task in run:
+        assert task["environment"] == {"KILN_NODE_LIBRARY": "{{ base_node_library_dir }}"}
+
+
+@pytest.mark.parametrize("root", [None, "/tmp/kiln-node.x1y2"])
+def test_the_filter_ships_the_package_whole(root):
+    """To INSTALL_DIR, or under a dry run's temporary directory."""
+    shipped = filters("kiln_node")["kiln_node_library"](root)
+    root = root or kiln.node.INSTALL_DIR
     assert shipped["directories"] == [root, f"{root}/kiln", f"{root}/kiln/node"]
     modules = sorted(PACKAGE.glob("*.py"))
     assert [f["path"] for f in shipped["files"]] == [
@@ -79,23 +130,28 @@ def test_the_filter_ships_the_package_whole():
 
 
 def test_the_node_programs_run_with_the_shipped_files_alone(tmp_path):
-    """No site-packages (-S), so no other kiln: what the filter ships is all there is."""
+    """No site-packages (-S), so no other kiln: what the filter ships, where
+    KILN_NODE_LIBRARY names it (a dry run's temporary copy), is all there is."""
     for name, text in kiln.node.shipped_files().items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     for role, names in IMPORTERS.items():
         for name in names:
             program = REPO / "roles" / role / "files" / name
-            code = (
-                f"import sys, runpy; sys.path.insert(0, {str(tmp_path)!r}); "
-                f"sys.argv = [{name!r}, '--help']; "
-                f"runpy.run_path({str(program)!r}, run_name='__main__')"
-            )
+            # The two facts programs take no arguments: they print their JSON.
+            reads_only = name in ("kiln-fingerprint", "kiln-gpu-detect")
             done = subprocess.run(
-                [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=False
+                [sys.executable, "-S", str(program), *([] if reads_only else ["--help"])],
+                capture_output=True,
+                text=True,
+                check=False,
+                env={**os.environ, "KILN_NODE_LIBRARY": str(tmp_path), "PYTHONPATH": ""},
             )
             assert (done.returncode, done.stderr) == (0, ""), name
-            assert done.stdout.startswith("usage: "), name
+            if reads_only:
+                assert isinstance(json.loads(done.stdout), dict), name
+            else:
+                assert done.stdout.startswith("usage: "), name
 
 
 # --- Slurm node state ------------------------------------------------------------------
@@ -344,6 +400,14 @@ def test_xids_and_the_catalogue():
     ]
 
 
+def test_the_kernel_logs_xid_lines_as_printed():
+    """burn_stress.py keeps these lines before and after a round; kiln burn-in compares."""
+    boot = (H100 / "dmesg-nvrm.txt").read_text()
+    xid = "[ 8012.345678] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>"
+    assert nvidia_smi.xid_lines(boot) == []
+    assert nvidia_smi.xid_lines(f"{boot}{xid}\n[ 8013.1] eth0: link up\n") == [xid]
+
+
 # --- metrics and commands --------------------------------------------------------------
 
 
@@ -412,3 +476,100 @@ def test_the_record_the_validation_probes_keep(tmp_path):
         "stderr": f"[Errno 2] No such file or directory: '{absent}'",
         "seconds": 0.0,
     }
+
+
+def test_a_commands_stdout_or_nothing(tmp_path):
+    """What the fact programs read: a field whose command fails stays empty."""
+    assert commands.stdout(["sh", "-c", "echo 580.159.04"], 10) == "580.159.04\n"
+    assert commands.stdout(["sh", "-c", "echo half; exit 3"], 10) == ""
+    assert commands.stdout([str(tmp_path / "absent")], 10) == ""
+    assert commands.stdout(["sleep", "5"], 0.3) == ""
+
+
+def test_reading_a_nodes_file(tmp_path):
+    (tmp_path / "fw_ver").write_text("28.39.1002\n")
+    (tmp_path / "raw").write_bytes(b"ok\xff\n")
+    assert [files.read(str(tmp_path / n)) for n in ("fw_ver", "raw", "absent", ".")] == [
+        "28.39.1002\n",
+        "ok\ufffd\n",
+        None,
+        None,  # a directory, like a file the kernel refuses (EINVAL): unreadable
+    ]
+
+
+DRY_RUN = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: The base role's import
+      ansible.builtin.import_tasks: {tasks}
+    - name: A later role's import, skipped
+      ansible.builtin.import_tasks: {tasks}
+    - name: Run a probe as the nvidia_driver role does
+      ansible.builtin.script:
+        cmd: {probe}
+        executable: {python} -S
+      environment:
+        KILN_NODE_LIBRARY: "{{{{ base_node_library_dir }}}}"
+      register: probe
+      check_mode: false
+    - name: Show it
+      ansible.builtin.debug:
+        msg: {{dir: "{{{{ base_node_library_dir }}}}", probe: "{{{{ probe.stdout | from_json }}}}"}}
+"""
+
+
+@pytest.mark.skipif(
+    Path(kiln.node.INSTALL_DIR).exists(), reason="this machine has Kiln's node library installed"
+)
+def test_a_dry_run_writes_nothing_and_its_probes_read_a_temporary_copy(tmp_path):
+    """Check mode on a node without the library: nothing installed, the later role's
+    import skipped, and the probe (no site-packages: no other kiln) runs on the copy."""
+    import shutil
+    import tempfile
+
+    from tests.collection import local_playbook
+
+    playbook = tmp_path / "dry.yml"
+    playbook.write_text(
+        DRY_RUN.format(
+            tasks=REPO / LIBRARY_TASKS,
+            probe=REPO / "roles" / "nvidia_driver" / "files" / "kiln-gpu-detect",
+            python=sys.executable,
+        )
+    )
+    report = local_playbook(
+        playbook, "--check", "-e", f"ansible_python_interpreter={sys.executable}", timeout=300
+    )
+    tasks = report["plays"][0]["tasks"]
+    shown = tasks[-1]["hosts"]["localhost"]["msg"]
+    copy = Path(shown["dir"])
+    try:
+        assert not Path(kiln.node.INSTALL_DIR).exists()
+        assert copy.parent == Path(tempfile.gettempdir()) and copy.name.startswith("kiln-node.")
+        assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*.py")) == sorted(
+            kiln.node.shipped_files()
+        )
+        assert set(shown["probe"]) == {
+            "pci", "proc_version", "modinfo_version", "packages", "fabric_manager",
+        }  # fmt: skip
+        # (task, changed, skipped): the dry run reports the library as a change; the
+        # temporary copy is not one; the later import skips every task.
+        install = [
+            ("Create the directories of Kiln's node library", True),
+            ("Install Kiln's node library", True),
+            ("Make the temporary directory", False),
+            ("Create the temporary copy's directories", False),
+            ("Copy the library's files there", False),
+            ("Say where the node programs find the library for the rest of this run", False),
+        ]
+        assert [
+            (t["task"]["name"], t["hosts"]["localhost"].get("changed", False),
+             t["hosts"]["localhost"].get("skipped", False))
+            for t in tasks[:-2]
+        ] == [
+            *((name, changed, False) for name, changed in install),
+            *((name, False, True) for name, _ in install),
+        ]  # fmt: skip
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)

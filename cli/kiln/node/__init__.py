@@ -1,13 +1,15 @@
 """Kiln's node library: what the node programs (roles/*/files) and the control side
 both know about the nodes' own outputs, in one place.
 
-Standard library only, and no import of the rest of `kiln`: the health and validate
-roles copy this package to INSTALL_DIR on the nodes (`kiln_node_library` filter), where
-the node programs run it with the system python3 (3.11 on Debian 12, 3.13 on 13).
+Standard library only, and no import of the rest of `kiln`: the roles copy this package
+to INSTALL_DIR on every host (roles/base/tasks/node_library.yml, `kiln_node_library`
+filter), where the node programs run it with the system python3 (3.11 on Debian 12,
+3.13 on 13).
 """
 
-# Where the roles install the package on the nodes: each node program puts this first
-# on sys.path (it runs without Kiln) before `import kiln.node`.
+# Where the roles install the package on the nodes: each node program puts this (or the
+# copy KILN_NODE_LIBRARY names) first on sys.path (it runs without Kiln) before
+# `import kiln.node`.
 INSTALL_DIR = "/usr/local/lib/kiln"
 
 

@@ -45,6 +45,13 @@ def run(argv: list[str], timeout: float, stdin: str | None = None, **options) ->
     return Outcome(child.returncode, out, err, round(time.monotonic() - started, 3))
 
 
+def stdout(argv: list[str], timeout: float, **options) -> str:
+    """The command's stdout when it ran and exited 0; else "" (not installed, failed or
+    past its time), for a reader whose field then stays empty."""
+    done = run(argv, timeout, **options)
+    return done.stdout if done.rc == 0 else ""
+
+
 def record(argv: list[str], timeout: float, stdin: str | None = None, **options) -> dict:
     """run()'s outcome as the validation probes record it: rc (None when it ran past
     its time, 127 when it did not start), stdout, stderr (stripped), seconds."""

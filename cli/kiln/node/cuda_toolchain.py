@@ -13,8 +13,9 @@ import glob
 import json
 import os
 import re
-import subprocess
 import sys
+
+from kiln.node import commands, files
 
 CUDA_HOMES = ("/usr/local/cuda",)
 # NCCL: the CUDA repository's libnccl-dev (headers in /usr/include) or a tree with
@@ -31,14 +32,6 @@ MPI_HOMES = (
 )
 LIB_DIRS = ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu")
 NVCC_TIMEOUT_S = 30
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError:
-        return ""
 
 
 def _defines(text: str, *names: str) -> list[str]:
@@ -67,12 +60,10 @@ def cuda(homes: list[str]) -> dict | None:
         nvcc = os.path.join(home, "bin", "nvcc")
         if not os.access(nvcc, os.X_OK):
             continue
-        try:
-            out = subprocess.run(
-                [nvcc, "--version"], capture_output=True, text=True, timeout=NVCC_TIMEOUT_S
-            ).stdout
-        except (OSError, subprocess.TimeoutExpired):
+        done = commands.run([nvcc, "--version"], NVCC_TIMEOUT_S)
+        if done.rc is None:
             continue
+        out = done.stdout
         release = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
         lib, _ = _lib_dir(home, "libcudart.so*")
         return {
@@ -88,7 +79,10 @@ def nccl(homes: list[str]) -> dict | None:
     header's NCCL_MAJOR/MINOR/PATCH."""
     for home in homes:
         version = _defines(
-            _read(os.path.join(home, "include", "nccl.h")), "NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"
+            files.read(os.path.join(home, "include", "nccl.h")) or "",
+            "NCCL_MAJOR",
+            "NCCL_MINOR",
+            "NCCL_PATCH",
         )
         lib, library = _lib_dir(home, "libnccl.so", "libnccl.so.2*")
         if version and lib:
@@ -115,7 +109,7 @@ def mpi(homes: list[str]) -> dict | None:
     """The first home with include/mpi.h (Open MPI's, whose header names its version)
     and a libmpi.so."""
     for home in _expanded(homes):
-        header = _read(os.path.join(home, "include", "mpi.h"))
+        header = files.read(os.path.join(home, "include", "mpi.h")) or ""
         version = _defines(
             header, "OMPI_MAJOR_VERSION", "OMPI_MINOR_VERSION", "OMPI_RELEASE_VERSION"
         )

@@ -154,6 +154,12 @@ XID_APPLICATION = {
 _XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),")
 
 
+def xid_lines(kernel_log: str) -> list[str]:
+    """The kernel log's NVRM Xid lines, as printed (burn-in keeps them to compare the
+    lines after a round with those before)."""
+    return [line for line in kernel_log.splitlines() if "NVRM: Xid" in line]
+
+
 def parse_xids(kernel_log: str) -> list[tuple[str, int]]:
     """(PCI address, XID) for each `NVRM: Xid (PCI:…): N, …` line, in order."""
     return [(m.group(1), int(m.group(2))) for m in _XID_LINE.finditer(kernel_log)]

@@ -20,6 +20,10 @@ import sys
 import threading
 import time
 
+# Kiln's node library: kiln.node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
+sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")
+from kiln.node import commands, nvidia_smi
+
 # The fields of the samples, as recorded on a loaded H100 (../shared/fixtures/gpu).
 SAMPLE_FIELDS = (
     "index,timestamp,temperature.gpu,temperature.memory,power.draw,clocks.current.sm,"
@@ -38,23 +42,13 @@ SMI_TIMEOUT_S = 20
 
 def smi(*args: str) -> str:
     """nvidia-smi's output, or '' where it is missing or fails (the field stays empty)."""
-    try:
-        done = subprocess.run(
-            ["nvidia-smi", *args], capture_output=True, text=True, timeout=SMI_TIMEOUT_S
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout if done.returncode == 0 else ""
+    return commands.stdout(["nvidia-smi", *args], SMI_TIMEOUT_S)
 
 
 def xid_lines() -> list[str]:
     """The kernel's NVRM Xid lines so far (dmesg keeps its own time stamps, so a line
     seen after the round and not before is new)."""
-    try:
-        done = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=SMI_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line for line in done.stdout.splitlines() if "NVRM: Xid" in line]
+    return nvidia_smi.xid_lines(commands.run(["dmesg"], SMI_TIMEOUT_S).stdout)
 
 
 def counters() -> dict:

@@ -30,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, "/usr/local/lib/kiln")  # kiln.node.INSTALL_DIR: the validate role's copy
+# Kiln's node library: kiln.node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
+sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")
 from kiln.node import commands
 
 MOUNT_CHECK = "/usr/local/sbin/kiln-mount-check"

@@ -12,10 +12,12 @@ work is node_probe.py's). Parsing and judging happen on the control node
 
 import argparse
 import json
+import os
 import sys
 import threading
 
-sys.path.insert(0, "/usr/local/lib/kiln")  # kiln.node.INSTALL_DIR: the validate role's copy
+# Kiln's node library: kiln.node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
+sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")
 from kiln.node import commands, slurm_jobs
 
 run = commands.record

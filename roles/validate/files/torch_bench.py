@@ -19,10 +19,15 @@ import functools
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 import warnings
+
+# Kiln's node library: kiln.node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
+sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")
+from kiln.node import commands
+
+SCONTROL_TIMEOUT_S = 30
 
 FACTORS = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
@@ -58,8 +63,8 @@ def master_address() -> str:
     its node list (block distribution puts rank 0 there); else MASTER_ADDR."""
     nodelist = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
     if nodelist:
-        hosts = subprocess.run(
-            ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True
+        hosts = commands.run(
+            ["scontrol", "show", "hostnames", nodelist], SCONTROL_TIMEOUT_S
         ).stdout.split()
         if hosts:
             return hosts[0]
