@@ -370,6 +370,8 @@ ctx.exit()
         "SystemExit(1)",
         "click.exceptions.Exit(3 if failed else 0)",
     ]
+
+
 # The node programs (roles/*/files, run by a node's own python3): the standard library
 # and Kiln's node library only; the load generators also torch (validate_torch_python).
 NODE_PROGRAM_EXTRAS = {"burn_stress.py": {"torch"}, "torch_bench.py": {"torch"}}
