@@ -115,6 +115,25 @@ def test_the_probes_a_role_runs_read_the_library_where_this_run_put_it():
         assert task["environment"] == {"KILN_NODE_LIBRARY": "{{ base_node_library_dir }}"}
 
 
+def test_each_task_file_that_runs_a_probe_imports_the_library_before_it():
+    """A task file may be entered alone (tasks_from: the nvidia_driver role's reboot
+    step reaches state.yml without main.yml): each one that runs a program first
+    imports the install, which a run that already installed it skips."""
+    programs = {name for names in IMPORTERS.values() for name in names}
+    for role_dir in sorted((REPO / "roles").iterdir()):
+        for tasks in sorted((role_dir / "tasks").glob("*.yml")):
+            listed = role_tasks(role_dir.name, tasks.name, follow=False)
+            runs = [
+                i
+                for i, task in enumerate(listed)
+                if "ansible.builtin.script" in task
+                and task["ansible.builtin.script"]["cmd"].split()[0] in programs
+            ]
+            imports = [i for i, task in enumerate(listed) if "node_library.yml" in str(task)]
+            if runs:
+                assert imports and imports[0] < runs[0], f"{role_dir.name}/tasks/{tasks.name}"
+
+
 @pytest.mark.parametrize("root", [None, "/tmp/kiln-node.x1y2"])
 def test_the_filter_ships_the_package_whole(root):
     """To INSTALL_DIR, or under a dry run's temporary directory."""
