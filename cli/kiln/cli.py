@@ -26,6 +26,7 @@ COMMANDS = {
     "lab": ("kiln.commands.lab", "lab", "The local podman lab cluster."),
     "nccl": ("kiln.commands.nccl", "nccl", "Show the NCCL settings in effect on each node."),
     "report": ("kiln.commands.report", "report", "Show and compare validation reports."),
+    "rollout": ("kiln.commands.rollout", "rollout", "Apply a change to a live cluster in batches."),
     "runs": ("kiln.commands.runs", "runs", "List and show past runs."),
     "topology": ("kiln.commands.topology", "topology", "Generate Slurm topology."),
     "validate": ("kiln.commands.validate", "validate", "Validate the cluster; drain bad nodes."),

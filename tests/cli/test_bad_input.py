@@ -109,6 +109,29 @@ def drift(*options: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["drift", "-i", str(inventory(tmp)), *options]
 
 
+HALF = {"rollout_max_unavailable": "half"}
+
+
+def rollout(*options: str) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["rollout", "-i", str(inventory(tmp)), *options]
+
+
+def finished_rollout(tmp: Path) -> str:
+    """A finished rollout's record in the state dir the row uses; its id."""
+    from kiln.rollout import record
+
+    done = record.Record(
+        id="20261127-000000-rollout-0001",
+        inventory=str(inventory(tmp)),
+        started="2026-11-27T00:00:00+00:00",
+        options=record.Options(nodes=["gpu001", "gpu002"]),
+        status=record.FINISHED,
+    )
+    os.environ["KILN_STATE_DIR"] = str(tmp / "state")  # the row's (monkeypatched) state dir
+    record.save(done)
+    return done.id
+
+
 def validate(*options: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["validate", "-i", str(inventory(tmp)), *options]
 
@@ -1002,6 +1025,60 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "no playbook 'nosuch'",
     ),
     ("run-unknown-option", lambda t: ["provision", "--frobnicate"], BAD, "No such option"),
+    # rollout: refused before any host is touched
+    (
+        "rollout-max-unavailable-zero",
+        rollout("--max-unavailable", "0"),
+        BAD,
+        "kiln: error: --max-unavailable '0': expected a node count (2) or a share of the compute "
+        "nodes (10%), at least one node",
+    ),
+    (
+        "rollout-max-unavailable-more-than-nodes",
+        rollout("--max-unavailable", "3"),
+        BAD,
+        "kiln: error: --max-unavailable 3: more than the 2 compute nodes of the rollout",
+    ),
+    (
+        "rollout-inventory-max-unavailable-bad",
+        lambda t: ["rollout", "-i", str(inventory(t, files={"group_vars/all/main.yml": HALF}))],
+        BAD,
+        "rollout_max_unavailable 'half'",
+    ),
+    (
+        "rollout-deadline-past",
+        rollout("--deadline", "2020-01-01T00:00"),
+        BAD,
+        "--deadline 2020-01-01T00:00: that is in the past (",
+    ),
+    ("rollout-deadline-not-a-time", rollout("--deadline", "soon"), BAD, "--deadline 'soon'"),
+    ("rollout-wait-not-a-duration", rollout("--wait-for-jobs", "2 days"), BAD, "'2 days'"),
+    (
+        "rollout-wait-and-deadline",
+        rollout("--wait-for-jobs", "1h", "--deadline", "23:59"),
+        BAD,
+        "kiln: error: --wait-for-jobs and --deadline: give one of them",
+    ),
+    ("rollout-max-failures-zero", rollout("--max-failures", "0"), BAD, "--max-failures 0"),
+    (
+        "rollout-resume-unknown",
+        rollout("--resume", "20990101-000000-rollout-beef"),
+        BAD,
+        "no rollout '20990101-000000-rollout-beef'",
+    ),
+    (
+        "rollout-resume-finished",
+        lambda t: rollout("--resume", finished_rollout(t))(t),
+        BAD,
+        "kiln: error: rollout 20261127-000000-rollout-0001 is finished: nothing to resume",
+    ),
+    (
+        "rollout-resume-with-options",
+        rollout("--resume", "latest", "--max-unavailable", "1"),
+        BAD,
+        "--resume ID carries on with the rollout's own options",
+    ),
+    ("rollout-nodes-unknown", rollout("--nodes", "gpu009"), BAD, "gpu009"),
     # validate
     ("validate-nodes-reversed", validate("--nodes", "gpu[003-001]"), BAD, "gpu[003-001]"),
     ("validate-nodes-huge", validate("--nodes", "c[0-99999999]"), BAD, "1,000,000"),
@@ -1659,6 +1736,7 @@ def test_the_table_covers_every_command():
         "report",
         "runs",
         "lab",
+        "rollout",
     }
     assert len(CASES) >= 80
 

@@ -275,6 +275,16 @@ def test_a_second_run_on_a_locked_inventory_says_who_holds_it(
         assert not (state / "runs").exists()  # nothing ran
         validate = run_kiln("validate", "-i", inv)
         assert validate.returncode == ExitCode.LOCKED
+        # A second rollout on one inventory: refused, nothing drained.
+        held.running("20261127-101010-rollout-abcd")
+        rollout = run_kiln("rollout", "-i", inv, "--max-unavailable", "1")
+        started = json.loads(lock.lock_file(Path(inv)).read_text())["started"]
+        assert (rollout.returncode, rollout.stderr.strip()) == (
+            ExitCode.LOCKED,
+            f"kiln: error: {inv}: kiln site is running on this inventory (pid {os.getpid()}, "
+            f"run 20261127-101010-rollout-abcd, started {started}); wait for it to end",
+        )
+        assert not (state / "runs").exists() and not (state / "rollouts").exists()
     # Released at the end of the command (or when its process dies): runs again.
     assert run_kiln("run", playbook, "-i", inv).returncode == ExitCode.OK
     assert oct(lock.lock_file(Path(inv)).stat().st_mode & 0o777) == "0o600"

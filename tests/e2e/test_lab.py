@@ -7,9 +7,12 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ import yaml
 
 from kiln import inventory
 from kiln.errors import ExitCode
+from kiln.node import slurm_state
 from kiln.validation import drain
 from tests import standins
 from tests.collection import build_collection, install_collection, plain_ansible
@@ -1321,6 +1325,9 @@ def _add_then_remove_compute03(lab: str) -> None:
     assert on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd") == before
     # Three compute nodes: enough for a majority among their fingerprints.
     _a_package_changed_by_hand_is_drift_until_provisioned(lab)
+    # And for a rollout one node at a time under a running job.
+    _a_rollout_changes_every_node_under_a_running_job(lab)
+    _a_failed_node_stops_the_rollout_and_resume_finishes_it(lab)
 
     assert run_kiln("lab", "up", "--name", LAB, "--compute", "2", timeout=600).returncode == 0
     code, report = provision(lab, "--tags", "slurm")
@@ -1379,6 +1386,158 @@ def _a_package_changed_by_hand_is_drift_until_provisioned(lab: str) -> None:
         {},
         f"{standins.LAB_ENROOT}-1",
     )
+
+
+# --- kiln rollout (docs/rollout.md) -------------------------------------------------------
+
+COMPUTE3 = [f"{LAB}-compute01", f"{LAB}-compute02", f"{LAB}-compute03"]
+# The pinned setting the rollouts change: one NCCL variable in /etc/nccl.conf.
+ROLLOUT_SETTING = "group_vars/all/e2e-rollout.yml"
+
+
+class SlurmWatch:
+    """Reads every compute node's state on the controller, about every second, while a
+    rollout runs: how many were out of service at once, and when each was first out."""
+
+    def __init__(self) -> None:
+        self.most_out = 0
+        self.first_out: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            shown = subprocess.run(
+                ["podman", "exec", f"{LAB}-controller", "scontrol", "--oneliner", "show", "node"],
+                capture_output=True, text=True, check=False,
+            ).stdout  # fmt: skip
+            states = slurm_state.parse(shown)
+            out = [n for n, s in states.items() if s.flags & slurm_state.OUT_OF_SERVICE]
+            self.most_out = max(self.most_out, len(out))
+            for node in out:
+                self.first_out.setdefault(node, time.time())
+            self._stop.wait(1)
+
+    def __enter__(self) -> "SlurmWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def rollout(inventory: str, *extra: str) -> tuple[int, dict]:
+    result = run_kiln("rollout", "-i", inventory, "--json", *extra, timeout=1500)
+    assert result.stdout, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def nccl_debug(node: str) -> str:
+    return on(node, "grep '^NCCL_DEBUG=' /etc/nccl.conf || true").strip()
+
+
+def _a_rollout_changes_every_node_under_a_running_job(lab: str) -> None:
+    """A long job on compute01 while one NCCL setting changes on the three compute nodes
+    with --max-unavailable 1: never two out at once, the job never killed, compute01
+    changed last, after its job, every node back idle with the new setting."""
+    setting = Path(lab) / ROLLOUT_SETTING
+    setting.write_text("nccl_env_overrides:\n  NCCL_DEBUG: WARN\n")
+    job = on("controller", f"sbatch --parsable -w {LAB}-compute01 --wrap 'sleep 150'").strip()
+    on("controller", f"for i in $(seq 30); do squeue -h -j {job} -t R | grep -q . && exit 0; "
+                     "sleep 1; done; exit 1")  # fmt: skip
+    with SlurmWatch() as watch:
+        code, report = rollout(lab, "--max-unavailable", "1", "--tags", "nccl_env",
+                               "--suite", "slurm")  # fmt: skip
+    assert code == ExitCode.OK, report["node_verdicts"]
+    assert report["node_verdicts"] == {n: {"verdict": "pass", "reasons": []} for n in COMPUTE3}
+    assert watch.most_out == 1
+    assert sorted(watch.first_out, key=watch.first_out.get) == [
+        f"{LAB}-compute02", f"{LAB}-compute03", f"{LAB}-compute01",
+    ]  # fmt: skip
+    state, end = on("controller", f"sacct -n -X -P -j {job} -o State,End").strip().split("|")
+    assert state == "COMPLETED"
+    ended = on("controller", f"date -d {end} +%s").strip()
+    changed = on("compute01", "stat -c %Y /etc/nccl.conf").strip()
+    assert int(changed) >= int(ended), (changed, ended)
+    assert slurm_nodes() == [f"{n} idle" for n in COMPUTE3]
+    assert [nccl_debug(n.removeprefix(f"{LAB}-")) for n in COMPUTE3] == ["NCCL_DEBUG=WARN"] * 3
+    notes = [n for n in report["notes"] if n.startswith("batch ")]
+    assert [n.split(":")[0] for n in notes] == [
+        "batch 1 e2e-compute02", "batch 2 e2e-compute03", "batch 3 e2e-compute01",
+    ]  # fmt: skip
+    assert [n for n in report["notes"] if n.startswith("plan: ")] == [
+        "plan: batch 1: e2e-compute02", "plan: batch 2: e2e-compute03",
+        "plan: batch 3: e2e-compute01",
+    ]  # fmt: skip
+    assert report["series"][0]["metric"] == "free_nodes"
+
+
+def _a_failed_node_stops_the_rollout_and_resume_finishes_it(lab: str) -> None:
+    """The setting removed again on compute01 and compute02, with compute01's PMIx
+    library gone (validation fails it after the change): Ctrl-C during the first batch,
+    --resume, compute01 fails and stays drained and the rollout stops before compute02;
+    the library back, --resume checks compute01 again and finishes."""
+    (Path(lab) / ROLLOUT_SETTING).unlink()
+    nodes = COMPUTE3[:2]
+    on("compute01", f"f={PMIX_LIBRARY}; mv $f $f.e2e")
+    try:
+        started = subprocess.Popen(
+            [sys.executable, "-m", "kiln", "rollout", "-i", lab, "--json", "--max-unavailable",
+             "1", "--tags", "nccl_env", "--suite", "slurm", "--nodes", ",".join(nodes)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        rollout_id = _when_first_batch_is_drained(started)
+        started.send_signal(signal.SIGINT)
+        out, err = started.communicate(timeout=300)
+        assert started.returncode == ExitCode.INTERRUPTED, err
+        assert json.loads(out)["notes"][-1] == (
+            f"interrupted: `kiln rollout --resume {rollout_id}` carries on"
+        )
+        code, report = rollout(lab, "--resume", rollout_id)
+        assert code == ExitCode.VALIDATION_FAILED, report["node_verdicts"]
+        assert report["node_verdicts"][nodes[0]]["verdict"] == "fail"
+        assert report["node_verdicts"][nodes[1]] == {
+            "verdict": "unchecked",
+            "reasons": ["not rolled out (the rollout did not reach it)"],
+        }
+        # Its first failure: the srun step (PMIx is srun's default) before the MPI check.
+        first = report["node_verdicts"][nodes[0]]["reasons"][0]
+        assert first.startswith("slurm.srun: srun on the node failed: "), first
+        shown = slurm_state.parse_line(on("controller", f"scontrol -o show node {nodes[0]}"))
+        assert "DRAIN" in shown.state
+        assert shown.reason == drain.reason(f"rollout {rollout_id}: {first}")
+        assert nccl_debug("compute02") == "NCCL_DEBUG=WARN"  # not reached
+        assert report["notes"][-2] == "stopped before batch 2: 1 node(s) failed (--max-failures 1)"
+    finally:
+        on("compute01", "f=$(ls /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.*.e2e); "
+                        "mv $f ${f%.e2e}")  # fmt: skip
+    code, report = rollout(lab, "--resume", rollout_id)
+    assert code == ExitCode.OK, report["node_verdicts"]
+    assert slurm_nodes() == [f"{n} idle" for n in COMPUTE3]
+    assert [nccl_debug("compute01"), nccl_debug("compute02")] == ["", ""]
+    finished = run_kiln("rollout", "-i", lab, "--resume", rollout_id)
+    assert (finished.returncode, finished.stderr) == (
+        ExitCode.BAD_INPUT,
+        f"kiln: error: rollout {rollout_id} is finished: nothing to resume\n",
+    )
+
+
+def _when_first_batch_is_drained(started: subprocess.Popen) -> str:
+    """The rollout's id, once its record says the first batch is drained."""
+    records = Path(os.environ["KILN_STATE_DIR"]) / "rollouts"
+    for _ in range(300):
+        for path in records.glob("*.json") if records.is_dir() else []:
+            record = json.loads(path.read_text())
+            if (
+                record["status"] == "running"
+                and record["batches"]
+                and ("drained" in record["batches"][0]["done"])
+            ):
+                return record["id"]
+        assert started.poll() is None, started.communicate()
+        time.sleep(1)
+    raise AssertionError("the rollout's first batch was never drained")
 
 
 def test_status_and_up_again_are_safe(lab):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 # Drain reasons Kiln's programs write start with one of these; a node is resumed only
 # by the program whose prefix its reason carries (NHC's convention).
 VALIDATE_PREFIX = "kiln:"  # kiln validate and kiln burn-in
+ROLLOUT_PREFIX = "kiln: rollout"  # kiln rollout: a Kiln drain validate may test and lift
 HEALTH_PREFIX = "kiln-health:"  # the passive check Slurm runs (HealthCheckProgram)
 ACTIVE_PREFIX = "kiln-active:"  # the controller's scheduled active check
 HEALTH_PREFIXES = (HEALTH_PREFIX, ACTIVE_PREFIX)
@@ -28,6 +29,8 @@ BUSY = REBOOTING | frozenset({"ALLOCATED", "MIXED", "COMPLETING", "RESERVED", "M
 # or not registered since slurmctld started. A test there would only wait.
 UNAVAILABLE = frozenset({"DOWN", "FAIL", "NOT_RESPONDING", "FUTURE", "UNKNOWN"})
 DRAINED = frozenset({"DRAIN", "DRAINED", "DRAINING"})
+# Runs no new job: drained or draining, down, failed, not answering, or rebooting.
+OUT_OF_SERVICE = DRAINED | UNAVAILABLE | REBOOTING
 
 _FLAG_SEPARATORS = r"[+*~#!%$@^-]"
 _NAME = re.compile(r"\bNodeName=(\S+)")

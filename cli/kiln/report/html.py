@@ -94,6 +94,7 @@ METRICS = {
     "power_w": "power draw (W)",
     "sm_clock_mhz": "SM clock (MHz)",
     "busbw_gbps": "multi-node all_reduce busbw (GB/s), per round",
+    "free_nodes": "compute nodes in service during a rollout",
 }
 
 

@@ -120,7 +120,7 @@ class Report:
     @property
     def kind(self) -> str:
         """What the report is of: a validation, a burn-in, a drift check."""
-        named = {"burn-in": "burn-in", "drift": "drift check"}
+        named = {"burn-in": "burn-in", "drift": "drift check", "rollout": "rollout"}
         return named.get(self.suites[0], "validation") if len(self.suites) == 1 else "validation"
 
     def action_lines(self) -> list[str]:
