@@ -551,3 +551,53 @@ def test_a_driver_change_on_more_nodes_in_slurm_than_allowed_is_refused(
     )
     assert sorted(report["failures"], key=lambda f: f["host"]) == expected
     assert report["reboots"] == {}
+
+
+# The role's reboot step on nodes whose slurmd runs (a stand-in systemctl says so) and
+# whose new driver waits to load (the role's view, planted): they are left to kiln
+# rollout. --check as well, so no path of the step may reboot this machine.
+REBOOT_STEP_PLAYBOOK = """
+- name: A new driver waits to load on nodes in Slurm
+  hosts: slurm_compute
+  gather_facts: false
+  environment:
+    PATH: "{bin}:{{{{ lookup('env', 'PATH') }}}}"
+  tasks:
+    - name: Plant what the role found
+      ansible.builtin.set_fact:
+        _nvidia_driver_now:
+          gpus: 8
+          installed: 580.95.05
+          loaded: 580.65.06
+          reboot_needed: "{{{{ inventory_hostname == 'local-a' }}}}"
+    - name: Run the role's reboot step
+      ansible.builtin.include_role:
+        name: nvidia_driver
+        tasks_from: reboot.yml
+"""
+
+
+@pytest.mark.parametrize("no_reboot", [False, True])
+def test_nodes_in_slurm_that_wait_for_a_reboot_are_left_to_kiln_rollout(
+    local_inventory, tmp_path, no_reboot
+):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho active\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    playbook = tmp_path / "reboot.yml"
+    playbook.write_text(REBOOT_STEP_PLAYBOOK.format(bin=bin_dir))
+    inv = local_inventory({"local-a": LOCAL, "local-b": LOCAL})
+    options = ["--no-reboot"] if no_reboot else []
+    result = run_kiln("run", str(playbook), "-i", inv, "--check", "--json", *options)
+    assert result.returncode == ExitCode.OK, result.stderr
+    report = json.loads(result.stdout)
+    why = (
+        "not rebooted (--no-reboot)"
+        if no_reboot
+        else ("slurmd runs here: kiln rollout reboots it through Slurm")
+    )
+    assert (report["reboots"], report["notes"]) == (
+        {} if no_reboot else {"local-a": "kiln: driver 580.95.05"},
+        {"local-a": [f"nvidia_driver: driver 580.95.05 is installed, 580.65.06 is loaded: {why}"]},
+    )
