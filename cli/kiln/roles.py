@@ -86,6 +86,12 @@ ROLES: dict[str, Role] = {
 }
 
 
+# Cluster-wide settings a role declares (its defaults and argument spec) without its
+# prefix: more than the role reads them (kiln rollout reads the cap too). Variable ->
+# the role that declares it.
+CLUSTER_WIDE: dict[str, str] = {"rollout_max_unavailable": "nvidia_driver"}
+
+
 def defaults(role: str, roles_dir: Path | None = None) -> dict[str, Any]:
     """The role's defaults as its defaults/main.yml writes them (none without one); a
     Jinja expression stays its text, which Ansible resolves on each host."""

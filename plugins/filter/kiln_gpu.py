@@ -66,14 +66,10 @@ def kiln_gpu_fact(plan, smi_xml, pinned, source, imex=False):
     )
 
 
-def kiln_gpu_reboot_plan(
-    hosts, hostvars, batch, reboot, slurm_controller, max_unavailable="", compute=None
-):
-    """The play's nodes that wait for a reboot (the role's _nvidia_driver_now), those of
-    them whose slurmd is active, and the room Slurm's reboots have: max_unavailable of the
-    `compute` nodes less those out of service in Slurm (`scontrol --oneliner show node`,
-    which each node in Slurm that waits read into _nvidia_driver_slurm_nodes)."""
-    pending, in_slurm, scontrol = [], [], ""
+def kiln_gpu_reboot_plan(hosts, hostvars, batch, reboot):
+    """The play's nodes that wait for a reboot (the role's _nvidia_driver_now), and those
+    of them whose slurmd is active (_nvidia_driver_slurmd): kiln rollout reboots those."""
+    pending, in_slurm = [], []
     for host in hosts:
         facts = hostvars[host]
         if not (facts.get("_nvidia_driver_now") or {}).get("reboot_needed"):
@@ -81,33 +77,35 @@ def kiln_gpu_reboot_plan(
         pending.append(host)
         if (facts.get("_nvidia_driver_slurmd") or {}).get("stdout") == "active":
             in_slurm.append(host)
-        scontrol = scontrol or (facts.get("_nvidia_driver_slurm_nodes") or {}).get("stdout", "")
-    states = slurm_state.parse(scontrol)
     try:
-        room = (
-            gpu.reboot_room(max_unavailable, list(compute or hosts), states)
-            if str(max_unavailable)
-            else None
-        )
-        plan = gpu.reboot_plan(
-            pending,
-            in_slurm,
-            batch,
-            bool(reboot),
-            bool(slurm_controller),
-            room,
-            gpu.rebooting(states),
-        )
+        return gpu.reboot_plan(pending, in_slurm, batch, bool(reboot)).to_json()
     except ValueError as exc:
         raise AnsibleFilterError(
-            "nvidia_driver_reboot_batch and nvidia_driver_reboot_max_unavailable: expected a "
-            f"count (4) or a share (10%), got {batch!r} and {max_unavailable!r}"
+            f"nvidia_driver_reboot_batch: expected a count (4) or a share (10%), got {batch!r}"
         ) from exc
-    return plan.to_json()
 
 
-def kiln_gpu_reboot_requested(scontrol_node):
-    return gpu.reboot_requested(str(scontrol_node))
+def kiln_gpu_reboot_target(fact, proc_version, version, source):
+    return gpu.reboot_target(
+        dict(fact or {}), str(proc_version or ""), str(version or ""), str(source)
+    )
+
+
+def kiln_gpu_reboot_refusal(hosts, hostvars, limit, compute, scontrol, inventory):
+    """The pre-flight's refusal, or "": each play host's _nvidia_driver_reboot_target,
+    judged against rollout_max_unavailable of the `compute` nodes and Slurm's states
+    (`scontrol --oneliner show node`). A cap that is no count or share is the refusal:
+    returned, not raised, so every node fails with it (the filter runs once)."""
+    if problem := gpu.share_problem(gpu.MAX_UNAVAILABLE, limit):
+        return problem
+    targets = {h: str(hostvars[h].get("_nvidia_driver_reboot_target") or "") for h in hosts}
+    return gpu.reboot_refusal(
+        targets,
+        limit,
+        list(compute or hosts),
+        slurm_state.parse(str(scontrol or "")),
+        " -i ".join(str(i) for i in inventory or []) or "INVENTORY",
+    )
 
 
 def kiln_gpu_reboot_reason(version):
@@ -129,6 +127,7 @@ class FilterModule:
             "kiln_gpu_fabric_manager_packages": kiln_gpu_fabric_manager_packages,
             "kiln_gpu_fabric_manager_mismatch": kiln_gpu_fabric_manager_mismatch,
             "kiln_gpu_reboot_plan": kiln_gpu_reboot_plan,
-            "kiln_gpu_reboot_requested": kiln_gpu_reboot_requested,
+            "kiln_gpu_reboot_target": kiln_gpu_reboot_target,
+            "kiln_gpu_reboot_refusal": kiln_gpu_reboot_refusal,
             "kiln_gpu_reboot_reason": kiln_gpu_reboot_reason,
         }

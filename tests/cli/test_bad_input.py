@@ -812,11 +812,16 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "nodes (10%)",
     ),
     (
-        "inv-reboot-max-unavailable-unreadable",
-        all_vars({"nvidia_driver_reboot_max_unavailable": "0"}),
+        "inv-rollout-max-unavailable-unreadable",
+        all_vars({"rollout_max_unavailable": "0"}),
         BAD,
-        "nvidia_driver_reboot_max_unavailable '0': expected a node count (4) or a share of "
-        "the nodes (10%)",
+        "rollout_max_unavailable '0': expected a node count (4) or a share of the nodes (10%)",
+    ),
+    (
+        "inv-rollout-max-unavailable-zero-count",
+        all_vars({"rollout_max_unavailable": 0}),
+        BAD,
+        "rollout_max_unavailable '0': expected a node count (4) or a share of the nodes (10%)",
     ),
     (
         "inv-mpi-module-path-relative",

@@ -505,3 +505,109 @@ def test_the_slurm_role_refuses_config_injection_before_installing_anything(
         "local-ctl": (1, 0, 0),
         "local-a": (1, 0, 0),
     }
+
+
+# The nvidia_driver role's pre-flight on nodes whose slurmd runs (a stand-in systemctl
+# says so) with driver 580.65.06 installed (their kiln_gpu local fact) and none loaded:
+# each would wait for a reboot. A stand-in scontrol lists none out of service.
+REBOOT_PREFLIGHT_PLAYBOOK = """
+- name: Pre-flight
+  hosts: all
+  gather_facts: false
+  tags: [always]
+  environment:
+    PATH: "{bin}:{{{{ lookup('env', 'PATH') }}}}"
+  module_defaults:
+    ansible.builtin.setup:
+      fact_path: {facts}
+  tasks:
+    - name: The reboots a driver change would need on nodes in Slurm
+      ansible.builtin.import_role:
+        name: nvidia_driver
+        tasks_from: preflight
+"""
+
+
+@pytest.mark.parametrize(("cap", "code"), [(1, ExitCode.BAD_INPUT), ("100%", ExitCode.OK)])
+def test_a_driver_change_on_more_nodes_in_slurm_than_allowed_is_refused(
+    local_inventory, tmp_path, cap, code
+):
+    bin_dir, facts = tmp_path / "bin", tmp_path / "facts"
+    bin_dir.mkdir()
+    facts.mkdir()
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho active\n")
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho NodeName=local-a State=IDLE\n")
+    for stand_in in bin_dir.iterdir():
+        stand_in.chmod(0o755)
+    (facts / "kiln_gpu.fact").write_text(
+        json.dumps({"gpu_count": 8, "driver": {"installed": "580.65.06"}})
+    )
+    playbook = tmp_path / "preflight.yml"
+    playbook.write_text(REBOOT_PREFLIGHT_PLAYBOOK.format(bin=bin_dir, facts=facts))
+    node = {**LOCAL, "rollout_max_unavailable": cap}
+    inv = local_inventory({"local-a": node, "local-b": node})
+    result = run_kiln("run", str(playbook), "-i", inv, "--json")
+    assert result.returncode == code, result.stderr
+    report = json.loads(result.stdout)
+    refusal = (
+        "2 nodes in Slurm would need a reboot for driver 580.65.06; rollout_max_unavailable "
+        f"(1) allows 1: apply it with `kiln rollout -i {inv}`"
+    )
+    task = "Pre-flight: refuse more reboots of nodes in Slurm than rollout_max_unavailable allows"
+    expected = (
+        [{"host": h, "task": task, "message": refusal} for h in ("local-a", "local-b", "local-ctl")]
+        if code == ExitCode.BAD_INPUT
+        else []
+    )
+    assert sorted(report["failures"], key=lambda f: f["host"]) == expected
+    assert report["reboots"] == {}
+
+
+# The role's reboot step on nodes whose slurmd runs (a stand-in systemctl says so) and
+# whose new driver waits to load (the role's view, planted): they are left to kiln
+# rollout. --check as well, so no path of the step may reboot this machine.
+REBOOT_STEP_PLAYBOOK = """
+- name: A new driver waits to load on nodes in Slurm
+  hosts: slurm_compute
+  gather_facts: false
+  environment:
+    PATH: "{bin}:{{{{ lookup('env', 'PATH') }}}}"
+  tasks:
+    - name: Plant what the role found
+      ansible.builtin.set_fact:
+        _nvidia_driver_now:
+          gpus: 8
+          installed: 580.95.05
+          loaded: 580.65.06
+          reboot_needed: "{{{{ inventory_hostname == 'local-a' }}}}"
+    - name: Run the role's reboot step
+      ansible.builtin.include_role:
+        name: nvidia_driver
+        tasks_from: reboot.yml
+"""
+
+
+@pytest.mark.parametrize("no_reboot", [False, True])
+def test_nodes_in_slurm_that_wait_for_a_reboot_are_left_to_kiln_rollout(
+    local_inventory, tmp_path, no_reboot
+):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho active\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    playbook = tmp_path / "reboot.yml"
+    playbook.write_text(REBOOT_STEP_PLAYBOOK.format(bin=bin_dir))
+    inv = local_inventory({"local-a": LOCAL, "local-b": LOCAL})
+    options = ["--no-reboot"] if no_reboot else []
+    result = run_kiln("run", str(playbook), "-i", inv, "--check", "--json", *options)
+    assert result.returncode == ExitCode.OK, result.stderr
+    report = json.loads(result.stdout)
+    why = (
+        "not rebooted (--no-reboot)"
+        if no_reboot
+        else ("slurmd runs here: kiln rollout reboots it through Slurm")
+    )
+    assert (report["reboots"], report["notes"]) == (
+        {} if no_reboot else {"local-a": "kiln: driver 580.95.05"},
+        {"local-a": [f"nvidia_driver: driver 580.95.05 is installed, 580.65.06 is loaded: {why}"]},
+    )

@@ -696,31 +696,48 @@ def test_topology_from_a_collected_fabric_leaves_out_a_name_slurm_would_expand()
     ]
 
 
-def test_gpu_reboot_plan_reads_slurms_states_from_the_waiting_nodes():
-    """The nodes in Slurm that wait read `scontrol --oneliner show node`; the plan caps
-    Slurm's reboots by what is out of service there."""
+def test_gpu_reboot_plan_leaves_the_nodes_whose_slurmd_runs_to_kiln_rollout():
     plan = filters("kiln_gpu")["kiln_gpu_reboot_plan"]
-    scontrol = (
-        "NodeName=gpu001 State=IDLE+DRAIN Reason=operator\n"
-        "NodeName=gpu002 State=ALLOCATED\nNodeName=gpu003 State=IDLE\n"
-    )
     waiting = {"_nvidia_driver_now": {"reboot_needed": True}}
     hostvars = {
-        "gpu001": {},
+        "gpu001": {"_nvidia_driver_now": {"reboot_needed": False}},
         "gpu002": {**waiting, "_nvidia_driver_slurmd": {"stdout": "active"}},
-        "gpu003": {
-            **waiting,
-            "_nvidia_driver_slurmd": {"stdout": "active"},
-            "_nvidia_driver_slurm_nodes": {"stdout": scontrol},
-        },
+        "gpu003": {**waiting, "_nvidia_driver_slurmd": {"stdout": "inactive"}},
+        "gpu004": {**waiting, "_nvidia_driver_slurmd": {"skipped": True}},
     }
-    hosts = ["gpu001", "gpu002", "gpu003"]
-    # 2 of 3 may be out; gpu001 is drained already: room for one.
-    found = plan(hosts, hostvars, "10%", True, True, "2", hosts)
-    assert (found["through_slurm"], sorted(found["reported"])) == (["gpu002"], ["gpu003"])
-    assert plan(hosts, hostvars, "10%", True, True, "", hosts)["through_slurm"] == [
-        "gpu002",
-        "gpu003",
-    ]
-    with pytest.raises(AnsibleFilterError, match="got '10%' and 'half'"):
-        plan(hosts, hostvars, "10%", True, True, "half", hosts)
+    hosts = sorted(hostvars)
+    assert plan(hosts, hostvars, "10%", True) == {
+        "rollout": ["gpu002"],
+        "batches": [["gpu003"], ["gpu004"]],
+        "reported": {"gpu002": "slurmd runs here: kiln rollout reboots it through Slurm"},
+    }
+    with pytest.raises(AnsibleFilterError) as raised:
+        plan(hosts, hostvars, "half", True)
+    assert str(raised.value).startswith(
+        "nvidia_driver_reboot_batch: expected a count (4) or a share (10%), got 'half'"
+    )
+
+
+def test_gpu_reboot_refusal_judges_the_play_hosts_targets():
+    """Each node's pre-flight target (_nvidia_driver_reboot_target), Slurm's states as
+    `scontrol --oneliner show node` prints them, the inventory kiln was given."""
+    refusal = filters("kiln_gpu")["kiln_gpu_reboot_refusal"]
+    scontrol = "NodeName=gpu001 State=IDLE+DRAIN Reason=operator\nNodeName=gpu002 State=IDLE\n"
+    hostvars = {
+        "gpu001": {},
+        "gpu002": {"_nvidia_driver_reboot_target": "580.95.05"},
+        "gpu003": {"_nvidia_driver_reboot_target": "580.95.05"},
+        "ctl": {},
+    }
+    compute = ["gpu001", "gpu002", "gpu003"]
+    hosts = sorted(hostvars)
+    assert refusal(hosts, hostvars, "2", compute, scontrol, ["/srv/inv/prod"]) == (
+        "2 nodes in Slurm would need a reboot for driver 580.95.05; rollout_max_unavailable "
+        "(2) allows 1 more, 1 compute nodes being out of service already: apply it with "
+        "`kiln rollout -i /srv/inv/prod`"
+    )
+    assert refusal(hosts, hostvars, "100%", compute, scontrol, ["/srv/inv/prod"]) == ""
+    # Refused on every node, as the run_once filter's result.
+    assert refusal(hosts, hostvars, "0", compute, "", []) == (
+        "rollout_max_unavailable '0': expected a node count (4) or a share of the nodes (10%)"
+    )

@@ -155,35 +155,34 @@ def test_a_reboot_is_needed_when_the_installed_module_is_not_the_loaded_one():
     assert not gpu.needs_reboot("", "")  # nothing installed (preinstalled check mode)
 
 
-def test_slurm_nodes_reboot_through_slurm_and_new_nodes_in_batches():
+ROLLOUT = "slurmd runs here: kiln rollout reboots it through Slurm"
+
+
+def test_nodes_in_slurm_are_left_to_kiln_rollout_and_new_nodes_reboot_in_batches():
     pending = [f"gpu{i:03d}" for i in range(1, 24)]
     in_slurm = ["gpu001", "gpu002", "gpu003"]
     plan = gpu.reboot_plan(pending, in_slurm, "10%")
     assert plan.to_json() == {
-        "through_slurm": ["gpu001", "gpu002", "gpu003"],
+        "rollout": ["gpu001", "gpu002", "gpu003"],
         # 20 new nodes at 10%: batches of 2
         "batches": [[f"gpu{i:03d}", f"gpu{i + 1:03d}"] for i in range(4, 24, 2)],
-        "reported": {},
+        "reported": {"gpu001": ROLLOUT, "gpu002": ROLLOUT, "gpu003": ROLLOUT},
     }
     assert gpu.reboot_plan(["b", "a", "c"], [], 2).batches == [["a", "b"], ["c"]]
     assert gpu.reboot_plan(["a"], [], "10%").batches == [["a"]]  # at least one
-    assert gpu.reboot_plan([], [], "10%").batches == []
-    assert gpu.reboot_plan(["b", "a"], ["a"], "10%", reboot=False).to_json() == {
-        "through_slurm": [],
+    assert gpu.reboot_plan([], [], "10%").to_json() == {
+        "rollout": [],
         "batches": [],
-        "reported": {"a": "not rebooted (--no-reboot)", "b": "not rebooted (--no-reboot)"},
+        "reported": {},
     }
     assert gpu.reboot_reason("580.159.04") == "kiln: driver 580.159.04"
 
 
-def test_a_node_whose_slurmd_runs_is_never_rebooted_without_a_controller_to_ask():
-    plan = gpu.reboot_plan(["a", "b"], ["a"], 5, slurm_controller=False)
-    assert plan.to_json() == {
-        "through_slurm": [],
-        "batches": [["b"]],
-        "reported": {
-            "a": "not rebooted: slurmd runs here and no slurm_controller is in the inventory to ask"
-        },
+def test_no_reboot_only_reports_and_leaves_nothing_to_the_rollout():
+    assert gpu.reboot_plan(["b", "a"], ["a"], "10%", reboot=False).to_json() == {
+        "rollout": [],
+        "batches": [],
+        "reported": {"a": "not rebooted (--no-reboot)", "b": "not rebooted (--no-reboot)"},
     }
 
 
@@ -200,14 +199,6 @@ def test_a_reboot_batch_that_is_no_count_or_share_is_refused(batch):
 @pytest.mark.parametrize("batch", ["1", "25", "10%", "100%", "2.5%", 3])
 def test_reboot_batches_as_counts_and_shares(batch):
     assert gpu.settings_problems({"reboot_batch": batch}) == []
-
-
-def test_slurm_already_has_the_reboot_on_its_list():
-    assert gpu.reboot_requested(SCONTROL_NODE_REBOOT_REQUESTED)
-    busy = SCONTROL_NODE_REBOOT_REQUESTED.replace("+DRAIN+REBOOT_REQUESTED", "")
-    assert not gpu.reboot_requested(busy)
-    assert gpu.reboot_requested(busy.replace("State=MIXED", "State=DOWN+REBOOT_ISSUED"))
-    assert not gpu.reboot_requested("")
 
 
 def test_rdma_stack_and_the_gpudirect_path():
@@ -641,7 +632,7 @@ def test_preinstalled_problems(plan, version, listed, expected):
     assert gpu.preinstalled_problems({**PREINSTALLED, **plan}, version, listed) == expected
 
 
-# --- Slurm's reboots: never more of the cluster out at once than allowed ----------------
+# --- reboots of nodes in Slurm: never more of the cluster out at once than allowed -----
 
 SCONTROL = "".join(
     f"NodeName={name} Arch=x86_64 CoresPerSocket=2 State={state} ThreadsPerCore=1{reason}\n"
@@ -659,24 +650,84 @@ COMPUTE = [f"gpu{i:03d}" for i in range(1, 21)]  # 20 nodes: 10% is 2
 def test_reboot_room_counts_nodes_already_out():
     states = slurm_state.parse(SCONTROL)
     assert gpu.out_of_service(states, COMPUTE) == ["gpu002", "gpu003", "gpu005"]
-    assert gpu.rebooting(states) == frozenset({"gpu003"})
     assert gpu.reboot_room("10%", COMPUTE, states) == 0  # 2 allowed, 3 out already
     assert gpu.reboot_room(5, COMPUTE, states) == 2
     assert gpu.reboot_room("10%", COMPUTE, {}) == 2
     assert gpu.reboot_room("10%", COMPUTE[:4], {}) == 1  # at least one node
 
 
-def test_reboot_plan_caps_slurms_reboots():
-    pending = ["gpu003", "gpu004", "gpu006", "gpu007", "new01"]
-    in_slurm = ["gpu003", "gpu004", "gpu006", "gpu007"]
-    wait = (
-        "not rebooted yet: as many compute nodes as nvidia_driver_reboot_max_unavailable "
-        "allows are out of service; the next kiln provision asks Slurm to reboot it"
+# /proc/driver/nvidia/version of a node running driver 580.65.06 (open modules).
+PROC_580_65 = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  "
+    "(dvs-builder@U16-I3-B03-4-3)  Tue Jul 29 20:29:12 UTC 2025\n"
+    "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+)
+
+
+def fact(installed: str, gpus: int = 8) -> dict:
+    """The node's kiln_gpu local fact (kiln.gpu.local_fact), the parts judged here."""
+    return {"gpu_count": gpus, "driver": {"installed": installed, "pinned": installed}}
+
+
+@pytest.mark.parametrize(
+    ("node", "loaded", "version", "source", "target"),
+    [
+        # Nothing changes: the module loaded is the one installed and asked for.
+        (fact("580.65.06"), PROC_580_65, "580.65.06", "cuda-repo", ""),
+        (fact("580.65.06"), PROC_580_65, "", "debian", ""),  # kept: no version asked
+        (fact("580.65.06"), PROC_580_65, "580", "cuda-repo", ""),  # kept within its branch
+        # Another exact version: its module would wait for a reboot.
+        (fact("580.65.06"), PROC_580_65, "580.95.05", "cuda-repo", "580.95.05"),
+        # Another branch: whichever version of it the sources offer.
+        (fact("580.65.06"), PROC_580_65, "590", "cuda-repo", "of branch 590"),
+        # A reboot already pending counts, whatever is asked.
+        (fact("580.95.05"), PROC_580_65, "", "debian", "580.95.05"),
+        (fact("580.95.05"), PROC_580_65, "", "preinstalled", "580.95.05"),
+        (fact("580.95.05"), "", "580.95.05", "cuda-repo", "580.95.05"),  # none loaded
+        # A preinstalled driver is never changed; a node without a GPU, or the fact, is
+        # not judged.
+        (fact("580.65.06"), PROC_580_65, "580.95.05", "preinstalled", ""),
+        (fact("580.65.06", gpus=0), "", "580.95.05", "cuda-repo", ""),
+        ({}, PROC_580_65, "580.95.05", "cuda-repo", ""),
+        # The first install on a GPU node Slurm already runs.
+        (fact(""), "", "", "debian", "(a first install)"),
+        (fact(""), "", "580.95.05", "cuda-repo", "580.95.05"),
+    ],
+)
+def test_the_driver_a_node_in_slurm_would_wait_to_load(node, loaded, version, source, target):
+    assert gpu.reboot_target(node, loaded, version, source) == target
+
+
+def test_a_driver_change_on_more_nodes_in_slurm_than_allowed_is_refused():
+    states = slurm_state.parse(SCONTROL)
+    # 20 compute nodes, 10%: 2 may be out; 3 are out already (gpu002, gpu003, gpu005).
+    # gpu003 waits too but is out already: it takes no more room.
+    targets = {"gpu001": "580.95.05", "gpu003": "580.95.05", "gpu006": "", "gpu004": "580.95.05"}
+    assert gpu.reboot_refusal(targets, "10%", COMPUTE, states, "inv/prod") == (
+        "2 nodes in Slurm would need a reboot for driver 580.95.05; rollout_max_unavailable "
+        "(10%) allows 0 more, 3 compute nodes being out of service already: apply it with "
+        "`kiln rollout -i inv/prod`"
     )
-    plan = gpu.reboot_plan(pending, in_slurm, "10%", room=1, rebooting=frozenset({"gpu003"}))
-    assert plan.to_json() == {
-        "through_slurm": ["gpu003", "gpu004"],  # gpu003 asked before: no room used
-        "batches": [["new01"]],
-        "reported": {"gpu006": wait, "gpu007": wait},
-    }
-    assert gpu.reboot_plan(pending, in_slurm, "10%").through_slurm == in_slurm  # no cap
+    assert gpu.reboot_refusal(targets, 5, COMPUTE, states, "inv/prod") == ""  # room for 2
+    three = {"gpu001": "580.95.05", "gpu004": "580.95.05", "gpu006": "of branch 590"}
+    assert gpu.reboot_refusal(three, "10%", COMPUTE, {}, "inv/prod") == (
+        "3 nodes in Slurm would need a reboot for driver 580.95.05, of branch 590; "
+        "rollout_max_unavailable (10%) allows 2: apply it with `kiln rollout -i inv/prod`"
+    )
+    assert gpu.reboot_refusal({"gpu001": "", "gpu004": ""}, "10%", COMPUTE, {}, "i") == ""
+    with pytest.raises(ValueError):
+        gpu.reboot_refusal(three, "half", COMPUTE, {}, "inv/prod")
+
+
+@pytest.mark.parametrize(("value", "problem"), [("10%", ""), (4, ""), ("4", ""), ("0", "'0'")])
+def test_rollout_max_unavailable_is_a_count_or_a_share(value, problem):
+    expected = (
+        [
+            f"rollout_max_unavailable {problem}: expected a node count (4) or a share of the nodes "
+            "(10%)"
+        ]
+        if problem
+        else []
+    )
+    assert gpu.settings_problems({"rollout_max_unavailable": value}) == expected
+    assert gpu.settings_problems({}) == []  # the inventory check reads it by itself

@@ -61,8 +61,12 @@ def test_the_playbooks_are_read_for_roles_and_their_hosts():
 
 
 def test_every_variable_a_role_declares_begins_with_its_prefix():
+    """Or is one of the cluster-wide settings, declared by the role named for it."""
     catalogue = argspec.load_catalogue(paths.roles_dir())
-    assert [n for n, v in catalogue.items() if not n.startswith(roles.ROLES[v.role].prefix)] == []
+    unprefixed = {
+        n: v.role for n, v in catalogue.items() if not n.startswith(roles.ROLES[v.role].prefix)
+    }
+    assert unprefixed == roles.CLUSTER_WIDE == {"rollout_max_unavailable": "nvidia_driver"}
     assert roles.ROLES["nvidia_driver"].prefix == "nvidia_driver_"
 
 
@@ -90,7 +94,7 @@ def test_each_roles_module_and_checks():
                 "kiln_address",
             ],
         ),
-        "nvidia_driver": ("kiln.gpu", "kiln.gpu", []),
+        "nvidia_driver": ("kiln.gpu", "kiln.gpu", ["rollout_max_unavailable"]),
         "glusterfs_server": (None, None, []),
         "autofs": ("kiln.storage", None, ["autofs_default_options", "autofs_mounts"]),
         "health": ("kiln.health", "kiln.health", []),
@@ -125,6 +129,7 @@ def test_the_value_checks_are_the_roles_and_the_scheduled_validates():
     assert {name: owner for name, owner in owners.items() if not name.startswith(owner + "_")} == {
         "ansible_host": "base",
         "kiln_address": "base",
+        **roles.CLUSTER_WIDE,
     }
     assert sorted(checks.VALUE_CHECKS) == sorted([*owners, schedules.VARIABLE])
 

@@ -177,3 +177,54 @@ def test_a_censored_change_counts_as_changed():
     accumulator = EventAccumulator("r", "drift.yml")
     accumulator.feed(censored)
     assert accumulator.summary.hosts["kiln-compute01"].changed == 1
+
+
+def stats_with(artifact_data: object) -> dict:
+    """The recorded run's playbook_on_stats event, carrying set_stats' data."""
+    stats = next(e for e in recorded_events() if e["event"] == "playbook_on_stats")
+    return {**stats, "event_data": {**stats["event_data"], "artifact_data": artifact_data}}
+
+
+def test_nodes_left_to_kiln_rollouts_reboot_reach_the_summary():
+    """The nvidia_driver role's set_stats kiln_reboots (node -> Slurm's reason), beside
+    its note; a reason that is not one line of text is dropped."""
+    acc = EventAccumulator("r", "site.yml")
+    acc.feed(
+        stats_with(
+            {
+                "kiln_notes": {
+                    "gpu002": [
+                        "nvidia_driver: driver 580.95.05 is installed, 580.65.06 is loaded: "
+                        "slurmd runs here: kiln rollout reboots it through Slurm"
+                    ]
+                },
+                "kiln_reboots": {
+                    "gpu002": "kiln: driver 580.95.05",
+                    "gpu001": "kiln: driver 580.95.05",
+                    "gpu003": ["kiln: driver 580.95.05"],
+                    "gpu004": "kiln: driver\nreason=x",
+                    "gpu005": "",
+                    "gpu006": None,
+                },
+            }
+        )
+    )
+    found = acc.summary.to_json()
+    assert (found["notes"], found["reboots"]) == (
+        {
+            "gpu002": [
+                "nvidia_driver: driver 580.95.05 is installed, 580.65.06 is loaded: "
+                "slurmd runs here: kiln rollout reboots it through Slurm"
+            ]
+        },
+        {"gpu001": "kiln: driver 580.95.05", "gpu002": "kiln: driver 580.95.05"},
+    )
+    assert list(found["reboots"]) == ["gpu001", "gpu002"]  # sorted
+    assert acc.summary.exit_code == ExitCode.HOSTS_FAILED  # the recorded run's failures
+
+
+def test_junk_where_the_reboots_belong_is_ignored():
+    for junk in ({"kiln_reboots": ["gpu001"]}, {"kiln_reboots": "gpu001"}, [], "x", None):
+        acc = EventAccumulator("r", "site.yml")
+        acc.feed(stats_with(junk))
+        assert (acc.summary.reboots, acc.summary.notes) == ({}, {})

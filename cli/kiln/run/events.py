@@ -54,6 +54,9 @@ class RunSummary:
     # What a role wants the operator to know about a host that is not a failure (a
     # compute node without a GPU, a reboot pending): set_stats' kiln_notes.
     notes: dict[str, list[str]] = field(default_factory=dict)
+    # Nodes whose slurmd runs and that wait for a reboot only `kiln rollout` gives them
+    # (node -> the reason Slurm shows for it): set_stats' kiln_reboots.
+    reboots: dict[str, str] = field(default_factory=dict)
     error: str | None = None  # a failure outside any host (e.g. a playbook that does not parse)
 
     @property
@@ -91,6 +94,7 @@ class RunSummary:
                 {"host": f.host, "task": f.task, "message": f.message} for f in self.failures
             ],
             "notes": {h: list(n) for h, n in sorted(self.notes.items())},
+            "reboots": dict(sorted(self.reboots.items())),
             **({"error": self.error} if self.error else {}),
         }
 
@@ -268,7 +272,10 @@ class EventAccumulator:
             "unreachable": "dark",
             "skipped": "skipped",
         }
-        self.summary.notes = _notes((data.get("artifact_data") or {}).get("kiln_notes"))
+        artifacts = data.get("artifact_data")
+        artifacts = artifacts if isinstance(artifacts, dict) else {}
+        self.summary.notes = _notes(artifacts.get("kiln_notes"))
+        self.summary.reboots = _reboots(artifacts.get("kiln_reboots"))
         hosts = set().union(*(set((data.get(src) or {}).keys()) for src in fields.values()))
         for host in hosts:
             self.summary.hosts[host] = HostCounts(
@@ -288,3 +295,15 @@ def _notes(data: Any) -> dict[str, list[str]]:
         if kept:
             notes[str(host)] = kept
     return notes
+
+
+def _reboots(data: Any) -> dict[str, str]:
+    """The nodes left to kiln rollout's reboot (kiln_reboots: {host: reason}); a reason
+    that is not one line of text is dropped rather than trusted."""
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(host): reason
+        for host, reason in data.items()
+        if isinstance(reason, str) and reason.strip() and "\n" not in reason
+    }
