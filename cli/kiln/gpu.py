@@ -583,14 +583,9 @@ def _check_max_unavailable(value: Any, _groups: object = None) -> None:
 INVENTORY_CHECKS = {MAX_UNAVAILABLE: (object, _check_max_unavailable)}
 
 
-# Slurm's flags of a node out of service: it runs no new job (drained or draining for a
-# reboot, down, failed, not answering) or is rebooting now.
-OUT_OF_SERVICE = slurm_state.DRAINED | slurm_state.UNAVAILABLE | slurm_state.REBOOTING
-
-
 def out_of_service(states: dict[str, slurm_state.NodeState], nodes: list[str]) -> list[str]:
     """The nodes Slurm lists as out of service now."""
-    return sorted(n for n in nodes if n in states and states[n].flags & OUT_OF_SERVICE)
+    return sorted(n for n in nodes if n in states and states[n].flags & slurm_state.OUT_OF_SERVICE)
 
 
 def reboot_room(limit: str | int, compute: list[str], states: dict[str, Any]) -> int:

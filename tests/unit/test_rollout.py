@@ -39,7 +39,15 @@ def states(**given: str) -> dict[str, slurm_state.NodeState]:
 
 @pytest.mark.parametrize(
     ("text", "compute", "count"),
-    [("1", 3, 1), ("3", 3, 3), ("10%", 3, 1), ("50%", 8, 4), ("100%", 5, 5), ("10%", 100, 10)],
+    [
+        ("1", 3, 1),
+        ("3", 3, 3),
+        ("10%", 3, 1),
+        ("50%", 8, 4),
+        ("100%", 5, 5),
+        ("10%", 100, 10),
+        ("12.5%", 16, 2),
+    ],
 )
 def test_max_unavailable_is_a_count_or_a_share_of_at_least_one_node(text, compute, count):
     assert planning.max_unavailable(text, compute) == count
@@ -53,7 +61,8 @@ def test_max_unavailable_is_a_count_or_a_share_of_at_least_one_node(text, comput
         ("4", "4: more than the 3 compute nodes of the rollout"),
         ("0%", "'0%': expected a node count (2) or a share of the compute nodes (10%), at "
                "least one node"),
-        ("120%", "'120%': a share is at most 100%"),
+        ("120%", "'120%': expected a node count (2) or a share of the compute nodes (10%), at "
+                 "least one node"),
         ("-1", "'-1': expected a node count (2) or a share of the compute nodes (10%), at "
                "least one node"),
     ],

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kiln import files, hostlist, inventory
+from kiln import files, gpu, hostlist, inventory
 from kiln.campaigns import campaign
 from kiln.campaigns import validate as validation
 from kiln.campaigns.campaign import Outcome
@@ -35,7 +35,6 @@ from kiln.validation import drain
 from kiln.validation.verdicts import Judgement, Verdict
 
 SUITE = "rollout"
-DEFAULT_MAX_UNAVAILABLE = "10%"  # rollout_max_unavailable when the inventory sets none
 POLL_S = 10  # between two looks at the nodes while waiting
 WAIT_CHUNK_S = 600  # one step run waits at most this long, then Kiln looks again
 BACK_TIMEOUT_S = 1800  # a node not back this long after its reboot has failed
@@ -114,7 +113,9 @@ class Rollout(campaign.Campaign):
                 tags=self.options.tags,
                 check=True,
                 diff=True,
-                extravars={"nvidia_driver_reboot": False},
+                # A node waiting for a reboot (the driver role's kiln_reboots) is listed
+                # in check mode too; the role's own reboots are check-mode safe.
+                extravars={"kiln_rollout": True},
                 display=self.display,
                 lock=self.lock,
             )
@@ -124,6 +125,7 @@ class Rollout(campaign.Campaign):
             raise KeyboardInterrupt
         _kept, run_dir = record.find(summary.run)
         changes = planning.touched(drift.task_drift(record.load_events(run_dir)))
+        changes.update(dict.fromkeys(summary.reboots, True))
         unreached = drift.unchecked(summary.failures)
         failed_services = [h for h in unreached if h not in self.compute]
         if failed_services or summary.error:
@@ -251,8 +253,8 @@ class Rollout(campaign.Campaign):
                     step.failed.setdefault(
                         failure.host, f"apply: {failure.task}: {failure.message}"
                     )
-            reboots = getattr(summary, "reboots", {}) or {}
-            step.reboot = sorted({*step.reboot, *(n for n in reboots if n in active)})
+            # The driver role's: a new module waits to load (kiln_reboots).
+            step.reboot = sorted({*step.reboot, *(n for n in summary.reboots if n in active)})
             self.mark(step, "applied")
         ok = [n for n in active if n not in step.failed]
         if "rebooted" not in step.done:
@@ -538,7 +540,7 @@ def new_options(request: Request, spec: inventory.ClusterSpec, nodes: list[str])
         size = planning.max_unavailable(request.max_unavailable, len(nodes))
     else:  # the inventory's setting
         controller = spec.group("slurm_controller")[0]
-        limit = spec.hosts[controller].vars.get("rollout_max_unavailable", DEFAULT_MAX_UNAVAILABLE)
+        limit = spec.hosts[controller].vars.get(gpu.MAX_UNAVAILABLE, gpu.MAX_UNAVAILABLE_DEFAULT)
         try:
             size = planning.max_unavailable(str(limit), len(nodes))
         except planning.BadValue as exc:

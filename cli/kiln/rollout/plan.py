@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from kiln import hostlist
+from kiln import gpu, hostlist
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec
 from kiln.node import slurm_state
@@ -22,7 +22,6 @@ REBOOT_ROLES = frozenset({"nvidia_driver"})
 PACKAGE_ACTIONS = frozenset(
     {"ansible.builtin.apt", "ansible.builtin.package", "kiln.cluster.apt_present", "apt"}
 )
-_COUNT = re.compile(r"([1-9]\d*)(%?)")
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 
@@ -36,27 +35,22 @@ class BadValue(InputError):
 
 
 def max_unavailable(text: str, compute: int) -> int:
-    """A node count (2) or a share of the compute nodes (10%, at least one node); never
-    zero, never more than the compute nodes."""
-    found = _COUNT.fullmatch(str(text).strip())
-    if not found:
+    """A node count (2) or a share of the compute nodes (10%, at least one node), read
+    as kiln.gpu.batch_size reads rollout_max_unavailable; never more than the nodes."""
+    given = str(text).strip()
+    if gpu.share_problem("", given):
         raise BadValue(
             "max_unavailable",
-            f"{text!r}: expected a node count (2) or a share of the compute nodes (10%), "
+            f"{given!r}: expected a node count (2) or a share of the compute nodes (10%), "
             "at least one node",
         )
-    number, share = int(found.group(1)), bool(found.group(2))
-    if share:
-        if number > 100:
-            raise BadValue("max_unavailable", f"{text!r}: a share is at most 100%")
-        return max(1, compute * number // 100)
-    if number > compute:
+    if not given.endswith("%") and int(given) > compute:
         raise BadValue(
             "max_unavailable",
-            f"{number}: more than the {compute} compute node"
+            f"{given}: more than the {compute} compute node"
             f"{'' if compute == 1 else 's'} of the rollout",
         )
-    return number
+    return gpu.batch_size(given, compute)
 
 
 def duration(text: str) -> timedelta:
