@@ -239,11 +239,16 @@ class Slurm:
         self.jobs = dict(jobs or {})  # node -> looks left before its job ends
         for node in self.jobs:
             self.state[node] = "ALLOCATED"
+        self.job_ids = {node: str(100 + i) for i, node in enumerate(self.jobs)}
         self.most_out = 0
         self.changed: list[str] = []  # in the order the rollout applied them
         self.stop_after_apply: str | None = None  # Ctrl-C once this node is applied
 
     def act(self, argv: list[str]) -> None:
+        if argv[:2] == ["scontrol", "requeue"]:  # the jobs go back to the queue
+            for node, job in list(self.job_ids.items()):
+                if job in argv[2].split(","):
+                    self.jobs[node] = 0
         if argv[:2] == ["scontrol", "update"]:
             node = argv[2].removeprefix("NodeName=")
             if argv[3] == "State=DRAIN":
@@ -274,9 +279,11 @@ class Simulated(rolling.Rollout):
         for argv in commands or []:
             self.slurm.act(argv)
         text = self.slurm.look()
-        while wait and wait["kind"] == waits.IDLE and not waits.ready(text, "idle", wait["nodes"]):
-            text = self.slurm.look()
-        view = rolling.View(slurm_state.parse(text), "", "Slurmctld(primary) at ctl1 is UP")
+        polls = wait["retries"] if wait else 0
+        while polls and wait["kind"] == waits.IDLE and not waits.ready(text, "idle", wait["nodes"]):
+            text, polls = self.slurm.look(), polls - 1
+        jobs = "\n".join(f"{self.slurm.job_ids[n]}|RUNNING|{n}" for n in self.slurm.jobs)
+        view = rolling.View(slurm_state.parse(text), jobs, "Slurmctld(primary) at ctl1 is UP")
         self.record.capacity.append([rolling.model.now(), waits.free(view.states, self.compute)])
         return view
 
@@ -400,3 +407,24 @@ def test_ctrl_c_then_resume_finishes_without_draining_a_done_batch_again(tmp_pat
     assert slurm.changed == ["gpu001", "gpu002", "gpu002", "gpu003", "gpu004"]
     assert drains == ["NodeName=gpu003", "NodeName=gpu004"]  # gpu001, gpu002: not again
     assert set(slurm.state.values()) == {"IDLE"}
+
+
+@pytest.mark.parametrize("at_deadline", ["skip", "requeue"])
+def test_a_job_past_the_deadline_is_left_alone_or_requeued(tmp_path, monkeypatch, at_deadline):
+    slurm = Slurm(["gpu001", "gpu002", "gpu003", "gpu004"], jobs={"gpu001": 10**6})
+    run = simulated(tmp_path, monkeypatch, slurm, max_unavailable="1", wait_for_jobs="1s",
+                    at_deadline=at_deadline)  # fmt: skip
+    report, code = run.run()
+    if at_deadline == "skip":
+        assert code == ExitCode.HOSTS_FAILED  # a node left out, none failed
+        assert slurm.changed == ["gpu002", "gpu003", "gpu004"]
+        assert slurm.state["gpu001"] == "ALLOCATED"  # its job runs on, the node resumed
+        assert report.node_verdicts["gpu001"] == {
+            "verdict": "unchecked",
+            "reasons": ["its jobs ran past the deadline: left as it was"],
+        }
+    else:
+        assert code == ExitCode.OK
+        assert slurm.changed == ["gpu002", "gpu003", "gpu004", "gpu001"]
+        assert slurm.state["gpu001"] == "IDLE"
+    assert slurm.most_out == 1
