@@ -275,8 +275,8 @@ class Simulated(rolling.Rollout):
     slurm: Slurm
     failing: dict[str, str]
 
-    def step(self, commands=None, wait=None):
-        for argv in commands or []:
+    def step(self, commands=None, wait=None, tries=None):
+        for argv in [*(commands or []), *(tries or [])]:
             self.slurm.act(argv)
         text = self.slurm.look()
         polls = wait["retries"] if wait else 0
@@ -428,3 +428,42 @@ def test_a_job_past_the_deadline_is_left_alone_or_requeued(tmp_path, monkeypatch
         assert slurm.changed == ["gpu002", "gpu003", "gpu004", "gpu001"]
         assert slurm.state["gpu001"] == "IDLE"
     assert slurm.most_out == 1
+
+
+def test_a_batch_shrinks_to_the_room_left_when_someone_drains_a_node(tmp_path, monkeypatch):
+    slurm = Slurm(["gpu001", "gpu002", "gpu003", "gpu004"])
+    run = simulated(tmp_path, monkeypatch, slurm, max_unavailable="2")
+    assert [s.nodes for s in run.record.batches] == [["gpu001", "gpu002"], ["gpu003", "gpu004"]]
+    slurm.act(slurm_jobs.drain("gpu004", "RMA 7: replace the fan"))  # meanwhile, by hand
+    report, code = run.run()
+    assert code == ExitCode.OK, report.node_verdicts
+    assert [s.nodes for s in run.record.batches] == [["gpu001"], ["gpu002"], ["gpu003", "gpu004"]]
+    assert slurm.most_out == 2
+    # Its drain and reason are the operator's: applied, never resumed by the rollout.
+    assert (slurm.state["gpu004"], slurm.reason["gpu004"]) == (
+        "IDLE+DRAIN",
+        "RMA 7: replace the fan",
+    )
+
+
+def test_the_plan_leaves_a_node_someone_drained_alone(tmp_path):
+    spec = spec_of(tmp_path)
+    text = "\n".join(
+        [
+            line("gpu001", "IDLE+DRAIN", "RMA 7: replace the fan"),
+            line("gpu002", "IDLE+DRAIN", "kiln-health: mounts: /shared is not mounted"),
+            line("gpu003", "IDLE+DRAIN", "kiln: storage.mount /shared: not mounted"),
+            line("gpu004", "IDLE"),
+        ]
+    )
+    compute = spec.group("slurm_compute")
+    plan = planning.make_plan(
+        spec, compute, dict.fromkeys(compute, False), slurm_state.parse(text), 1
+    )
+    assert (plan.batches, plan.skipped) == (
+        [["gpu003"], ["gpu004"]],
+        {
+            "gpu001": "drained by someone else: RMA 7: replace the fan",
+            "gpu002": "drained by someone else: kiln-health: mounts: /shared is not mounted",
+        },
+    )

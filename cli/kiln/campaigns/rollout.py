@@ -14,7 +14,7 @@ step, so `--resume` carries on where a run was cut short.
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +179,13 @@ class Rollout(campaign.Campaign):
             self.save()
             record.notes.append(f"interrupted: `kiln rollout --resume {record.id}` carries on")
             return Outcome(canceled=True, reasons=self.reasons())
+        except records.Resumable:
+            raise
+        except KilnError as exc:  # half done: nodes may be drained; resume carries on
+            self.save()
+            raise records.Resumable(exc.message, record.id, exc.exit_code) from None
+        if record.failed:  # the last batches' failures: resume checks them again
+            return self.stop(f"{len(record.failed)} node(s) failed")
         record.status = records.FINISHED
         self.save()
         return Outcome(reasons=self.reasons())
@@ -187,9 +194,8 @@ class Rollout(campaign.Campaign):
         self.record.status = records.STOPPED
         if self.record.notes[-1:] != [why]:
             self.record.notes.append(why)
-        self.record.notes.append(
-            f"fix the failed nodes, then `kiln rollout --resume {self.record.id}`"
-        )
+        fix = "fix the failed nodes" if self.record.failed else "once nodes are back in service"
+        self.record.notes.append(f"{fix}, then `kiln rollout --resume {self.record.id}`")
         self.save()
         return Outcome(reasons=self.reasons())
 
@@ -198,14 +204,16 @@ class Rollout(campaign.Campaign):
         controller answers; the compute nodes wait for a healthy controller."""
         [host] = step.nodes
         self.say(f"{host}: applying")
+        step.failed.pop(host, None)  # a resume after its fix tries it again
         summary = self.apply([host])
         if summary.failures or summary.error:
             why = summary.error or f"{summary.failures[0].task}: {summary.failures[0].message}"
             step.failed[host] = why
             self.save()
-            raise KilnError(
+            raise records.Resumable(
                 f"{host}: the change failed there ({why}); no compute node was touched "
                 f"(kiln runs show {summary.run})",
+                self.record.id,
                 ExitCode.HOSTS_FAILED,
             )
         self.mark(step, "applied")
@@ -225,34 +233,53 @@ class Rollout(campaign.Campaign):
         named = f"batch {index}/{total} {hostlist.compress(step.nodes)}"
         if "drained" not in step.done:
             view = self.look()
+            for node in step.nodes:
+                if node not in view.states:
+                    step.failed.setdefault(node, "Slurm does not know this node")
             others = [n for n in self.spec.group("slurm_compute") if n not in step.nodes]
             out = [n for n in others if _out(view, n)]
-            if len(out) + len(step.nodes) > self.options.max_unavailable:
+            room = self.options.max_unavailable - len(out)
+            if room < 1:
+                self.step([slurm_jobs.resume(n) for n in self.ours(view, step.nodes)])
                 self.record.notes.append(
-                    f"stopped before batch {index}: {hostlist.compress(out)} out of service, "
-                    f"--max-unavailable {self.options.max_unavailable} leaves no room"
+                    f"stopped before batch {index}: {len(out)} compute node(s) out of service "
+                    f"({hostlist.compress(out)}), at most {self.options.max_unavailable} may be"
                 )
                 return False
+            if room < len(step.nodes):  # the rest waits for a batch of its own
+                rest = Step(step.nodes[room:], [n for n in step.reboot if n in step.nodes[room:]])
+                step.nodes, step.reboot = (
+                    step.nodes[:room],
+                    [n for n in step.reboot if n in step.nodes[:room]],
+                )
+                self.record.batches.insert(self.record.batches.index(step) + 1, rest)
+                named = f"batch {index} {hostlist.compress(step.nodes)}"
             step.done["started"] = model.now()
             self.say(f"{named}: draining, waiting for its jobs to end")
             reason = drain.reason(f"rollout {self.record.id}: {APPLYING}")
-            drains = [slurm_jobs.drain(n, reason) for n in step.nodes if not view.states[n].drained]
-            view = self.step(drains, self.wait(waits.IDLE, step.nodes, self.wait_left()))
+            known = [n for n in step.nodes if n in view.states]
+            drains = [slurm_jobs.drain(n, reason) for n in known if not view.states[n].drained]
+            view = self.step(drains, self.wait(waits.IDLE, known, self.wait_left(step)))
             self.mark(step, "drained")
         else:
             view = None
         if "idle" not in step.done:
             self.wait_idle(step, view)
             self.mark(step, "idle")
-        active = [n for n in step.nodes if n not in step.skipped]
+        active = [n for n in step.nodes if n not in step.skipped and n in self.known(step)]
         if "applied" not in step.done:
             self.say(f"{named}: applying")
             summary = self.apply(active)
+            beside = [f for f in summary.failures if f.host not in active]
+            if summary.error or beside:  # the run itself, or a controller, failed
+                why = summary.error or f"{beside[0].host}: {beside[0].task}: {beside[0].message}"
+                raise records.Resumable(
+                    f"the change failed outside the batch: {why} (kiln runs show {summary.run})",
+                    self.record.id,
+                    ExitCode.HOSTS_FAILED,
+                )
             for failure in summary.failures:
-                if failure.host in active:
-                    step.failed.setdefault(
-                        failure.host, f"apply: {failure.task}: {failure.message}"
-                    )
+                step.failed.setdefault(failure.host, f"apply: {failure.task}: {failure.message}")
             # The driver role's: a new module waits to load (kiln_reboots).
             step.reboot = sorted({*step.reboot, *(n for n in summary.reboots if n in active)})
             self.mark(step, "applied")
@@ -263,7 +290,9 @@ class Rollout(campaign.Campaign):
                 self.say(f"{named}: rebooting {hostlist.compress(rebooting)}")
                 reason = drain.reason(f"rollout {self.record.id}: reboot")
                 argv = slurm_jobs.reboot(rebooting, reason, nextstate="DRAIN", asap=False)
-                view = self.step([argv], self.wait(waits.BACK, rebooting, BACK_TIMEOUT_S))
+                asked = [] if "reboot_asked" in step.done else [argv]  # never twice
+                step.done.setdefault("reboot_asked", model.now())
+                view = self.step(asked, self.wait(waits.BACK, rebooting, BACK_TIMEOUT_S))
                 for node, why in waits.not_back(view.states, rebooting).items():
                     step.failed.setdefault(node, why)
             self.mark(step, "rebooted")
@@ -277,35 +306,50 @@ class Rollout(campaign.Campaign):
             self.mark(step, "resumed")
         return True
 
-    def wait_left(self) -> int:
+    def deadline(self, step: Step) -> datetime | None:
+        """--deadline, or the batch's own start plus --wait-for-jobs."""
+        if self.options.deadline:
+            return datetime.fromisoformat(self.options.deadline)
+        if self.options.wait_s is not None:
+            return _t(step.done["started"]) + timedelta(seconds=self.options.wait_s)
+        return None
+
+    def wait_left(self, step: Step) -> int:
         """Seconds one wait may take: a chunk, or what is left before the deadline."""
-        if not self.options.deadline:
+        deadline = self.deadline(step)
+        if deadline is None:
             return WAIT_CHUNK_S
-        left = datetime.fromisoformat(self.options.deadline) - datetime.now(UTC)
+        left = deadline - datetime.now(UTC)
         return max(0, min(WAIT_CHUNK_S, int(left.total_seconds())))
+
+    def known(self, step: Step) -> list[str]:
+        return [n for n in step.nodes if step.failed.get(n) != "Slurm does not know this node"]
 
     def wait_idle(self, step: Step, view: "View | None") -> None:
         """Until the batch's jobs end, or the deadline: then requeue their jobs, or leave
         the busy nodes out of this rollout (resumed, as they were)."""
+        nodes = self.known(step)
         while True:
             if view is None:
-                view = self.step(wait=self.wait(waits.IDLE, step.nodes, self.wait_left()))
-            busy = [n for n in step.nodes if not waits.idle(view.states, [n])]
+                view = self.step(wait=self.wait(waits.IDLE, nodes, self.wait_left(step)))
+            busy = [n for n in nodes if not waits.idle(view.states, [n])]
             if not busy:
                 return
-            if self.options.deadline and not self.wait_left():
+            if self.deadline(step) is not None and not self.wait_left(step):
                 break
             view = None
         if self.options.at_deadline == "requeue":
             jobs = _jobs_on(view.jobs, busy)
             self.say(f"deadline: requeueing job(s) {','.join(jobs)}")
-            self.step([["scontrol", "requeue", ",".join(jobs)]] if jobs else [])
-            view = self.step(wait=self.wait(waits.IDLE, step.nodes, WAIT_CHUNK_S))
-            busy = [n for n in step.nodes if not waits.idle(view.states, [n])]
+            # One at a time, a refusal (a job that cannot be requeued) aside.
+            self.step(tries=[["scontrol", "requeue", job] for job in jobs])
+            view = self.step(wait=self.wait(waits.IDLE, nodes, WAIT_CHUNK_S))
+            busy = [n for n in nodes if not waits.idle(view.states, [n])]
         for node in busy:
             step.skipped[node] = "its jobs ran past the deadline: left as it was"
         ours = self.ours(view, busy)
-        self.step([slurm_jobs.resume(n) for n in ours])
+        if ours:
+            self.step([slurm_jobs.resume(n) for n in ours])
 
     def check(self, step: Step, nodes: list[str]) -> None:
         """kiln-health, then `kiln validate --nodes <batch>` (which resumes the nodes
@@ -330,9 +374,22 @@ class Rollout(campaign.Campaign):
                 )
                 for r in node.results
             ]
+        # A node the health check failed is not validated: validate would resume it.
+        failed_health = {
+            n.node: (n.error or next(f"health.{r.check}: {r.reason}" for r in n.results
+                                     if VERDICTS[r.status] is Verdict.FAIL))
+            for n in found.nodes if n.verdict not in drain.PASSING
+        }  # fmt: skip
+        for node, why in failed_health.items():
+            step.failed.setdefault(node, why)
+        nodes = [n for n in nodes if n not in failed_health]
+        self.record.judgements += [j.to_dict() for j in judged]
+        judged = []
+        if not nodes:
+            return
         request = validation.Request(
             inventory=self.spec,
-            profile=self.request.profile,
+            profile=self.options.profile,
             nodes=nodes,
             suites=self.options.suites,
             suites_named=True,
@@ -378,16 +435,15 @@ class Rollout(campaign.Campaign):
     def recheck_failed(self) -> None:
         """Resuming a stopped rollout: the nodes that failed (fixed since, presumably)
         are applied and checked again, before the batches left."""
-        for step in self.record.batches:
+        for step in list(self.record.batches):
             if not step.failed:
                 continue
             self.record.notes.append(
                 f"checked again on --resume: {hostlist.compress(step.failed)} "
                 f"(failed: {'; '.join(step.failed.values())})"
             )
+            # Every step again (room, drain, wait: the node may be back in service).
             retry = Step(sorted(step.failed, key=hostlist.sort_key))
-            now = model.now()  # drained since: its clock starts now
-            retry.done = {"started": now, "drained": now, "idle": now}
             # Judged again: the failed check's judgements are in the note above.
             self.record.judgements = [
                 j for j in self.record.judgements if j["node"] not in step.failed
@@ -396,7 +452,6 @@ class Rollout(campaign.Campaign):
             step.failed = {}
             index = self.record.batches.index(step)
             self.record.batches.insert(index + 1, retry)
-            break
 
     # --- the pieces -------------------------------------------------------------------
 
@@ -432,12 +487,20 @@ class Rollout(campaign.Campaign):
             "delay": POLL_S,
         }
 
-    def step(self, commands: list[list[str]] | None = None, wait: dict | None = None) -> View:
+    def step(
+        self,
+        commands: list[list[str]] | None = None,
+        wait: dict | None = None,
+        tries: list[list[str]] | None = None,
+    ) -> View:
         """rollout-step.yml on the controller; the view it brings back, sampled into
         the free capacity over time."""
         from kiln.run.gather import gather
 
-        extravars: dict[str, Any] = {"rollout_commands": commands or []}
+        extravars: dict[str, Any] = {
+            "rollout_commands": commands or [],
+            "rollout_tries": tries or [],
+        }
         if wait is not None:
             extravars["rollout_wait"] = wait
         gathered = gather(
@@ -536,24 +599,29 @@ def new_options(request: Request, spec: inventory.ClusterSpec, nodes: list[str])
     """The options checked before anything runs."""
     if request.max_failures < 1:
         raise planning.BadValue("max_failures", f"{request.max_failures}: at least 1")
+    compute = len(spec.group("slurm_compute"))  # the share, and the count's ceiling
     if request.max_unavailable is not None:
-        size = planning.max_unavailable(request.max_unavailable, len(nodes))
+        size = planning.max_unavailable(request.max_unavailable, compute)
     else:  # the inventory's setting
         controller = spec.group("slurm_controller")[0]
         limit = spec.hosts[controller].vars.get(gpu.MAX_UNAVAILABLE, gpu.MAX_UNAVAILABLE_DEFAULT)
         try:
-            size = planning.max_unavailable(str(limit), len(nodes))
+            size = planning.max_unavailable(str(limit), compute)
         except planning.BadValue as exc:
             raise InputError(f"{spec.path}: rollout_max_unavailable {exc.message}") from None
-    when = planning.deadline(request.wait_for_jobs, request.deadline, datetime.now().astimezone())
+    now = datetime.now().astimezone()
+    when = planning.deadline(request.wait_for_jobs, request.deadline, now)
+    wait_s = int((when - now).total_seconds()) if when and request.wait_for_jobs else None
     return records.Options(
         nodes=nodes,
         max_unavailable=size,
         max_failures=request.max_failures,
-        deadline=when.astimezone(UTC).isoformat() if when else None,
+        deadline=when.astimezone(UTC).isoformat() if when and wait_s is None else None,
+        wait_s=wait_s,
         at_deadline=request.at_deadline,
         tags=request.tags,
         suites=list(request.suites),
+        profile=request.profile,
     )
 
 

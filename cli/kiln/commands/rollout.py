@@ -76,8 +76,9 @@ def rollout(
     from kiln.campaigns import rollout as rolling
     from kiln.commands.validate import _suites
 
-    if resume and (nodes or max_unavailable or wait_for_jobs or deadline or tags or suites
-                   or dry_run):  # fmt: skip
+    given = [nodes, max_unavailable, wait_for_jobs, deadline, tags, suites, profile, dry_run,
+             max_failures != 1, at_deadline != "skip"]  # fmt: skip
+    if resume and any(given):
         raise InputError("--resume ID carries on with the rollout's own options: give no other")
     spec = inventory.load(inventory_path)
     say = (

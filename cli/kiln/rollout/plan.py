@@ -169,6 +169,10 @@ def make_plan(
             plan.skipped[node] = "Slurm does not know this node"
         elif seen.flags & slurm_state.UNAVAILABLE:
             plan.skipped[node] = f"Slurm reports it {seen.state}"
+        elif seen.drained and not seen.reason.startswith(slurm_state.VALIDATE_PREFIX):
+            # Someone's (or the health check's) drain: theirs to lift, never rebooted
+            # or resumed by the rollout.
+            plan.skipped[node] = f"drained by someone else: {seen.reason or 'no reason'}"
         else:
             (busy if seen.busy else idle).append(node)
     ordered = idle + busy

@@ -35,10 +35,12 @@ class Options:
     nodes: list[str] | None = None
     max_unavailable: int = 1
     max_failures: int = 1
-    deadline: str | None = None  # ISO 8601 with its zone; None: wait for the jobs
+    deadline: str | None = None  # ISO 8601 with its zone: when every batch stops waiting
+    wait_s: int | None = None  # or: how long each batch waits for its jobs; both None: no end
     at_deadline: str = "skip"  # skip: leave the batch's busy nodes; requeue their jobs
     tags: str | None = None
     suites: list[str] = field(default_factory=list)
+    profile: str | None = None  # validate's; None: the inventory's validate_profile
 
 
 @dataclass
