@@ -54,8 +54,8 @@ def kiln_node_resume(node):
     return slurm_jobs.resume(str(node))
 
 
-def kiln_node_reboot(nodes, reason):
-    return slurm_jobs.reboot(_names(nodes), str(reason))
+def kiln_node_reboot(nodes, reason, nextstate="RESUME", asap=True):
+    return slurm_jobs.reboot(_names(nodes), str(reason), str(nextstate), bool(asap))
 
 
 class FilterModule:
