@@ -1443,7 +1443,7 @@ def _a_rollout_changes_every_node_under_a_running_job(lab: str) -> None:
     changed last, after its job, every node back idle with the new setting."""
     setting = Path(lab) / ROLLOUT_SETTING
     setting.write_text("nccl_env_overrides:\n  NCCL_DEBUG: WARN\n")
-    job = on("controller", f"sbatch --parsable -w {LAB}-compute01 --wrap 'sleep 150'").strip()
+    job = on("controller", f"sbatch --parsable -w {LAB}-compute01 --wrap 'sleep 60'").strip()
     on("controller", f"for i in $(seq 30); do squeue -h -j {job} -t R | grep -q . && exit 0; "
                      "sleep 1; done; exit 1")  # fmt: skip
     with SlurmWatch() as watch:
