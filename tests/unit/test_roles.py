@@ -10,7 +10,7 @@ import yaml
 
 from kiln import argspec, paths, roles, schedules
 from kiln.inventory import checks, reader
-from tests.conftest import cluster_inventory
+from tests.conftest import REPO, cluster_inventory
 
 
 def test_every_role_directory_has_an_entry_and_every_entry_a_directory():
@@ -197,3 +197,17 @@ def test_every_role_has_a_generated_variables_table():
     docs = [*paths.content_root().glob("docs/*.md"), *paths.roles_dir().glob("*/README.md")]
     marked = "".join(doc.read_text() for doc in docs)
     assert [n for n in roles.ROLES if f"<!-- kiln:variables {n} -->" not in marked] == []
+
+
+def test_the_driver_role_delegates_only_to_a_host_that_exists_without_a_controller():
+    """The nvidia_driver role runs before Slurm exists (its Molecule scenario has no
+    slurm_controller): delegate_to is templated before `when`, so it must name a host
+    even then."""
+    bare = "delegate_to: \"{{ groups['slurm_controller'][0] }}\""
+    found = [
+        f"{path.name}:{number}"
+        for path in sorted((REPO / "roles" / "nvidia_driver" / "tasks").glob("*.yml"))
+        for number, text in enumerate(path.read_text().splitlines(), 1)
+        if bare in text
+    ]
+    assert found == []
