@@ -54,8 +54,12 @@ def kiln_node_resume(node):
     return slurm_jobs.resume(str(node))
 
 
-def kiln_node_reboot(nodes, reason, nextstate="RESUME", asap=True):
-    return slurm_jobs.reboot(_names(nodes), str(reason), str(nextstate), bool(asap))
+def kiln_node_reboot(nodes, reason):
+    return slurm_jobs.reboot(_names(nodes), str(reason))
+
+
+def kiln_node_reboot_drained(nodes):
+    return slurm_jobs.reboot_drained(_names(nodes))
 
 
 class FilterModule:
@@ -64,6 +68,7 @@ class FilterModule:
             "kiln_node_drain": kiln_node_drain,
             "kiln_node_library": kiln_node_library,
             "kiln_node_reboot": kiln_node_reboot,
+            "kiln_node_reboot_drained": kiln_node_reboot_drained,
             "kiln_node_release": kiln_node_release,
             "kiln_node_reserve": kiln_node_reserve,
             "kiln_node_resume": kiln_node_resume,

@@ -337,9 +337,8 @@ def test_the_node_state_filters_take_a_name_a_list_or_none():
         "gpu001",
     ]  # fmt: skip
     # kiln rollout's: the node is drained and idle already, and stays out until checked.
-    reboot = offered["kiln_node_reboot"]
-    assert reboot(["gpu001", "gpu002"], "kiln: rollout r1: reboot", "DRAIN", False) == [
-        "scontrol", "reboot", "nextstate=DRAIN", "reason=kiln: rollout r1: reboot", "gpu001,gpu002",
+    assert offered["kiln_node_reboot_drained"](["gpu001", "gpu002"]) == [
+        "scontrol", "reboot", "gpu001,gpu002",
     ]  # fmt: skip
 
 

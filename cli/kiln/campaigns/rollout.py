@@ -288,13 +288,18 @@ class Rollout(campaign.Campaign):
             rebooting = [n for n in step.reboot if n in ok]
             if rebooting:  # Slurm reboots them, then Kiln waits for slurmd with its GRES
                 self.say(f"{named}: rebooting {hostlist.compress(rebooting)}")
-                reason = drain.reason(f"rollout {self.record.id}: reboot")
-                argv = slurm_jobs.reboot(rebooting, reason, nextstate="DRAIN", asap=False)
+                # Drained and idle already: Slurm reboots them now and they come back
+                # drained (this rollout's reason is re-set before the checks).
+                argv = slurm_jobs.reboot_drained(rebooting)
                 asked = [] if "reboot_asked" in step.done else [argv]  # never twice
                 step.done.setdefault("reboot_asked", model.now())
                 view = self.step(asked, self.wait(waits.BACK, rebooting, BACK_TIMEOUT_S))
                 for node, why in waits.not_back(view.states, rebooting).items():
                     step.failed.setdefault(node, why)
+                # Whatever reason the reboot left, the node is this rollout's until checked.
+                reason = drain.reason(f"rollout {self.record.id}: rebooted, checking")
+                back = [n for n in rebooting if n not in step.failed]
+                self.step([slurm_jobs.drain(n, reason) for n in back])
             self.mark(step, "rebooted")
         ok = [n for n in active if n not in step.failed]
         if "checked" not in step.done:

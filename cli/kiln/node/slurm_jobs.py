@@ -90,17 +90,14 @@ def resume(node: str) -> list[str]:
     return ["scontrol", "update", f"NodeName={node}", "State=RESUME"]
 
 
-def reboot(
-    nodes: list[str] | tuple[str, ...], reason: str, nextstate: str = "RESUME", asap: bool = True
-) -> list[str]:
-    """Slurm reboots each node (RebootProgram), with ASAP once its jobs end (draining it
-    meanwhile), and puts it in `nextstate` once slurmd registers again (DRAIN: it stays
-    out until Kiln has checked it); `reason` shows meanwhile."""
-    return [
-        "scontrol",
-        "reboot",
-        *(["ASAP"] if asap else []),
-        f"nextstate={nextstate}",
-        f"reason={reason}",
-        ",".join(nodes),
-    ]
+def reboot(nodes: list[str] | tuple[str, ...], reason: str) -> list[str]:
+    """Slurm drains the nodes, reboots each when its jobs end (RebootProgram) and
+    resumes it once slurmd registers again; `reason` shows meanwhile."""
+    return ["scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", ",".join(nodes)]
+
+
+def reboot_drained(nodes: list[str] | tuple[str, ...]) -> list[str]:
+    """Slurm reboots nodes Kiln drained and emptied (RebootProgram) now. They come back
+    drained: Slurm lifts only the drain of its own `reboot ASAP`, and `nextstate` takes
+    no DRAIN before Slurm 23 (22.05: "Valid states: DOWN, RESUME"), so none is given."""
+    return ["scontrol", "reboot", ",".join(nodes)]
