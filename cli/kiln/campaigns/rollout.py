@@ -101,28 +101,12 @@ class Rollout(campaign.Campaign):
         batches; refused when the cluster has no room for one more node out."""
         from kiln import drift
         from kiln.run import record
-        from kiln.run.execute import RunRequest, run_playbook
 
         services = [h for g in planning.SERVICE_ORDER for h in self.spec.group(g)]
         hosts = [*dict.fromkeys([*services, *self.compute])]
-        summary = run_playbook(
-            RunRequest(
-                playbook="site.yml",
-                inventory=self.spec,
-                limit=",".join(hosts),
-                tags=self.options.tags,
-                check=True,
-                diff=True,
-                # A node waiting for a reboot (the driver role's kiln_reboots) is listed
-                # in check mode too; the role's own reboots are check-mode safe.
-                extravars={"kiln_rollout": True},
-                display=self.display,
-                lock=self.lock,
-            )
-        )
-        self.record.runs.append(summary.run)
-        if summary.status == "canceled":
-            raise KeyboardInterrupt
+        # A node waiting for a reboot (the driver role's kiln_reboots) is listed in check
+        # mode too; the role's own reboots are check-mode safe.
+        summary = self.site(hosts, check=True)
         _kept, run_dir = record.find(summary.run)
         changes = planning.touched(drift.task_drift(record.load_events(run_dir)))
         changes.update(dict.fromkeys(summary.reboots, True))
@@ -462,15 +446,22 @@ class Rollout(campaign.Campaign):
 
     def apply(self, hosts: list[str]) -> RunSummary:
         """site.yml (or its tags) on the hosts, the controllers with them (their facts)."""
+        controllers = self.spec.group("slurm_controller")
+        return self.site([*dict.fromkeys([*controllers, *hosts])])
+
+    def site(self, hosts: list[str], check: bool = False) -> RunSummary:
+        """site.yml (or the rollout's tags) on `hosts`, as the rollout runs it (the driver
+        role leaves reboots to it: kiln_rollout), kept in the record; Ctrl-C stops here."""
         from kiln.run.execute import RunRequest, run_playbook
 
-        controllers = self.spec.group("slurm_controller")
         summary = run_playbook(
             RunRequest(
                 playbook="site.yml",
                 inventory=self.spec,
-                limit=",".join(dict.fromkeys([*controllers, *hosts])),
+                limit=",".join(hosts),
                 tags=self.options.tags,
+                check=check,
+                diff=check,
                 extravars={"kiln_rollout": True},
                 display=self.display,
                 lock=self.lock,
