@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Wall time of the lab's first provision and of a no-op re-provision, against the time
-`apt-get install` takes for the same packages, and how both grow with the lab (run by
-hand).
+`apt-get install` takes for the same packages, how both grow with the lab, and the
+control machine's CPU seconds per host (run by hand).
 
     .venv/bin/python bench/provision.py [--compute N] [--distro trixie|bookworm]
                                         [--sizes 8,16] [--no-apt] [--keep]
@@ -12,16 +12,23 @@ takes it down and up again to time plain `apt-get update && apt-get install` of 
 packages the first provision added, on every node at once, through the same apt cache.
 --sizes (lab nodes) then times a first and a no-op provision on a lab of each size: the
 growth curve, from the first lab's size. Prints one JSON object: the timings, the
-changed counts and issue 19's three ratios. Takes the lab down unless --keep. Record
-the figures in docs/performance.md with the date and the host.
+changed counts, issue 19's three ratios and, for every provision, the control machine's
+CPU seconds (`kiln` and all it started: ansible-playbook, its workers, Mitogen's
+processes, ssh) split into Kiln's own process, ansible-playbook's main process (the
+strategy and result processing: one core, whatever the forks) and the rest (workers),
+per host. The lab's nodes are containers, not children of `kiln`: their CPU is not
+counted. Takes the lab down unless --keep. Record the figures in docs/performance.md
+with the date and the host.
 """
 
 import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -83,13 +90,107 @@ def finish(options: argparse.Namespace, figures: dict) -> None:
     print(json.dumps(figures, indent=2))
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name (which may hold spaces): index 1
+    is the parent's PID, 11 and 12 the process's own user and system ticks."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2 :].split()
+
+
+def own_cpu(pid: int) -> float:
+    fields = stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def ansible_main(kiln_pid: int) -> int | None:
+    """ansible-playbook's main process: the one ansible-runner started under `kiln` (its
+    workers and Mitogen's processes are its children, with the same command line)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int(stat_fields(int(entry.name))[1]) != kiln_pid:
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if any(arg.endswith(b"ansible-playbook") for arg in argv[:2]):
+            return int(entry.name)
+    return None
+
+
+class CpuWatch:
+    """Samples `kiln`'s and ansible-playbook's own CPU seconds while a run goes (the last
+    sample before each exits: at most a fifth of a second short)."""
+
+    def __init__(self, kiln_pid: int):
+        self.kiln_pid = kiln_pid
+        self.kiln_s = self.ansible_main_s = 0.0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+        self.thread.start()
+
+    def sample(self) -> None:
+        main = None
+        while not self.done.wait(0.2):
+            try:
+                self.kiln_s = own_cpu(self.kiln_pid)
+                main = main or ansible_main(self.kiln_pid)
+                if main:
+                    self.ansible_main_s = own_cpu(main)
+            except (OSError, ValueError):
+                pass  # exited between two samples
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def measured(*args: str) -> tuple[float, dict, subprocess.CompletedProcess]:
+    """One `kiln` run: wall seconds, the control machine's CPU seconds (total of the
+    process tree, Kiln's own process, ansible-playbook's main process) and the result."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kiln", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watch = CpuWatch(process.pid)
+    out, err = process.communicate()
+    watch.stop()
+    seconds = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = {"total_s": total, "kiln_s": watch.kiln_s, "ansible_main_s": watch.ansible_main_s}
+    run = subprocess.CompletedProcess(process.args, process.returncode, out, err)
+    return seconds, cpu, run
+
+
+def per_host(cpu: dict, hosts: int) -> dict:
+    """CPU seconds per host, with the workers' share (the rest of the tree)."""
+    rest = cpu["total_s"] - cpu["kiln_s"] - cpu["ansible_main_s"]
+    split = {**cpu, "workers_s": rest}
+    return {key: round(value / hosts, 3) for key, value in split.items()}
+
+
 def provision(inventory: str, label: str) -> tuple[float, int]:
-    """One `kiln provision`: seconds and changed tasks; a failed run ends the bench."""
-    seconds, run = timed("provision", "-i", inventory, "--json")
+    """One `kiln provision`: seconds and changed tasks; a failed run ends the bench. The
+    control machine's CPU per host goes to CPU_PER_HOST under the label."""
+    seconds, cpu, run = measured("provision", "-i", inventory, "--json")
     if run.returncode != 0:
         sys.exit(f"{label} failed (exit {run.returncode}): {run.stderr.strip()[-500:]}")
     report = json.loads(run.stdout)
+    CPU_PER_HOST[label] = per_host(cpu, len(report["hosts"]))
     return seconds, sum(h["changed"] for h in report["hosts"].values())
+
+
+# Filled by provision(): each run's control-machine CPU seconds per host.
+CPU_PER_HOST: dict[str, dict] = {}
 
 
 def lab_hosts(inventory: str) -> dict:
@@ -178,8 +279,12 @@ def main() -> None:
     up_s, inventory = lab_up(options)
     figures: dict = {"lab_up_s": round(up_s, 1)}
     before = packages(inventory)
-    first_s, figures["first_provision_changed"] = provision(inventory, "first provision")
-    noop_s, figures["reprovision_changed"] = provision(inventory, "re-provision")
+    first_s, figures["first_provision_changed"] = provision(
+        inventory, f"first provision of {options.compute + FIXED_NODES} nodes"
+    )
+    noop_s, figures["reprovision_changed"] = provision(
+        inventory, f"no-op provision of {options.compute + FIXED_NODES} nodes"
+    )
     figures.update(first_provision_s=round(first_s, 1), reprovision_s=round(noop_s, 1))
     figures["ratios"] = {"noop_over_first": round(noop_s / first_s, 3)}
     if not options.no_apt:
@@ -205,6 +310,7 @@ def main() -> None:
         figures["ratios"].update(
             first_growth=growth(curve, "first_s"), noop_growth=growth(curve, "noop_s")
         )
+    figures["controller_cpu_per_host"] = CPU_PER_HOST
     finish(options, figures)
 
 

@@ -1308,6 +1308,7 @@ def test_add_a_node_with_limit_then_remove_it(lab, provisioned):
         _add_then_remove_compute03(lab)
     finally:
         added.unlink()
+        (Path(lab) / ROLLOUT_SETTING).unlink(missing_ok=True)
 
 
 def _add_then_remove_compute03(lab: str) -> None:
@@ -1326,8 +1327,7 @@ def _add_then_remove_compute03(lab: str) -> None:
     # Three compute nodes: enough for a majority among their fingerprints.
     _a_package_changed_by_hand_is_drift_until_provisioned(lab)
     # And for a rollout one node at a time under a running job.
-    _a_rollout_changes_every_node_under_a_running_job(lab)
-    _a_failed_node_stops_the_rollout_and_resume_finishes_it(lab)
+    _a_rollout_under_a_running_job_stops_at_a_failed_node_and_resume_finishes(lab)
 
     assert run_kiln("lab", "up", "--name", LAB, "--compute", "2", timeout=600).returncode == 0
     code, report = provision(lab, "--tags", "slurm")
@@ -1437,18 +1437,57 @@ def nccl_debug(node: str) -> str:
     return on(node, "grep '^NCCL_DEBUG=' /etc/nccl.conf || true").strip()
 
 
-def _a_rollout_changes_every_node_under_a_running_job(lab: str) -> None:
-    """A long job on compute01 while one NCCL setting changes on the three compute nodes
-    with --max-unavailable 1: never two out at once, the job never killed, compute01
-    changed last, after its job, every node back idle with the new setting."""
+def _a_rollout_under_a_running_job_stops_at_a_failed_node_and_resume_finishes(lab: str) -> None:
+    """One NCCL setting changes on the three compute nodes with --max-unavailable 1, with
+    a long job on compute01 and compute03's PMIx library gone (validation fails it after
+    the change). Ctrl-C during the first batch; --resume: compute02 passes, compute03
+    fails and stays drained, and the rollout stops before compute01; the library back,
+    --resume checks compute03 again and finishes with compute01, after its job. Never two
+    nodes out at once, the job never killed, every node back idle with the new setting.
+    (One rollout for both outcomes: each costs a plan and its batches on two cores.)"""
     setting = Path(lab) / ROLLOUT_SETTING
     setting.write_text("nccl_env_overrides:\n  NCCL_DEBUG: WARN\n")
     job = on("controller", f"sbatch --parsable -w {LAB}-compute01 --wrap 'sleep 60'").strip()
     on("controller", f"for i in $(seq 30); do squeue -h -j {job} -t R | grep -q . && exit 0; "
                      "sleep 1; done; exit 1")  # fmt: skip
+    faulty, busy = f"{LAB}-compute03", f"{LAB}-compute01"
+    on("compute03", f"f={PMIX_LIBRARY}; mv $f $f.e2e")
     with SlurmWatch() as watch:
-        code, report = rollout(lab, "--max-unavailable", "1", "--tags", "nccl_env",
-                               "--suite", "slurm")  # fmt: skip
+        try:
+            started = subprocess.Popen(
+                [sys.executable, "-m", "kiln", "rollout", "-i", lab, "--json",
+                 "--max-unavailable", "1", "--tags", "nccl_env", "--suite", "slurm"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            rollout_id = _when_first_batch_is_drained(started)
+            started.send_signal(signal.SIGINT)
+            out, err = started.communicate(timeout=300)
+            assert started.returncode == ExitCode.INTERRUPTED, err
+            assert json.loads(out)["notes"][-1] == (
+                f"interrupted: `kiln rollout --resume {rollout_id}` carries on"
+            )
+            code, report = rollout(lab, "--resume", rollout_id)
+            assert code == ExitCode.VALIDATION_FAILED, report["node_verdicts"]
+            assert report["node_verdicts"][f"{LAB}-compute02"] == {"verdict": "pass", "reasons": []}
+            assert report["node_verdicts"][faulty]["verdict"] == "fail"
+            assert report["node_verdicts"][busy] == {
+                "verdict": "unchecked",
+                "reasons": ["not rolled out (the rollout did not reach it)"],
+            }
+            # Its first failure: the srun step (PMIx is srun's default) before the MPI check.
+            first = report["node_verdicts"][faulty]["reasons"][0]
+            assert first.startswith("slurm.srun: srun on the node failed: "), first
+            shown = slurm_state.parse_line(on("controller", f"scontrol -o show node {faulty}"))
+            assert "DRAIN" in shown.state
+            assert shown.reason == drain.reason(f"rollout {rollout_id}: {first}")
+            assert nccl_debug("compute01") == ""  # not reached
+            assert report["notes"][-2] == (
+                "stopped before batch 3: 1 node(s) failed (--max-failures 1)"
+            )
+        finally:
+            on("compute03", "f=$(ls /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.*.e2e); "
+                            "mv $f ${f%.e2e}")  # fmt: skip
+        code, report = rollout(lab, "--resume", rollout_id)
     assert code == ExitCode.OK, report["node_verdicts"]
     assert report["node_verdicts"] == {n: {"verdict": "pass", "reasons": []} for n in COMPUTE3}
     assert watch.most_out == 1
@@ -1462,60 +1501,13 @@ def _a_rollout_changes_every_node_under_a_running_job(lab: str) -> None:
     assert int(changed) >= int(ended), (changed, ended)
     assert slurm_nodes() == [f"{n} idle" for n in COMPUTE3]
     assert [nccl_debug(n.removeprefix(f"{LAB}-")) for n in COMPUTE3] == ["NCCL_DEBUG=WARN"] * 3
-    notes = [n for n in report["notes"] if n.startswith("batch ")]
-    assert [n.split(":")[0] for n in notes] == [
-        "batch 1 e2e-compute02", "batch 2 e2e-compute03", "batch 3 e2e-compute01",
-    ]  # fmt: skip
     assert [n for n in report["notes"] if n.startswith("plan: ")] == [
         "plan: batch 1: e2e-compute02", "plan: batch 2: e2e-compute03",
         "plan: batch 3: e2e-compute01",
     ]  # fmt: skip
+    timings = [n.split(":")[0] for n in report["notes"] if n.startswith("batch ")]
+    assert timings == ["batch 1 e2e-compute02", "batch 2 e2e-compute03", "batch 3 e2e-compute01"]
     assert report["series"][0]["metric"] == "free_nodes"
-
-
-def _a_failed_node_stops_the_rollout_and_resume_finishes_it(lab: str) -> None:
-    """The setting removed again on compute01 and compute02, with compute01's PMIx
-    library gone (validation fails it after the change): Ctrl-C during the first batch,
-    --resume, compute01 fails and stays drained and the rollout stops before compute02;
-    the library back, --resume checks compute01 again and finishes."""
-    (Path(lab) / ROLLOUT_SETTING).unlink()
-    nodes = COMPUTE3[:2]
-    on("compute01", f"f={PMIX_LIBRARY}; mv $f $f.e2e")
-    try:
-        started = subprocess.Popen(
-            [sys.executable, "-m", "kiln", "rollout", "-i", lab, "--json", "--max-unavailable",
-             "1", "--tags", "nccl_env", "--suite", "slurm", "--nodes", ",".join(nodes)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        rollout_id = _when_first_batch_is_drained(started)
-        started.send_signal(signal.SIGINT)
-        out, err = started.communicate(timeout=300)
-        assert started.returncode == ExitCode.INTERRUPTED, err
-        assert json.loads(out)["notes"][-1] == (
-            f"interrupted: `kiln rollout --resume {rollout_id}` carries on"
-        )
-        code, report = rollout(lab, "--resume", rollout_id)
-        assert code == ExitCode.VALIDATION_FAILED, report["node_verdicts"]
-        assert report["node_verdicts"][nodes[0]]["verdict"] == "fail"
-        assert report["node_verdicts"][nodes[1]] == {
-            "verdict": "unchecked",
-            "reasons": ["not rolled out (the rollout did not reach it)"],
-        }
-        # Its first failure: the srun step (PMIx is srun's default) before the MPI check.
-        first = report["node_verdicts"][nodes[0]]["reasons"][0]
-        assert first.startswith("slurm.srun: srun on the node failed: "), first
-        shown = slurm_state.parse_line(on("controller", f"scontrol -o show node {nodes[0]}"))
-        assert "DRAIN" in shown.state
-        assert shown.reason == drain.reason(f"rollout {rollout_id}: {first}")
-        assert nccl_debug("compute02") == "NCCL_DEBUG=WARN"  # not reached
-        assert report["notes"][-2] == "stopped before batch 2: 1 node(s) failed (--max-failures 1)"
-    finally:
-        on("compute01", "f=$(ls /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.*.e2e); "
-                        "mv $f ${f%.e2e}")  # fmt: skip
-    code, report = rollout(lab, "--resume", rollout_id)
-    assert code == ExitCode.OK, report["node_verdicts"]
-    assert slurm_nodes() == [f"{n} idle" for n in COMPUTE3]
-    assert [nccl_debug("compute01"), nccl_debug("compute02")] == ["", ""]
     finished = run_kiln("rollout", "-i", lab, "--resume", rollout_id)
     assert (finished.returncode, finished.stderr) == (
         ExitCode.BAD_INPUT,

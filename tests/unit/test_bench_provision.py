@@ -1,14 +1,20 @@
-"""bench/provision.py's pieces that run without a lab: the apt-get baseline's command on
-a node (against stand-in apt tools) and the growth ratio."""
+"""bench/provision.py's and bench/projection.py's pieces that run without a lab: the
+apt-get baseline's command on a node (against stand-in apt tools), the growth ratio, the
+control machine's CPU split and the projection to many nodes."""
 
 import importlib.util
+import os
 import subprocess
+import sys
 
 from tests.conftest import REPO
 
 spec = importlib.util.spec_from_file_location("bench_provision", REPO / "bench/provision.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
+spec = importlib.util.spec_from_file_location("bench_projection", REPO / "bench/projection.py")
+projection = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(projection)
 
 APT_GET = """#!/bin/sh
 echo "apt-get $*" >> "$LOG"
@@ -45,3 +51,60 @@ def test_growth_is_the_time_ratio_over_the_node_ratio():
     curve = [{"nodes": 4, "first_s": 300.0}, {"nodes": 8, "first_s": 420.0}]
     curve.append({"nodes": 16, "first_s": 900.0})
     assert bench.growth(curve, "first_s") == 0.75
+
+
+def test_the_ansible_main_process_is_the_ansible_playbook_started_by_kiln(tmp_path):
+    """Found among the children of the `kiln` process (here: this test's), by the script
+    python runs, as ansible-runner starts it."""
+    script = tmp_path / "ansible-playbook"
+    script.write_text("import time\ntime.sleep(30)\n")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    playbook = subprocess.Popen([sys.executable, str(script)])
+    try:
+        assert bench.ansible_main(os.getpid()) == playbook.pid
+        assert bench.own_cpu(playbook.pid) >= 0.0
+    finally:
+        for child in (other, playbook):
+            child.kill()
+            child.wait()
+
+
+def test_cpu_per_host_splits_the_tree_into_kiln_the_main_process_and_workers():
+    cpu = {"total_s": 100.0, "kiln_s": 4.0, "ansible_main_s": 36.0}
+    assert bench.per_host(cpu, 4) == {
+        "total_s": 25.0,
+        "kiln_s": 1.0,
+        "ansible_main_s": 9.0,
+        "workers_s": 15.0,
+    }
+
+
+def test_the_projection_fits_cost_per_run_and_per_host_and_takes_the_larger_bound():
+    # Per run 20 s + 2 s per host in all, 10 s + 0.5 s per host in the main process.
+    figures = {
+        "controller_cpu_per_host": {
+            f"first provision of {n} nodes": {
+                "total_s": (20 + 2 * n) / n,
+                "ansible_main_s": (10 + 0.5 * n) / n,
+            }
+            for n in (4, 8, 16)
+        },
+    }
+    fitted = projection.fits(figures, "first")
+    assert {k: tuple(round(x, 6) for x in v) for k, v in fitted.items()} == {
+        "total_s": (20.0, 2.0),
+        "ansible_main_s": (10.0, 0.5),
+    }
+    # 1,000 nodes on 16 cores (64 forks): main 510 s, total 2020 / 16 = 126 s; 16
+    # waves of 300 s = 4800 s.
+    assert projection.project(fitted, 300.0, 16, 1000) == {
+        "cpu_bound_min": 8.5,
+        "wave_bound_min": 80.0,
+        "projected_min": 80.0,
+    }
+    # 10,000 nodes on 64 cores (256 forks): main 5010 s; 40 waves of 60 s = 2400 s.
+    assert projection.project(fitted, 60.0, 64, 10000) == {
+        "cpu_bound_min": 83.5,
+        "wave_bound_min": 40.0,
+        "projected_min": 83.5,
+    }
