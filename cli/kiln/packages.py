@@ -1,16 +1,22 @@
-"""Which of the packages an apt task asks for are not installed as asked: read from one
-`dpkg-query` on the node, so a task whose packages are all there need not open apt's
-cache (a second of CPU per node and task) to find that out.
+"""What an apt task has left to do on a node, read from one `dpkg-query` (and, for
+state=latest, one `apt-cache policy`), so a task with nothing to do need not open apt's
+whole cache (a second of CPU per node and task) to find that out:
+- present: the packages not installed as asked;
+- absent: the packages still installed (or, for a purge, with their configuration kept);
+- latest: the packages not installed at apt's candidate version.
 
-Only what dpkg can answer alone: plain names and `name=version` pins (apt's `*` at the
-end of a version included). Anything else (version ranges, name patterns, .deb files)
-is left to apt.
+Only what these can answer alone: plain names, and for present `name=version` pins (apt's
+`*` at the end of a version included). Anything else (version ranges, name patterns,
+.deb files) is left to apt. So is the cache update, unless apt's lists are younger than
+the task's cache_valid_time: cache_age_argv reads their age the way ansible.builtin.apt
+does.
 
 Also: the dependencies apt says it cannot satisfy, from its output, so a failed install
 is reported as one line naming them (kiln.enroot)."""
 
 import fnmatch
 import re
+from collections.abc import Callable
 
 # Package names as Debian allows them, with an optional :architecture.
 _NAME = re.compile(r"[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?")
@@ -34,21 +40,35 @@ def understood(names: list[str]) -> bool:
     return bool(names)
 
 
+def unpinned(names: list[str]) -> bool:
+    """Whether these are plain names (no version), which absent and latest need."""
+    return understood(names) and not any("=" in n for n in names)
+
+
 def query_argv(names: list[str]) -> list[str]:
     return ["dpkg-query", "-W", f"-f={QUERY_FORMAT}", "--", *[_split(n)[0] for n in names]]
 
 
-def missing(names: list[str], dpkg_output: str) -> list[str]:
-    """The entries of names not installed as asked, given query_argv's output (dpkg-query
-    prints nothing for a name it has never seen)."""
-    installed: dict[str, str] = {}
+def _versions(dpkg_output: str, statuses: Callable[[str], bool]) -> dict[str, str]:
+    """package -> version from query_argv's output, of the lines whose status passes
+    (dpkg-query prints nothing for a name it has never seen)."""
+    found: dict[str, str] = {}
     for line in dpkg_output.splitlines():
         fields = line.split("\t")
-        if len(fields) == 3 and fields[2] == "installed":
-            package, version = fields[0], fields[1]
-            installed[package] = version
+        if len(fields) == 3 and statuses(fields[2]):
+            found[fields[0]] = fields[1]
             # dpkg names a package of the native architecture without :arch.
-            installed.setdefault(package.split(":")[0], version)
+            found.setdefault(fields[0].split(":")[0], fields[1])
+    return found
+
+
+def _installed(status: str) -> bool:
+    return status == "installed"
+
+
+def missing(names: list[str], dpkg_output: str) -> list[str]:
+    """The entries of names not installed as asked, given query_argv's output."""
+    installed = _versions(dpkg_output, _installed)
     absent = []
     for wanted in names:
         name, version = _split(wanted)
@@ -56,6 +76,55 @@ def missing(names: list[str], dpkg_output: str) -> list[str]:
         if have is None or (version is not None and not fnmatch.fnmatchcase(have, version)):
             absent.append(wanted)
     return absent
+
+
+def present(names: list[str], dpkg_output: str, purge: bool) -> list[str]:
+    """The names apt has to remove, given query_argv's output: every one dpkg knows in
+    another state than not-installed (half-installed too); one removed with its
+    configuration kept only for a purge."""
+    gone = {"not-installed"} if purge else {"not-installed", "config-files"}
+    found = _versions(dpkg_output, lambda status: status not in gone)
+    return [n for n in names if n in found]
+
+
+def policy_argv(names: list[str]) -> list[str]:
+    # apt-cache translates "Installed:" and "Candidate:".
+    return ["env", "LC_ALL=C", "apt-cache", "policy", *names]
+
+
+def _policy(policy_output: str) -> dict[str, tuple[str, str]]:
+    """package -> (installed, candidate) from policy_argv's output ("(none)" for none)."""
+    found: dict[str, tuple[str, str]] = {}
+    package, installed = "", ""
+    for line in policy_output.splitlines():
+        if line and not line[0].isspace() and line.endswith(":"):
+            package, installed = line[:-1], ""
+        elif line.startswith("  Installed: "):
+            installed = line.removeprefix("  Installed: ")
+        elif line.startswith("  Candidate: ") and package:
+            found[package] = (installed, line.removeprefix("  Candidate: "))
+    return found
+
+
+def outdated(names: list[str], dpkg_output: str, policy_output: str) -> list[str]:
+    """The names not installed at apt's candidate version (what state=latest installs,
+    up or down with a pin), given query_argv's and policy_argv's output."""
+    installed = _versions(dpkg_output, _installed)
+    policy = _policy(policy_output)
+    return [n for n in names if n not in installed or policy.get(n) != (installed[n], installed[n])]
+
+
+# The age in seconds of apt's lists as ansible.builtin.apt reads it for cache_valid_time:
+# the mtime of the stamp apt's periodic update writes, else of the lists' directory; none
+# of them (stat fails) reads as never updated.
+_CACHE_AGE = (
+    "f=/var/lib/apt/periodic/update-success-stamp; [ -e $f ] || f=/var/lib/apt/lists; "
+    "echo $(( $(date +%s) - $(stat -c %Y $f 2>/dev/null || echo 0) ))"
+)
+
+
+def cache_age_argv() -> list[str]:
+    return ["sh", "-c", _CACHE_AGE]
 
 
 # apt's account of what it cannot install, under "The following packages have unmet

@@ -1,10 +1,12 @@
-"""ansible.builtin.apt with state=present, which first asks dpkg: where every package is
-installed as asked (the usual case on a re-run) it reports ok without running apt, whose
-cache takes a second of CPU to open on every node; otherwise it runs apt with the same
-arguments. The decision is kiln.packages."""
+"""ansible.builtin.apt, which first asks dpkg (and for state=latest apt-cache policy) what
+is left to do: where nothing is (the usual case on a re-run) it reports ok without running
+apt, whose cache takes a second of CPU to open on every node; otherwise it runs apt with
+the same arguments (for state=absent, only the packages still there). The decisions are
+kiln.packages."""
 
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ansible.plugins.action import ActionBase
@@ -15,8 +17,10 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
     from kiln import packages
 
-# Arguments that ask apt for more than installing what is missing.
-_APT_ONLY = {"update_cache", "upgrade", "deb", "autoremove", "autoclean", "clean"}
+_NAMES = ("name", "pkg", "package")
+# Arguments that ask apt for more than installing, removing or upgrading the packages
+# named. update_cache is not one where cache_valid_time says the lists are recent.
+_APT_ONLY = {"upgrade", "deb", "autoremove", "autoclean", "clean"}
 
 
 class ActionModule(ActionBase):
@@ -25,23 +29,64 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self._task.args
-        names = args.get("name") or args.get("pkg") or args.get("package") or []
+        args = dict(self._task.args)
+        names = next((args[k] for k in _NAMES if args.get(k)), [])
         names = [names] if isinstance(names, str) else list(names)
+        state = args.get("state", "present")
+        simple = state == "present" and packages.understood(names)
+        simple = simple or (state in ("absent", "latest") and packages.unpinned(names))
         if (
-            args.get("state", "present") == "present"
+            simple
             and not _APT_ONLY & {k for k, v in args.items() if v}
-            and packages.understood(names)
+            and self._cache_recent(args)
         ):
-            # A read-only query, so it runs in check mode too (a module would not).
-            query = self._low_level_execute_command(shlex.join(packages.query_argv(names)))
-            # dpkg-query exits 1 when a name is unknown to it: that package is missing.
-            if query["rc"] in (0, 1) and not packages.missing(names, query["stdout"]):
-                result.update(changed=False, msg="installed: " + ", ".join(names))
+            if state == "present":
+                todo = self._dpkg(names, lambda out: packages.missing(names, out))
+                done = "installed: "
+            elif state == "absent":
+                purge = bool(args.get("purge"))
+                todo = self._dpkg(names, lambda out: packages.present(names, out, purge))
+                done = "not installed (purged): " if purge else "not installed: "
+            else:
+                policy = self._command(packages.policy_argv(names), (0,))
+                todo = names
+                if policy is not None:
+                    todo = self._dpkg(names, lambda out: packages.outdated(names, out, policy))
+                done = "at apt's candidate version: "
+            if not todo:
+                result.update(changed=False, msg=done + ", ".join(names))
                 return result
+            if state == "absent":  # apt is asked about those still there only
+                args = {k: v for k, v in args.items() if k not in _NAMES} | {"name": todo}
         result.update(
             self._execute_module(
                 module_name="ansible.builtin.apt", module_args=args, task_vars=task_vars
             )
         )
         return result
+
+    def _command(self, argv: list[str], ok: tuple[int, ...]) -> str | None:
+        """The command's output on the node; None where it exited otherwise. A read-only
+        query, so it runs in check mode too (a module would not)."""
+        done = self._low_level_execute_command(shlex.join(argv))
+        return done["stdout"] if done["rc"] in ok else None
+
+    def _dpkg(self, names: list[str], left: Callable[[str], list[str]]) -> list[str]:
+        """What left finds still to do from dpkg-query's answer; all of names where there
+        is none. dpkg-query exits 1 when a name is unknown to it (that package is not
+        installed)."""
+        out = self._command(packages.query_argv(names), (0, 1))
+        return names if out is None else left(out)
+
+    def _cache_recent(self, args) -> bool:
+        """Whether the task asks for no cache update, or for one that ansible.builtin.apt
+        would skip: apt's lists are no older than cache_valid_time (which alone asks for
+        an update too)."""
+        valid = args.get("cache_valid_time") or 0
+        if not (args.get("update_cache") or valid):
+            return True
+        try:
+            valid = int(valid)
+            return valid > 0 and int(self._command(packages.cache_age_argv(), (0,)) or "") <= valid
+        except ValueError:
+            return False

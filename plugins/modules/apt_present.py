@@ -3,17 +3,27 @@
 
 DOCUMENTATION = """
 module: apt_present
-short_description: ansible.builtin.apt (state=present) that asks dpkg first
+short_description: ansible.builtin.apt that asks dpkg first
 description:
-  - Takes ansible.builtin.apt's options. Where state is present and apt is asked for
-    nothing else (no cache update, no .deb, no upgrade), one dpkg-query on the node says
-    whether every package is installed at the version asked (C(name=version), with
-    apt's trailing C(*)); if so the task is ok without opening apt's cache.
-  - Otherwise, or where any package is missing, ansible.builtin.apt runs with the
-    options as given.
+  - Takes ansible.builtin.apt's options. Where apt is asked for nothing but the packages
+    named (no .deb, no upgrade, no autoremove or clean), plain names (and for present
+    C(name=version), with apt's trailing C(*)), it asks the node first and reports ok
+    without opening apt's cache where there is nothing to do.
+  - C(state=present) - one dpkg-query says every package is installed at the version
+    asked.
+  - C(state=absent) - one dpkg-query says none is installed (with C(purge=true), none has
+    its configuration kept either). Otherwise ansible.builtin.apt runs with only the
+    packages still there.
+  - C(state=latest) - dpkg-query and C(apt-cache policy) say every package is installed
+    at apt's candidate version (with a pin, the pinned one).
+  - C(update_cache) with C(cache_valid_time) - apt's lists are no older than it, read as
+    ansible.builtin.apt reads it (the update-success stamp, else the lists' directory);
+    then the packages are checked as above. C(update_cache) alone always runs apt.
+  - Otherwise ansible.builtin.apt runs with the options as given.
 options: {}
 notes:
-  - Runs in check mode; the dpkg-query it makes changes nothing.
+  - Runs in check mode; the queries it makes change nothing. Where apt runs, the result,
+    check mode and diff are ansible.builtin.apt's.
 """
 
 EXAMPLES = """
@@ -21,11 +31,18 @@ EXAMPLES = """
   kiln.cluster.apt_present:
     name: munge
     state: present
+
+- name: Purge the module system not chosen
+  kiln.cluster.apt_present:
+    name: [environment-modules]
+    state: absent
+    purge: true
 """
 
 RETURN = """
 msg:
-  description: The packages found installed, where apt did not run.
-  returned: when every package was installed as asked
+  description: The packages found as asked (installed, not installed, at the candidate),
+    where apt did not run.
+  returned: when there was nothing to do
   type: str
 """

@@ -383,17 +383,30 @@ APT_PRESENT = """
       check_mode: true
       register: other
       ignore_errors: true
+    - name: Purged already
+      kiln.cluster.apt_present:
+        name: [kiln-no-such-package]
+        state: absent
+        purge: true
+      register: absent
+    - name: A cache update within the lists' age
+      kiln.cluster.apt_present:
+        name: coreutils
+        update_cache: true
+        cache_valid_time: 2000000000
+      register: cached
     - name: What each did
       ansible.builtin.copy:
-        content: "{{ {'present': present, 'other': other} | to_json }}"
+        content: "{{ dict(present=present, other=other, absent=absent, cached=cached) | to_json }}"
         dest: "{{ out }}"
         mode: "0644"
 """
 
 
 def test_apt_present_asks_dpkg_and_leaves_the_rest_to_apt(local_inventory, tmp_path):
-    """Installed at the version asked: ok without apt. Otherwise ansible.builtin.apt runs
-    with the task's arguments, in check mode here: its answer is apt's."""
+    """Installed at the version asked, or not installed for state=absent: ok without apt.
+    Otherwise ansible.builtin.apt runs with the task's arguments, in check mode here: its
+    answer is apt's."""
     version = subprocess.run(
         ["dpkg-query", "-W", "-f=${Version}", "dpkg"], capture_output=True, text=True, check=True
     ).stdout
@@ -410,6 +423,13 @@ def test_apt_present_asks_dpkg_and_leaves_the_rest_to_apt(local_inventory, tmp_p
         "failed": False,
         "msg": f"installed: coreutils, dpkg={version}, dpkg={version[:2]}*",
     }
+    # Nothing to remove, and lists younger than the cache_valid_time: dpkg answers.
+    assert results["absent"] == {
+        "changed": False,
+        "failed": False,
+        "msg": "not installed (purged): kiln-no-such-package",
+    }
+    assert results["cached"] == {"changed": False, "failed": False, "msg": "installed: coreutils"}
     # apt's own answer (its cache's time varies; no traceback is kept).
     other = {
         k: v for k, v in results["other"].items() if k not in {"cache_update_time", "exception"}

@@ -40,6 +40,54 @@ def test_what_is_missing_from_recorded_dpkg_output():
 
 
 @pytest.mark.parametrize(
+    ("purge", "there"),
+    [
+        (False, ["munge", "libmunge2", "libmunge2:amd64", "autofs"]),
+        (True, ["munge", "libmunge2", "libmunge2:amd64", "lmod", "autofs"]),
+    ],
+)
+def test_what_a_remove_or_purge_leaves_to_apt_from_recorded_dpkg_output(purge, there):
+    """Half-configured is apt's to remove; configuration kept only a purge's."""
+    wanted = ["munge", "libmunge2", "libmunge2:amd64", "lmod", "autofs", "enroot"]
+    assert packages.present(wanted, RECORDED, purge) == there
+
+
+# apt-cache policy (LC_ALL=C) as it prints: at the candidate, pinned one version down,
+# offered but not installed.
+RECORDED_POLICY = (
+    "munge:\n  Installed: 0.5.15-2\n  Candidate: 0.5.15-2\n  Version table:\n"
+    " *** 0.5.15-2 500\n        500 http://deb.debian.org/debian trixie/main amd64 Packages\n"
+    "        100 /var/lib/dpkg/status\n"
+    "slurm-client:\n  Installed: 24.11.5-2\n  Candidate: 24.11.4-1\n  Version table:\n"
+    " *** 24.11.5-2 100\n        100 /var/lib/dpkg/status\n     24.11.4-1 1001\n"
+    "        500 http://deb.debian.org/debian trixie/main amd64 Packages\n"
+    "enroot:\n  Installed: (none)\n  Candidate: 3.5.0-1\n  Version table:\n"
+    "     3.5.0-1 500\n        500 https://example.invalid/enroot ./ Packages\n"
+)
+
+
+def test_what_is_off_apt_s_candidate_from_recorded_output():
+    wanted = ["munge", "slurm-client", "enroot", "autofs", "kiln-no-such-package"]
+    assert packages.outdated(wanted, RECORDED, RECORDED_POLICY) == wanted[1:]
+    assert packages.outdated(["munge"], RECORDED, RECORDED_POLICY) == []
+
+
+def test_a_real_apt_cache_policy_on_this_machine_reads_as_dpkg_does():
+    """Essential packages, each at its candidate version or not, whichever this machine
+    has: the outdated ones are those whose candidate is not dpkg's version."""
+    names = ["dpkg", "coreutils", "bash", "grep"]
+    policy = subprocess.run(packages.policy_argv(names), capture_output=True, text=True).stdout
+    installed = subprocess.run(packages.query_argv(names), capture_output=True, text=True).stdout
+    versions = dict(line.split("\t")[:2] for line in installed.splitlines())
+    expected = [
+        n
+        for n in names
+        if f"{n}:\n  Installed: {versions[n]}\n  Candidate: {versions[n]}\n" not in policy
+    ]
+    assert packages.outdated(names, installed, policy) == expected
+
+
+@pytest.mark.parametrize(
     ("names", "understood"),
     [
         (["munge", "libmunge2:amd64", "slurm-client=24.11.5-2", "g++"], True),
