@@ -145,6 +145,9 @@ class EventData(BaseModel):
     task: str = ""
     task_uuid: str | None = None
     role: str | None = None
+    # The module as written, and as Ansible resolved it (ansible-core 2.15 and later).
+    task_action: str | None = None
+    resolved_action: str | None = None
     play: str = ""
     res: dict[str, Any] | None = None
     ignore_errors: bool | None = None

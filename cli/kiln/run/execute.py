@@ -16,7 +16,7 @@ import socket
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from kiln.errors import ExitCode, InputError, KilnError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
 from kiln.run import extravars, record
-from kiln.run.display import Displays, for_people
+from kiln.run.display import Display, Displays, for_people
 from kiln.run.events import EventAccumulator, RunSummary
 
 
@@ -240,6 +240,18 @@ def run_playbook(request: RunRequest) -> RunSummary:
     return summary
 
 
+def event_handler(accumulator: EventAccumulator, display: Display) -> Callable[[dict], bool]:
+    """What ansible-runner calls with each event, in Kiln's process (bench/events.py
+    measures its cost per event)."""
+
+    def on_event(event: dict[str, Any]) -> bool:
+        accumulator.feed(event)
+        display.update(event, accumulator)
+        return True  # keep the event in job_events/: `kiln runs show` replays them
+
+    return on_event
+
+
 def _run(request: RunRequest, playbook: Path, run_dir: Path, kept: record.RunRecord) -> RunSummary:
     import ansible_runner  # heavy: imported only when a run happens
 
@@ -250,11 +262,6 @@ def _run(request: RunRequest, playbook: Path, run_dir: Path, kept: record.RunRec
     display = request.display(f"{playbook.name} ({run_id})", record.last_task_count(playbook.name))
     fact_cache = paths.state_dir() / "facts"
     fact_cache.mkdir(mode=0o700, parents=True, exist_ok=True)  # root's facts from every node
-
-    def on_event(event: dict[str, Any]) -> bool:
-        accumulator.feed(event)
-        display.update(event, accumulator)
-        return True  # keep the event in job_events/: `kiln runs show` replays them
 
     # Extra variables may hold secrets (-e munge_key_b64=...): ansible-runner would put a
     # dict of them on ansible-playbook's command line (visible in ps) and in the run's
@@ -282,7 +289,7 @@ def _run(request: RunRequest, playbook: Path, run_dir: Path, kept: record.RunRec
             envvars={**ansible_env(), run_cleanup.MARKER: run_id},
             # Absolute, so facts outlive the run (a --limit run needs its peers' facts).
             fact_cache=str(fact_cache),
-            event_handler=on_event,
+            event_handler=event_handler(accumulator, display),
             cancel_callback=lambda: interrupt.requested,
             suppress_env_files=True,
             quiet=True,
