@@ -81,8 +81,8 @@ def finish(options: argparse.Namespace, figures: dict) -> None:
     """Take the lab down (unless --keep) and print the figures with the machine's."""
     if not options.keep:
         lab_down()
+    figures.setdefault("nodes", options.compute + FIXED_NODES)
     figures.update(
-        nodes=options.compute + FIXED_NODES,
         distro=options.distro,
         cpus=os.cpu_count(),
         host=platform.platform(),

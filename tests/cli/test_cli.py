@@ -185,6 +185,29 @@ def test_lab_doctor_lists_the_fix_for_each_gap(tmp_path):
     assert "apt-get install -y debootstrap" in result.stdout
 
 
+def test_lab_image_builds_the_node_image_or_the_ee_base(monkeypatch):
+    from click.testing import CliRunner
+
+    from kiln.lab import doctor, image
+
+    built = []
+    monkeypatch.setattr(doctor, "require", lambda: None)
+    monkeypatch.setattr(
+        image,
+        "ensure_image",
+        lambda distro, log, rebuild, recipe: (
+            built.append((distro, rebuild, recipe.repo)) or image.image_name(distro, recipe)
+        ),
+    )
+    runs = [["--ee-base"], ["--distro", "bookworm", "--rebuild"]]
+    outputs = [CliRunner().invoke(cli, ["lab", "image", *args]).output for args in runs]
+    assert outputs == ["localhost/kiln-ee-base:trixie\n", "localhost/kiln-node:bookworm\n"]
+    assert built == [
+        ("trixie", False, "localhost/kiln-ee-base"),
+        ("bookworm", True, "localhost/kiln-node"),
+    ]
+
+
 def test_lab_commands_on_a_lab_that_is_not_up():
     result = run_kiln("lab", "status", "--name", "nolab")
     assert_bad_input(result, "no lab named 'nolab' is up (run `kiln lab up`)")

@@ -14,6 +14,7 @@ import yaml
 
 import kiln
 from kiln import paths
+from kiln.lab import image
 from kiln.run import execute
 from tests.collection import build_collection, install_collection, plain_ansible
 from tests.conftest import REPO
@@ -125,8 +126,10 @@ def test_plain_ansible_playbook_runs_the_collections_roles_and_plugins(installed
 
 
 def test_the_execution_environment_definition_makes_a_build_context(built, installed, tmp_path):
-    """ansible-builder checks the definition's schema and lays out the build (no image:
-    that needs a registry). Its introspection finds the collection's Python requirement."""
+    """ansible-builder checks the definition's schema and lays out the build (the image
+    is built by hand: bench/execution_environment.py). The build starts from Kiln's
+    Debian base, installs with its apt wrapper and Debian's pip (no ensurepip, a RHEL
+    step), and introspection finds the collection's Python requirement."""
     for name in ("execution-environment.yml", "execution-environment"):
         source = REPO / name
         target = tmp_path / name
@@ -148,11 +151,24 @@ def test_the_execution_environment_definition_makes_a_build_context(built, insta
     assert (context / "_build/dist" / built.name).is_file()
     containerfile = (context / "Containerfile").read_text()
     for line in (
+        f'ARG EE_BASE_IMAGE="{image.image_name("trixie", image.EE_BASE)}"',
+        'ARG PYCMD="/usr/bin/python3"',
+        f'ARG PKGMGR="{image.EE_APT}"',
         'ARG ANSIBLE_INSTALL_REFS="ansible-core>=2.19,<2.20 ansible-runner>=2.4"',
         "COPY _build/dist/ /dist/",
-        "ENV PIP_FIND_LINKS=/dist",
     ):
         assert line in containerfile
+    assert "pip_install" not in containerfile
+    # PyPI's unrelated "kiln": the builder and final stages install Kiln's wheel by path
+    # before ansible-builder's pip installs of the collection's requirements.
+    wheel = "RUN $PYCMD -m pip install --no-cache-dir --no-deps /dist/kiln-*.whl"
+    stages = containerfile.split("\nFROM ")
+    for stage, step in (
+        ("builder", "RUN /output/scripts/assemble"),
+        ("final", "RUN /output/scripts/install-from-bindep"),
+    ):
+        [text] = [s for s in stages if s.startswith(f"base AS {stage}")]
+        assert text.index(wheel) < text.index(step)
     introspect = context / "_build/scripts/introspect.py"
     found = subprocess.run(
         [

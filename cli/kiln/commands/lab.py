@@ -137,10 +137,16 @@ def doctor() -> None:
     "--distro", default="trixie", show_default=True, type=click.Choice(["trixie", "bookworm"])
 )
 @click.option("--rebuild", is_flag=True, help="Build even if the cached image is current.")
-def image(distro: str, rebuild: bool) -> None:
+@click.option(
+    "--ee-base",
+    is_flag=True,
+    help="The execution environment's base image instead (docs/ansible.md).",
+)
+def image(distro: str, rebuild: bool, ee_base: bool) -> None:
     """Build (or reuse) the cached node image; Molecule scenarios use it too."""
     from kiln.lab import doctor as checks
-    from kiln.lab import image as node_image
+    from kiln.lab import image as images
 
     checks.require()
-    click.echo(node_image.ensure_image(distro, _log, rebuild=rebuild))
+    recipe = images.EE_BASE if ee_base else images.NODE
+    click.echo(images.ensure_image(distro, _log, rebuild=rebuild, recipe=recipe))

@@ -1,6 +1,8 @@
-"""The lab's node image: Debian with systemd and sshd, built once with debootstrap.
+"""Debian images built once with debootstrap: the lab's node image (systemd and sshd)
+and the base of Kiln's execution environment (python3, pip and an SSH client, for
+ansible-builder: docs/ansible.md).
 
-The image carries a label with the hash of its recipe; it is rebuilt only when the
+Each image carries a label with the hash of its recipe; it is rebuilt only when the
 recipe (this file's settings for the distro) changes.
 """
 
@@ -11,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kiln.errors import ExitCode, InputError, KilnError
@@ -22,7 +25,7 @@ DEFAULT_DISTRO = "trixie"
 PACKAGES = ["python3", "systemd", "systemd-sysv", "dbus", "iproute2", "sudo", "openssh-server"]
 # Units that cannot work in a container and would leave systemd "degraded".
 MASKED_UNITS = ["systemd-modules-load.service", "getty@tty1.service", "console-getty.service"]
-RECIPE_VERSION = 3  # bump when the build steps below change
+RECIPE_VERSION = 3  # bump when the node image's build steps below change
 IMAGE_REPO = "localhost/kiln-node"
 RECIPE_LABEL = "io.kiln.recipe"
 
@@ -40,41 +43,57 @@ ExecStart=/usr/bin/ssh-keygen -A
 WantedBy=multi-user.target
 """
 
+# The execution environment's base: what ansible-builder's scripts run (bash, python3
+# with pip and venv, a package manager) and what Ansible needs on a control node (an
+# SSH client, CA certificates for pip).
+EE_PACKAGES = ["python3", "python3-pip", "python3-venv", "openssh-client", "ca-certificates"]
+EE_RECIPE_VERSION = 1  # bump when the EE base's build steps below change
+EE_IMAGE_REPO = "localhost/kiln-ee-base"
+# ansible-builder runs `$PKGMGR install -y PKG...` and `$PKGMGR clean all` (dnf's
+# words): on Debian, refresh the package lists first and drop them after.
+EE_APT = "/usr/local/bin/kiln-apt"
+_EE_APT_SCRIPT = """#!/bin/sh
+# ansible-builder's package manager on Debian (options.package_manager_path).
+set -e
+export DEBIAN_FRONTEND=noninteractive
+case "$1" in
+  install) shift; apt-get update -qq; exec apt-get install --no-install-recommends "$@" ;;
+  clean) apt-get clean; rm -rf /var/lib/apt/lists/* ;;
+  *) exec apt-get "$@" ;;
+esac
+"""
+# The build host's own certificate authorities (a site's TLS-inspecting proxy, a
+# private index): pip in the image trusts what the host trusts.
+HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
 
-def image_name(distro: str) -> str:
-    return f"{IMAGE_REPO}:{distro}"
+
+@dataclass(frozen=True)
+class Recipe:
+    """One debootstrap image: its name, packages, how its tree is finished and the
+    podman import changes (CMD, ENV) it starts with."""
+
+    repo: str
+    what: str
+    packages: list[str]
+    configure: Callable[[Path, str], None]
+    changes: list[str]
+    # Everything else the image is made from: a change here rebuilds it.
+    fingerprint: Callable[[], dict] = field(default=dict)
 
 
-def recipe_hash(distro: str) -> str:
-    recipe = json.dumps(
-        {
-            "v": RECIPE_VERSION,
-            "distro": distro,
-            "packages": PACKAGES,
-            "masked": MASKED_UNITS,
-            "keygen": _KEYGEN_UNIT,
-        },
-        sort_keys=True,
+def _finish_apt(root: Path, distro: str) -> None:
+    # debootstrap pointed apt at the build host's cache; images get the real archive
+    # (and nodes an apt proxy from the base role when the inventory sets one).
+    (root / "etc/apt/sources.list").write_text(
+        f"deb http://deb.debian.org/debian {distro} main\n"
+        f"deb http://deb.debian.org/debian {distro}-updates main\n"
+        f"deb http://deb.debian.org/debian-security {distro}-security main\n"
     )
-    return hashlib.sha256(recipe.encode()).hexdigest()[:16]
+    for cached in (root / "var/cache/apt/archives").glob("*.deb"):
+        cached.unlink()
 
 
-def is_current(distro: str) -> bool:
-    info = inspect("image", image_name(distro))
-    labels = ((info or {}).get("Config") or {}).get("Labels") or {}
-    return labels.get(RECIPE_LABEL) == recipe_hash(distro)
-
-
-def mirror() -> str:
-    """Where debootstrap downloads from: $KILN_DEBIAN_MIRROR, else the local apt cache."""
-    if env := os.environ.get("KILN_DEBIAN_MIRROR"):
-        return env
-    if doctor.apt_cache_available():
-        return f"http://127.0.0.1:{doctor.APT_CACHE_PORT}/deb.debian.org/debian"
-    return "http://deb.debian.org/debian"
-
-
-def _configure_rootfs(root: Path, distro: str) -> None:
+def _configure_node(root: Path, distro: str) -> None:
     systemd = root / "etc/systemd/system"
     for unit in MASKED_UNITS:
         target = systemd / unit
@@ -87,35 +106,104 @@ def _configure_rootfs(root: Path, distro: str) -> None:
     (wants / "kiln-ssh-keygen.service").symlink_to("/etc/systemd/system/kiln-ssh-keygen.service")
     for key in (root / "etc/ssh").glob("ssh_host_*"):
         key.unlink()
-    # debootstrap pointed apt at the build host's cache; nodes get the real archive
-    # (and an apt proxy from the base role when the inventory sets one).
-    (root / "etc/apt/sources.list").write_text(
-        f"deb http://deb.debian.org/debian {distro} main\n"
-        f"deb http://deb.debian.org/debian {distro}-updates main\n"
-        f"deb http://deb.debian.org/debian-security {distro}-security main\n"
-    )
+    _finish_apt(root, distro)
     (root / "etc/machine-id").write_text("")
     (root / "etc/hostname").unlink(missing_ok=True)
     ssh_dir = root / "root/.ssh"
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
-    for cached in (root / "var/cache/apt/archives").glob("*.deb"):
-        cached.unlink()
 
 
-def ensure_image(distro: str, log: Callable[[str], None], rebuild: bool = False) -> str:
-    """Build the node image unless an image of the current recipe exists; return its name."""
+def _host_cas() -> list[Path]:
+    return sorted(HOST_CA_DIR.glob("*.crt")) if HOST_CA_DIR.is_dir() else []
+
+
+def _configure_ee_base(root: Path, distro: str) -> None:
+    _finish_apt(root, distro)
+    apt = root / EE_APT.lstrip("/")
+    apt.write_text(_EE_APT_SCRIPT)
+    apt.chmod(0o755)
+    if cas := _host_cas():
+        target = root / HOST_CA_DIR.relative_to("/")
+        target.mkdir(parents=True, exist_ok=True)
+        for ca in cas:
+            shutil.copyfile(ca, target / ca.name)
+        subprocess.run(
+            ["chroot", str(root), "update-ca-certificates"], capture_output=True, check=True
+        )
+    shutil.rmtree(root / "var/lib/apt/lists", ignore_errors=True)
+    (root / "var/lib/apt/lists/partial").mkdir(parents=True)
+
+
+NODE = Recipe(
+    repo=IMAGE_REPO,
+    what="node image",
+    packages=PACKAGES,
+    configure=_configure_node,
+    changes=['CMD=["/sbin/init"]'],
+    fingerprint=lambda: {
+        "v": RECIPE_VERSION,
+        "packages": PACKAGES,
+        "masked": MASKED_UNITS,
+        "keygen": _KEYGEN_UNIT,
+    },
+)
+
+EE_BASE = Recipe(
+    repo=EE_IMAGE_REPO,
+    what="execution environment base",
+    packages=EE_PACKAGES,
+    configure=_configure_ee_base,
+    # ansible-core wants a UTF-8 locale; C.UTF-8 is built into Debian's libc.
+    changes=['CMD=["/bin/bash"]', "ENV=LANG=C.UTF-8"],
+    fingerprint=lambda: {
+        "v": EE_RECIPE_VERSION,
+        "packages": EE_PACKAGES,
+        "apt": _EE_APT_SCRIPT,
+        "cas": [hashlib.sha256(ca.read_bytes()).hexdigest() for ca in _host_cas()],
+    },
+)
+
+
+def image_name(distro: str, recipe: Recipe = NODE) -> str:
+    return f"{recipe.repo}:{distro}"
+
+
+def recipe_hash(distro: str, recipe: Recipe = NODE) -> str:
+    made_of = json.dumps({"distro": distro, **recipe.fingerprint()}, sort_keys=True)
+    return hashlib.sha256(made_of.encode()).hexdigest()[:16]
+
+
+def is_current(distro: str, recipe: Recipe = NODE) -> bool:
+    info = inspect("image", image_name(distro, recipe))
+    labels = ((info or {}).get("Config") or {}).get("Labels") or {}
+    return labels.get(RECIPE_LABEL) == recipe_hash(distro, recipe)
+
+
+def mirror() -> str:
+    """Where debootstrap downloads from: $KILN_DEBIAN_MIRROR, else the local apt cache."""
+    if env := os.environ.get("KILN_DEBIAN_MIRROR"):
+        return env
+    if doctor.apt_cache_available():
+        return f"http://127.0.0.1:{doctor.APT_CACHE_PORT}/deb.debian.org/debian"
+    return "http://deb.debian.org/debian"
+
+
+def ensure_image(
+    distro: str, log: Callable[[str], None], rebuild: bool = False, recipe: Recipe = NODE
+) -> str:
+    """Build the recipe's image unless one of the current recipe exists; return its name."""
     if distro not in DISTROS:
         raise InputError(f"unknown distro {distro!r} (expected one of {', '.join(DISTROS)})")
-    name = image_name(distro)
-    if not rebuild and is_current(distro):
+    name = image_name(distro, recipe)
+    if not rebuild and is_current(distro, recipe):
         return name
-    log(f"building node image {name} with debootstrap (once; about a minute)")
+    log(f"building {recipe.what} {name} with debootstrap (once; about a minute)")
     with tempfile.TemporaryDirectory(prefix="kiln-rootfs-") as tmp:
         root = Path(tmp) / "root"
         cmd = [
             "debootstrap",
             "--variant=minbase",
-            f"--include={','.join(PACKAGES)}",
+            f"--include={','.join(recipe.packages)}",
             distro,
             str(root),
             mirror(),
@@ -127,17 +215,10 @@ def ensure_image(distro: str, log: Callable[[str], None], rebuild: bool = False)
             ]
             detail = lines[-1] if lines else f"rc={result.returncode}"
             raise KilnError(f"debootstrap {distro} failed: {detail}", ExitCode.FAILED)
-        _configure_rootfs(root, distro)
+        recipe.configure(root, distro)
         tarball = Path(tmp) / "rootfs.tar"
         subprocess.run(["tar", "-C", str(root), "-cf", str(tarball), "."], check=True)
         shutil.rmtree(root, ignore_errors=True)
-        podman(
-            "import",
-            "--change",
-            'CMD=["/sbin/init"]',
-            "--change",
-            f"LABEL={RECIPE_LABEL}={recipe_hash(distro)}",
-            str(tarball),
-            name,
-        )
+        changes = [*recipe.changes, f"LABEL={RECIPE_LABEL}={recipe_hash(distro, recipe)}"]
+        podman("import", *(arg for c in changes for arg in ("--change", c)), str(tarball), name)
     return name
