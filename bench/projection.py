@@ -2,7 +2,8 @@
 """How long one control machine takes to provision 1,000 and 10,000 nodes, projected
 from `bench/provision.py --sizes 8,16`'s figures (run by hand).
 
-    .venv/bin/python bench/projection.py BENCH.json [--cores 16,64] [--nodes 1000,10000]
+    .venv/bin/python bench/projection.py BENCH.json [--waves QUIET.json]
+                                         [--cores 16,64] [--nodes 1000,10000]
 
 The method (docs/performance.md, "One control machine, projected"):
 - The control machine's CPU seconds of a run, total and ansible-playbook's main process
@@ -14,7 +15,8 @@ The method (docs/performance.md, "One control machine, projected"):
   everywhere before the next (the linear strategy, Mitogen's included): every task
   takes ceil(nodes / forks) waves, each as long as the task on one node. Wave bound:
   ceil(nodes / forks) x the run's wall time on the smallest lab (an upper bound on one
-  node's time: the lab's nodes share two cores).
+  node's time: the lab's nodes share two cores), or on the lab of --waves (another
+  bench/provision.py output: a run on a machine doing nothing else).
 - The projection is the larger of the two bounds; forks = 4 x cores (a worker mostly
   waits on its node), at most 256 (each worker is a forked ansible-playbook of about
   60 MB).
@@ -79,6 +81,7 @@ def project(fitted: dict, wave_s: float, cores: int, nodes: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("figures", help="bench/provision.py's JSON output")
+    parser.add_argument("--waves", help="bench/provision.py output for the wave lengths")
     parser.add_argument("--cores", default="16,64")
     parser.add_argument("--nodes", default="1000,10000")
     options = parser.parse_args()
@@ -86,8 +89,11 @@ def main() -> None:
         figures = json.load(handle)
     if "controller_cpu_per_host" not in figures:
         sys.exit("no controller_cpu_per_host: run bench/provision.py --sizes 8,16")
-    smallest = figures["curve"][0]
-    waves = {"first": smallest["first_s"], "no-op": smallest["noop_s"]}
+    lab = figures
+    if options.waves:
+        with open(options.waves) as handle:
+            lab = json.load(handle)
+    waves = {"first": lab["first_provision_s"], "no-op": lab["reprovision_s"]}
     out: dict = {"fits": {}, "projection": {}}
     for kind, wave_s in waves.items():
         fitted = fits(figures, kind)
