@@ -1,18 +1,141 @@
-"""Metrics for node_exporter's textfile collector: each file written whole, then renamed
-into place, so the collector never reads half of one."""
+"""Metrics for node_exporter's textfile collector: every metric Kiln writes, in one
+catalogue (CATALOGUE), and the files, each written whole, then renamed into place, so
+the collector never reads half of one.
+
+The naming scheme (docs/monitoring.md): `kiln_<area>_<quantity>_<base unit>`, with
+Prometheus's base units (seconds, celsius, watts, hertz, bytes, bits per second) and
+`_total` on counters; a 0/1 gauge for a pass or a state; a gauge of 1 whose labels carry
+text (a state, a reason, a verdict). Every series of a node carries `node`, its Slurm
+(inventory) name: `instance` is only the exporter's address. The areas:
+
+- `kiln_health_*`: kiln-health, the passive check (each compute node), and the
+  scheduled active check (`kiln_health_active_*`, the first controller);
+- `kiln_gpu_*`, `kiln_ib_*`: kiln-metrics on each GPU node, from nvidia-smi, the
+  kernel's XID lines and the InfiniBand ports' sysfs counters;
+- `kiln_slurm_*`: kiln-metrics on the first controller, from scontrol and squeue;
+- `kiln_result_*`: the last `kiln validate` and `kiln burn-in` (label `campaign`),
+  written on the first controller when the run acts in Slurm.
+
+Dashboards and alert rules (kiln.monitoring) name metrics only from here and from
+node_exporter and Prometheus themselves: a unit test fails on any other name.
+"""
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    help: str
+    labels: tuple[str, ...]
+    file: str  # the textfile it is written to, under the collector's directory
+    type: str = "gauge"  # or "counter" (names ending in _total)
+
+    def gauge(self) -> "Gauge":
+        return Gauge(self.name, self.help, type=self.type, labels=self.labels)
+
+
+def _m(name: str, help: str, labels: str, file: str) -> Metric:
+    return Metric(
+        name, help, tuple(labels.split()), file, "counter" if name.endswith("_total") else "gauge"
+    )
+
+
+HEALTH = "kiln_health.prom"
+HEALTH_ACTIVE = "kiln_health_active.prom"
+GPU = "kiln_gpu.prom"
+IB = "kiln_ib.prom"
+SLURM = "kiln_slurm.prom"
+RESULTS = "kiln_result_{campaign}.prom"  # one file per campaign: validate, burn_in
+
+# fmt: off
+CATALOGUE: dict[str, Metric] = {m.name: m for m in (
+    # kiln-health (Slurm's HealthCheckProgram), each compute node
+    _m("kiln_health_check", "1 when Kiln's node check passed (OK or WARN), 0 when it failed.",
+       "node check", HEALTH),
+    _m("kiln_health_last_run_timestamp_seconds", "When Kiln's node check last ran.",
+       "node", HEALTH),
+    # kiln-health-active (its timer), the first controller
+    _m("kiln_health_active_check", "1 when the scheduled active check passed, 0 when not.",
+       "node check", HEALTH_ACTIVE),
+    _m("kiln_health_active_last_run_timestamp_seconds", "When the active check last ran.",
+       "", HEALTH_ACTIVE),
+    # kiln-metrics, each GPU node: nvidia-smi -q -x and the kernel's XID lines
+    _m("kiln_gpu_info", "1 for each GPU, its identity in labels.",
+       "node gpu uuid name bus_id driver", GPU),
+    _m("kiln_gpu_temperature_celsius", "GPU core temperature.", "node gpu", GPU),
+    _m("kiln_gpu_temperature_ceiling_celsius",
+       "The validation profile's GPU temperature ceiling for this node.", "node", GPU),
+    _m("kiln_gpu_power_watts", "GPU power draw.", "node gpu", GPU),
+    _m("kiln_gpu_power_limit_watts", "GPU enforced power limit.", "node gpu", GPU),
+    _m("kiln_gpu_sm_clock_hertz", "GPU SM clock.", "node gpu", GPU),
+    _m("kiln_gpu_memory_clock_hertz", "GPU memory clock.", "node gpu", GPU),
+    _m("kiln_gpu_utilization_ratio", "GPU busy share of the last sample period (0-1).",
+       "node gpu", GPU),
+    _m("kiln_gpu_memory_used_bytes", "GPU frame buffer memory in use.", "node gpu", GPU),
+    _m("kiln_gpu_ecc_uncorrected_errors", "Volatile uncorrectable ECC errors since the "
+       "driver loaded.", "node gpu", GPU),
+    _m("kiln_gpu_ecc_corrected_errors", "Volatile correctable ECC errors since the driver "
+       "loaded.", "node gpu", GPU),
+    _m("kiln_gpu_remapped_rows_pending", "1 when a row remap waits for a GPU reset.",
+       "node gpu", GPU),
+    _m("kiln_gpu_remap_failure", "1 when a row remap failed.", "node gpu", GPU),
+    _m("kiln_gpu_xid_errors_total", "XID lines in the kernel log since boot, by GPU and XID.",
+       "node gpu xid", GPU),
+    # kiln-metrics, each node with InfiniBand ports: /sys/class/infiniband
+    _m("kiln_ib_port_active", "1 when the port's state is ACTIVE.", "node device port", IB),
+    _m("kiln_ib_port_rate_bits_per_second", "The port's link rate.", "node device port", IB),
+    _m("kiln_ib_port_expected_rate_bits_per_second",
+       "The rate the health settings expect of the port (health_ib_ports).",
+       "node device port", IB),
+    _m("kiln_ib_port_link_downed_total", "Times the port's link went down.",
+       "node device port", IB),
+    _m("kiln_ib_port_link_error_recovery_total", "The port's link error recoveries.",
+       "node device port", IB),
+    _m("kiln_ib_port_symbol_errors_total", "The port's symbol errors.",
+       "node device port", IB),
+    # kiln-metrics --slurm, the first controller
+    _m("kiln_slurm_node_state", "1 for each node, its Slurm state in `state`.",
+       "node state", SLURM),
+    _m("kiln_slurm_node_drain_info", "1 for each node a Kiln program drained, with its "
+       "reason and the program (`by`).", "node by reason", SLURM),
+    _m("kiln_slurm_jobs", "Jobs in Slurm's queue, by state.", "state", SLURM),
+    # the last kiln validate / burn-in, the first controller
+    _m("kiln_result_verdict", "1 for each node of the campaign's last run, its verdict in "
+       "`verdict`.", "campaign node verdict", RESULTS),
+    _m("kiln_result_last_run_timestamp_seconds", "When the campaign's last run finished.",
+       "campaign", RESULTS),
+    _m("kiln_result_busbw_bytes_per_second", "NCCL bus bandwidth at the large-message "
+       "plateau, last run.", "campaign node test", RESULTS),
+    _m("kiln_result_flops_per_second", "GPU matmul rate, last run.", "campaign node test",
+       RESULTS),
+    _m("kiln_result_storage_bytes_per_second", "Storage throughput (fio), last run.",
+       "campaign node test", RESULTS),
+)}
+# fmt: on
+
+
 @dataclass
 class Gauge:
+    """One metric's samples (a counter too: `type`). Made from CATALOGUE's entry
+    (`CATALOGUE[name].gauge()`), which fixes its labels."""
+
     name: str
     help: str
     samples: list[tuple[dict[str, str], int | float]] = field(default_factory=list)
+    type: str = "gauge"
+    labels: tuple[str, ...] | None = None  # None: any
 
     def add(self, value: int | float, **labels: str) -> None:
+        if self.labels is not None and tuple(labels) != self.labels:
+            raise ValueError(f"{self.name} takes labels {self.labels}, not {tuple(labels)}")
         self.samples.append((labels, value))
+
+
+def gauge(name: str) -> Gauge:
+    """An empty Gauge for CATALOGUE's metric `name`."""
+    return CATALOGUE[name].gauge()
 
 
 def _label(value: str) -> str:
@@ -27,7 +150,7 @@ def text(gauges: list[Gauge]) -> str:
     """The exposition format: HELP, TYPE, then one line per sample."""
     lines = []
     for gauge in gauges:
-        lines += [f"# HELP {gauge.name} {gauge.help}", f"# TYPE {gauge.name} gauge"]
+        lines += [f"# HELP {gauge.name} {gauge.help}", f"# TYPE {gauge.name} {gauge.type}"]
         for labels, value in gauge.samples:
             pairs = ",".join(f'{k}="{_label(str(v))}"' for k, v in labels.items())
             lines.append(f"{gauge.name}{{{pairs}}}" if pairs else gauge.name)
