@@ -15,6 +15,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# promtool, Prometheus's checker of rules and metrics files, for the monitoring tests:
+# Debian 13 packages it alone; Debian 12 only inside `prometheus`, whose daemon this
+# host does not need, so the one binary is taken out of that package.
+if ! command -v promtool >/dev/null; then
+  echo "setup-host: installing promtool"
+  if apt-cache show promtool >/dev/null 2>&1; then
+    apt-get install -y -qq --no-install-recommends promtool >/dev/null
+  else
+    unpacked="$(mktemp -d)"
+    (cd "$unpacked" && apt-get download -qq -o APT::Sandbox::User=root prometheus)
+    dpkg-deb -x "$unpacked"/prometheus_*.deb "$unpacked/root"
+    install -m 0755 "$unpacked/root/usr/bin/promtool" /usr/local/bin/promtool
+    rm -rf "$unpacked"
+  fi
+fi
+
 # runc, not crun: crun refuses hybrid v1/v2 cgroups. Container ulimits must stay
 # under the host's hard limits or runc fails with "setrlimit RLIMIT_NOFILE".
 conf=/etc/containers/containers.conf

@@ -90,3 +90,15 @@ def run_kiln(*args: str, env: dict | None = None, timeout: float = 300, **kwargs
         check=False,
         **kwargs,
     )
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """Prometheus's checker of rules and metrics files (scripts/setup-host.sh installs
+    it): the monitoring tests check what Kiln writes with the real tool."""
+    import shutil
+
+    path = shutil.which("promtool")
+    if not path:
+        pytest.fail("promtool is not installed: run scripts/setup-host.sh")
+    return path

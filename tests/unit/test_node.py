@@ -596,3 +596,26 @@ def test_a_dry_run_writes_nothing_and_its_probes_read_a_temporary_copy(tmp_path)
         ]  # fmt: skip
     finally:
         shutil.rmtree(copy, ignore_errors=True)
+
+
+def test_every_textfile_kiln_writes_passes_promtool(tmp_path, promtool):
+    """One sample of every metric of the catalogue, file by file, as promtool reads it."""
+    by_file: dict[str, list[metrics.Gauge]] = {}
+    for metric in metrics.CATALOGUE.values():
+        gauge = metric.gauge()
+        gauge.add(1, **{label: "x" for label in metric.labels})
+        by_file.setdefault(metric.file, []).append(gauge)
+    for name, gauges in by_file.items():
+        checked = subprocess.run(
+            [promtool, "check", "metrics"],
+            input=metrics.text(gauges),
+            capture_output=True,
+            text=True,
+        )
+        assert (checked.returncode, checked.stdout + checked.stderr) == (0, ""), name
+
+
+def test_a_catalogued_metric_refuses_labels_it_does_not_take():
+    gauge = metrics.gauge("kiln_health_check")
+    with pytest.raises(ValueError, match=r"kiln_health_check takes labels \('node', 'check'\)"):
+        gauge.add(1, node="gpu001")

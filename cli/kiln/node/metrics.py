@@ -3,7 +3,7 @@ catalogue (CATALOGUE), and the files, each written whole, then renamed into plac
 the collector never reads half of one.
 
 The naming scheme (docs/monitoring.md): `kiln_<area>_<quantity>_<base unit>`, with
-Prometheus's base units (seconds, celsius, watts, hertz, bytes, bits per second) and
+Prometheus's base units (seconds, celsius, watts, hertz, bytes; rates in bytes per second, as promtool asks) and
 `_total` on counters; a 0/1 gauge for a pass or a state; a gauge of 1 whose labels carry
 text (a state, a reason, a verdict). Every series of a node carries `node`, its Slurm
 (inventory) name: `instance` is only the exporter's address. The areas:
@@ -85,8 +85,8 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in (
        "node gpu xid", GPU),
     # kiln-metrics, each node with InfiniBand ports: /sys/class/infiniband
     _m("kiln_ib_port_active", "1 when the port's state is ACTIVE.", "node device port", IB),
-    _m("kiln_ib_port_rate_bits_per_second", "The port's link rate.", "node device port", IB),
-    _m("kiln_ib_port_expected_rate_bits_per_second",
+    _m("kiln_ib_port_rate_bytes_per_second", "The port's link rate.", "node device port", IB),
+    _m("kiln_ib_port_expected_rate_bytes_per_second",
        "The rate the health settings expect of the port (health_ib_ports).",
        "node device port", IB),
     _m("kiln_ib_port_link_downed_total", "Times the port's link went down.",
