@@ -64,6 +64,7 @@ molecule: prereqs venv
 	scripts/molecule.sh --ci
 
 e2e: prereqs venv
+	scripts/setup-host.sh chromium
 	pytest tests/e2e -m "not migration" --durations=0
 
 ## The region migration between two labs (about 15 minutes): not in `make test`.

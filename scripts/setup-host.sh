@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install what Kiln's lab and tests need on a Debian/Ubuntu host, and configure podman
 # the way this kind of host needs it (`kiln lab doctor` checks the same things).
-# Idempotent; run as root (or it re-runs itself with sudo).
+# Idempotent; run as root (or it re-runs itself with sudo). Packages named as arguments
+# are installed too (`make e2e` adds chromium, for the screenshot of Prometheus's page).
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then exec sudo -E "$0" "$@"; fi
 
-packages=(podman runc debootstrap apt-cacher-ng openssh-client make python3-venv tar)
+packages=(podman runc debootstrap apt-cacher-ng openssh-client make python3-venv tar "$@")
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
