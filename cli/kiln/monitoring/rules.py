@@ -1,0 +1,120 @@
+"""Prometheus's alert rules for Kiln (the monitoring role writes them to its rules file,
+through the filter kiln_monitoring_rules): each alert is a named query of the library
+(kiln.monitoring.queries), a severity, a summary and a runbook line naming the `kiln`
+command to run next. docs/monitoring.md ("Alerts and what to do") explains each."""
+
+import re
+from dataclasses import dataclass
+
+import yaml
+
+from kiln.monitoring.queries import for_nodes, query
+
+GROUP = "kiln"
+NODE = "{{ $labels.node }}"
+_GPU = "{{ $labels.node }} GPU {{ $labels.gpu }}"
+_PORT = "{{ $labels.node }} {{ $labels.device }} port {{ $labels.port }}"
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    query: str  # a name in kiln.monitoring.queries.QUERIES
+    severity: str  # critical: a node or GPU cannot be trusted with jobs; warning: look soon
+    summary: str
+    runbook: str
+    hold: str = ""  # Prometheus's `for:`; "" fires at the first evaluation that matches
+
+
+# fmt: off
+ALERTS: tuple[Alert, ...] = (
+    Alert("KilnNodeDrained", "drained_by_kiln", "warning",
+          f"{NODE} drained by {{{{ $labels.by }}}}: {{{{ $labels.reason }}}}",
+          f"kiln health --nodes {NODE} (a kiln-health: drain is resumed once it passes);"
+          f" a kiln: drain: kiln validate --nodes {NODE}; a kiln-active: drain:"
+          " kiln health --schedule"),
+    Alert("KilnGpuNewXid", "gpu_xid_new", "warning",
+          f"{_GPU}: new XID {{{{ $labels.xid }}}} in the kernel log",
+          f"kiln health --nodes {NODE} (drains on a critical XID);"
+          f" then kiln validate --nodes {NODE}"),
+    Alert("KilnGpuUncorrectableEcc", "gpu_ecc_uncorrected_any", "critical",
+          f"{_GPU}: {{{{ $value }}}} uncorrectable ECC errors since the driver loaded",
+          f"kiln health --nodes {NODE}; after a GPU reset: kiln validate --nodes {NODE}"),
+    Alert("KilnIbPortBelowRate", "ib_below_rate", "warning",
+          f"{_PORT} runs at {{{{ $value | humanize }}}}B/s, below its expected rate",
+          f"kiln health --nodes {NODE}; after reseating the cable:"
+          f" kiln validate --nodes {NODE} --suite collectives"),
+    Alert("KilnIbPortDown", "ib_down", "critical",
+          f"{_PORT} is not active",
+          f"kiln health --nodes {NODE}; after fixing the link:"
+          f" kiln validate --nodes {NODE} --suite collectives"),
+    Alert("KilnIbPortFlapping", "ib_flapping", "warning",
+          f"{_PORT}: the link went down {{{{ $value | printf \"%.0f\" }}}} times in the last"
+          " hour",
+          f"kiln validate --nodes {NODE} --suite collectives (the port's cable or"
+          " transceiver if it repeats)"),
+    Alert("KilnGpuOverTemperature", "gpu_over_ceiling", "critical",
+          f"{_GPU} at {{{{ $value }}}} C, over the profile's ceiling",
+          f"kiln health --nodes {NODE}; after fixing the cooling:"
+          f" kiln burn-in --nodes {NODE} --duration 1h", hold="2m"),
+    Alert("KilnActiveCheckStale", "active_check_stale", "warning",
+          "No active health check ran in the last 8 days",
+          "kiln health --schedule (the controller's kiln-health-active.timer)",
+          hold="15m"),
+    Alert("KilnTargetDown", "targets_down", "critical",
+          "{{ $labels.job }} on "
+          "{{ with $labels.node }}{{ . }}{{ else }}{{ $labels.instance }}{{ end }}"
+          " cannot be scraped",
+          "kiln health --nodes {{ $labels.node }} (exit 4: the node is unreachable);"
+          " kiln provision --limit {{ $labels.node }} --tags monitoring"),
+)
+# fmt: on
+
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def seconds(interval: int | str) -> float:
+    """A scrape interval: seconds, or a Prometheus duration ("15s", "1m30s")."""
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > 0:
+        return interval
+    text = str(interval).strip()
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a duration: {interval!r} (seconds, or e.g. 15s, 1m)")
+    total = sum(int(n) * _SECONDS[u] for n, u in parts)
+    if total <= 0:
+        raise ValueError(f"not a duration: {interval!r} (more than 0 s)")
+    return total
+
+
+def _duration(value: float) -> str:
+    value = int(value)
+    return f"{value // 60}m" if value % 60 == 0 else f"{value}s"
+
+
+def rules(scrape_interval: int | str = 15) -> dict:
+    """The rules file as data. A target is down once three scrapes in a row failed (at
+    least a minute), so one lost scrape does not page anyone."""
+    target_down = _duration(max(60, 3 * seconds(scrape_interval)))
+    entries = []
+    for alert in ALERTS:
+        hold = target_down if alert.name == "KilnTargetDown" else alert.hold
+        entries.append(
+            {
+                "alert": alert.name,
+                "expr": for_nodes(query(alert.query).expr),
+                **({"for": hold} if hold else {}),
+                "labels": {"severity": alert.severity},
+                "annotations": {"summary": alert.summary, "runbook": alert.runbook},
+            }
+        )
+    return {"groups": [{"name": GROUP, "rules": entries}]}
+
+
+def rules_text(scrape_interval: int | str = 15) -> str:
+    """The rules file as Prometheus reads it (`promtool check rules` passes)."""
+    header = "# Kiln's alert rules, generated by kiln.monitoring.rules: do not edit.\n"
+    return header + yaml.safe_dump(rules(scrape_interval), sort_keys=False, width=1000)

@@ -1,0 +1,52 @@
+"""Filters that give the monitoring role what kiln.monitoring builds from its one query
+library: Prometheus's alert rules, Grafana's dashboards and provisioning files, and
+Prometheus's console pages."""
+
+import sys
+from pathlib import Path
+
+try:
+    import kiln  # noqa: F401
+except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+
+from ansible.errors import AnsibleFilterError
+
+from kiln.monitoring import consoles, dashboards, rules
+
+
+def kiln_monitoring_rules(scrape_interval):
+    """The rules file's text; SCRAPE_INTERVAL: seconds or a duration ("15s")."""
+    try:
+        return rules.rules_text(scrape_interval)
+    except ValueError as error:
+        raise AnsibleFilterError(f"kiln_monitoring_rules: {error}") from None
+
+
+def kiln_monitoring_dashboards(datasource_uid=None):
+    """{file name: dashboard JSON text}; DATASOURCE_UID: the Prometheus datasource they
+    open on (none: the one kiln_monitoring_grafana_provisioning defines)."""
+    return dashboards.dashboard_files(datasource_uid or None)
+
+
+def kiln_monitoring_grafana_provisioning(prometheus_url, dashboards_dir, scrape_interval=15):
+    """{path under Grafana's provisioning directory: YAML text}."""
+    try:
+        return dashboards.provisioning_files(prometheus_url, dashboards_dir, scrape_interval)
+    except ValueError as error:
+        raise AnsibleFilterError(f"kiln_monitoring_grafana_provisioning: {error}") from None
+
+
+def kiln_monitoring_consoles(_=None):
+    """{file name: console page}, for Prometheus's consoles directory."""
+    return consoles.console_pages()
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "kiln_monitoring_rules": kiln_monitoring_rules,
+            "kiln_monitoring_dashboards": kiln_monitoring_dashboards,
+            "kiln_monitoring_grafana_provisioning": kiln_monitoring_grafana_provisioning,
+            "kiln_monitoring_consoles": kiln_monitoring_consoles,
+        }
