@@ -44,6 +44,14 @@ def test_smi_xml():
                 fabric_status="N/A",
                 clique_id="N/A",
                 cluster_uuid="N/A",
+                temperature_c=40.0,
+                power_w=129.04,
+                power_limit_w=700.0,
+                sm_clock_mhz=1980.0,
+                memory_clock_mhz=2619.0,
+                utilization_pct=0.0,
+                memory_used_mib=0.0,
+                correctable_volatile=0,
             )
         ],
     )

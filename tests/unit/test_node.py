@@ -28,6 +28,7 @@ IMPORTERS = {
     "autofs": ["kiln-mount-check"],
     "base": ["kiln-fingerprint"],
     "health": ["kiln-health", "kiln-health-active"],
+    "monitoring": ["kiln-metrics"],
     "nccl_env": ["kiln-nccl-probe"],
     "nvidia_driver": ["kiln-gpu-detect"],
     "validate": ["node_probe.py", "probe_launcher.py", "torch_bench.py", "burn_stress.py"],
@@ -371,6 +372,14 @@ def test_nvidia_smi_xml_read_whole():
                 fabric_status="N/A",
                 clique_id="N/A",
                 cluster_uuid="N/A",
+                temperature_c=36.0,
+                power_w=70.94,
+                power_limit_w=700.0,
+                sm_clock_mhz=345.0,
+                memory_clock_mhz=2619.0,
+                utilization_pct=0.0,
+                memory_used_mib=0.0,
+                correctable_volatile=0,
             )
         ],
     )

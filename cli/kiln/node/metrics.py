@@ -138,6 +138,12 @@ def gauge(name: str) -> Gauge:
     return CATALOGUE[name].gauge()
 
 
+def file_gauges(file: str) -> dict[str, Gauge]:
+    """An empty Gauge for each metric of textfile `file` (GPU, IB...), by name, in the
+    catalogue's order: the order the file lists them in."""
+    return {name: metric.gauge() for name, metric in CATALOGUE.items() if metric.file == file}
+
+
 def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 

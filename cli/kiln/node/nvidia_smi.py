@@ -33,6 +33,15 @@ class SmiGpu:
     fabric_status: str
     clique_id: str
     cluster_uuid: str
+    # What kiln-metrics reports; None where nvidia-smi says N/A.
+    temperature_c: float | None = None
+    power_w: float | None = None  # instantaneous draw (older drivers: power_draw)
+    power_limit_w: float | None = None  # the enforced limit
+    sm_clock_mhz: float | None = None
+    memory_clock_mhz: float | None = None
+    utilization_pct: float | None = None
+    memory_used_mib: float | None = None  # frame buffer
+    correctable_volatile: int = 0  # volatile correctable ECC errors
 
 
 @dataclass(frozen=True)
@@ -51,16 +60,31 @@ def _number(text: str) -> int | None:
     return int(match.group()) if match else None
 
 
-def _uncorrectable(gpu: ET.Element) -> int:
-    """Volatile uncorrectable ECC errors. Recent drivers split them by SRAM/DRAM
-    (`*_uncorrectable*`); older ones give `double_bit/total`."""
+def _measure(gpu: ET.Element, *paths: str) -> float | None:
+    """The first of `paths` with a number (`71.39 W`, `345 MHz`, `36 C`); None when
+    each is missing or N/A."""
+    for path in paths:
+        match = re.match(r"-?\d+(\.\d+)?", _text(gpu, path))
+        if match:
+            return float(match.group())
+    return None
+
+
+def _ecc_volatile(gpu: ET.Element, kind: str) -> int:
+    """Volatile ECC errors of `kind` (uncorrectable, correctable). Recent drivers split
+    them by SRAM/DRAM (`sram_uncorrectable_parity`, `dram_correctable`...); older ones
+    give `double_bit/total` and `single_bit/total`."""
     volatile = gpu.find("ecc_errors/volatile")
     if volatile is None:
         return 0
-    total = volatile.find("double_bit/total")
+    total = volatile.find("double_bit/total" if kind == "uncorrectable" else "single_bit/total")
     if total is not None:
         return _number(total.text or "") or 0
-    return sum(_number(c.text or "") or 0 for c in volatile if "uncorrectable" in c.tag)
+    return sum(
+        _number(c.text or "") or 0
+        for c in volatile
+        if c.tag.split("_")[1:2] == [kind]  # sram_correctable, not sram_uncorrectable
+    )
 
 
 def parse_xml(text: str) -> SmiLog:
@@ -82,7 +106,7 @@ def parse_xml(text: str) -> SmiLog:
             vbios=_text(gpu, "vbios_version"),
             driver=driver,
             persistence=_text(gpu, "persistence_mode"),
-            uncorrectable_volatile=_uncorrectable(gpu),
+            uncorrectable_volatile=_ecc_volatile(gpu, "uncorrectable"),
             remap_pending=_text(gpu, "remapped_rows/remapped_row_pending") == "Yes",
             remap_failure=_text(gpu, "remapped_rows/remapped_row_failure") == "Yes",
             unrepairable_memory=_text(gpu, "ecc_errors/unrepairable_memory") == "Yes",
@@ -97,6 +121,21 @@ def parse_xml(text: str) -> SmiLog:
             fabric_status=_text(gpu, "fabric/status"),
             clique_id=_text(gpu, "fabric/cliqueId"),
             cluster_uuid=_text(gpu, "fabric/clusterUuid"),
+            temperature_c=_measure(gpu, "temperature/gpu_temp"),
+            power_w=_measure(
+                gpu,
+                "gpu_power_readings/instant_power_draw",
+                "gpu_power_readings/power_draw",
+                "power_readings/power_draw",
+            ),
+            power_limit_w=_measure(
+                gpu, "gpu_power_readings/current_power_limit", "power_readings/enforced_power_limit"
+            ),
+            sm_clock_mhz=_measure(gpu, "clocks/sm_clock"),
+            memory_clock_mhz=_measure(gpu, "clocks/mem_clock"),
+            utilization_pct=_measure(gpu, "utilization/gpu_util"),
+            memory_used_mib=_measure(gpu, "fb_memory_usage/used"),
+            correctable_volatile=_ecc_volatile(gpu, "correctable"),
         )
         for gpu in root.findall("gpu")
     ]
