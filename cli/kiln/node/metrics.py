@@ -3,10 +3,11 @@ catalogue (CATALOGUE), and the files, each written whole, then renamed into plac
 the collector never reads half of one.
 
 The naming scheme (docs/monitoring.md): `kiln_<area>_<quantity>_<base unit>`, with
-Prometheus's base units (seconds, celsius, watts, hertz, bytes; rates in bytes per second, as promtool asks) and
-`_total` on counters; a 0/1 gauge for a pass or a state; a gauge of 1 whose labels carry
-text (a state, a reason, a verdict). Every series of a node carries `node`, its Slurm
-(inventory) name: `instance` is only the exporter's address. The areas:
+Prometheus's base units (seconds, celsius, watts, hertz, bytes; rates in bytes per
+second, as promtool asks) and `_total` on counters; a 0/1 gauge for a pass or a state; a
+gauge of 1 whose labels carry text (a state, a reason, a verdict). Every series of a
+node carries `node`, its Slurm (inventory) name: `instance` is only the exporter's
+address. The areas:
 
 - `kiln_health_*`: kiln-health, the passive check (each compute node), and the
   scheduled active check (`kiln_health_active_*`, the first controller);
