@@ -107,9 +107,6 @@ def test_the_written_file_passes_promtool(tmp_path, promtool):
 def test_a_run_of_no_node_still_says_when_it_ran():
     report = Report(id="x", started="", inventory="", profile=None, suites=[], nodes=[])
     assert results.for_controller(report, "burn_in", WHEN)["text"] == (
-        "# HELP kiln_result_verdict 1 for each node of the campaign's last run, its verdict "
-        "in `verdict`.\n"
-        "# TYPE kiln_result_verdict gauge\n"
         "# HELP kiln_result_last_run_timestamp_seconds When the campaign's last run finished.\n"
         "# TYPE kiln_result_last_run_timestamp_seconds gauge\n"
         'kiln_result_last_run_timestamp_seconds{campaign="burn_in"} 1795779225\n'

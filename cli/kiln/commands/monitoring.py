@@ -31,7 +31,7 @@ def show(inventory_path: Path | None, url: str | None, json_mode: bool) -> None:
     from kiln.monitoring import show as shown_now
 
     if url is not None:
-        base = shown_now.check_url(url)
+        base = shown_now.check_url(url, "--url")
     else:
         base = shown_now.url_from_inventory(inventory.load(inventory_path))
     found = shown_now.show(base)

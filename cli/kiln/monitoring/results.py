@@ -35,7 +35,8 @@ def file_name(campaign: str) -> str:
 
 
 def gauges(report: Report, campaign: str, finished: float) -> list[metrics.Gauge]:
-    """The run's metrics: verdicts, when it finished, then each kind of figure."""
+    """The run's metrics: verdicts, when it finished, then each kind of figure (a
+    metric with no sample is left out)."""
     verdict = metrics.gauge("kiln_result_verdict")
     for node in report.nodes:
         shown = Verdict(report.node_verdict(node)["verdict"]).value
@@ -56,7 +57,7 @@ def gauges(report: Report, campaign: str, finished: float) -> list[metrics.Gauge
         figures[figure.metric].add(
             round(value * figure.scale), campaign=campaign, node=node, test=test
         )
-    return [verdict, last, *(g for g in figures.values() if g.samples)]
+    return [g for g in (verdict, last, *figures.values()) if g.samples]
 
 
 def _figure(test: str, unit: str) -> Figure | None:

@@ -20,6 +20,7 @@ import pydantic
 from kiln import hostlist
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.inventory import ClusterSpec
+from kiln.validation.verdicts import Verdict, exit_code
 
 DEFAULT_PORT = 9090
 CLUSTER = "(cluster)"  # the line of alerts that name no node
@@ -65,8 +66,8 @@ class Shown:
 
     @property
     def exit_code(self) -> ExitCode:
-        """5 while an alert fires (something on a node needs a look), else 0."""
-        return ExitCode.VALIDATION_FAILED if self.firing else ExitCode.OK
+        """As a failed node's (5) while an alert fires: something needs a look; else 0."""
+        return exit_code(Verdict.FAIL if self.firing else Verdict.PASS)
 
     def rows(self) -> list[tuple[str, str]]:
         """(node, its firing alerts' names or "ok"), a row each."""
@@ -82,24 +83,20 @@ class Shown:
 def url_from_inventory(spec: ClusterSpec) -> str:
     """http://ADDRESS:PORT of the first `monitoring` host, else the first controller:
     its ansible_host and monitoring_prometheus_port (default 9090)."""
-    hosts = spec.group("monitoring") or spec.group("slurm_controller")
-    if not hosts:
-        raise InputError(
-            f"{spec.path}: no host in monitoring or slurm_controller to ask; "
-            "name Prometheus with --url"
-        )
-    host = spec.hosts[hosts[0]]
+    # The inventory's reader refuses one without a controller.
+    host = spec.hosts[(spec.group("monitoring") or spec.group("slurm_controller"))[0]]
     port = host.vars.get("monitoring_prometheus_port", DEFAULT_PORT)
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise InputError(f"{host.name}: monitoring_prometheus_port {port!r}: not a port (1-65535)")
     address = host.address
     if ":" in address:  # an IPv6 address
         address = f"[{address}]"
-    return check_url(f"http://{address}:{port}")
+    return check_url(f"http://{address}:{port}", f"{host.name}'s address")
 
 
-def check_url(url: str) -> str:
-    """--url as given, without a trailing slash: http(s), a host, no query."""
+def check_url(url: str, what: str) -> str:
+    """URL as given, without a trailing slash: http(s), a host, no query; WHAT names
+    where it came from in the error."""
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port  # ValueError: not a number, or past 65535
@@ -115,7 +112,7 @@ def check_url(url: str) -> str:
         or any(c.isspace() or not c.isprintable() for c in url)
     ):
         raise InputError(
-            f"--url {url!r}: expected Prometheus's address, e.g. http://ctl1:9090 "
+            f"{what} {url!r}: expected Prometheus's address, e.g. http://ctl1:9090 "
             "(http or https, a host, an optional port and path)"
         )
     return url.rstrip("/")
