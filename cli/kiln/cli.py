@@ -25,6 +25,11 @@ COMMANDS = {
     "judge": ("kiln.commands.judge", "judge", "Judge benchmark output Kiln did not run."),
     "lab": ("kiln.commands.lab", "lab", "The local podman lab cluster."),
     "nccl": ("kiln.commands.nccl", "nccl", "Show the NCCL settings in effect on each node."),
+    "monitoring": (
+        "kiln.commands.monitoring",
+        "monitoring",
+        "Show the alerts firing now, node by node.",
+    ),
     "report": ("kiln.commands.report", "report", "Show and compare validation reports."),
     "rollout": ("kiln.commands.rollout", "rollout", "Apply a change to a live cluster in batches."),
     "runs": ("kiln.commands.runs", "runs", "List and show past runs."),

@@ -132,6 +132,12 @@ def finished_rollout(tmp: Path) -> str:
     return done.id
 
 
+PROMETHEUS_URL = (
+    "expected Prometheus's address, e.g. http://ctl1:9090 (http or https, a host, an "
+    "optional port and path)"
+)
+
+
 def validate(*options: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["validate", "-i", str(inventory(tmp)), *options]
 
@@ -1661,6 +1667,45 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "kiln: error: -o {tmp}/none/a.json: no directory {tmp}/none",
     ),
+    # kiln monitoring show: Prometheus's address, from --url or the inventory
+    *(
+        (
+            f"monitoring-url-{case}",
+            lambda t, url=url: ["monitoring", "show", "--url", url],
+            BAD,
+            f"kiln: error: --url {url!r}: {PROMETHEUS_URL}",
+        )
+        for case, url in (
+            ("not-http", "ftp://ctl1"),
+            ("port-past-65535", "http://ctl1:99999"),
+            ("newline", "http://ctl1\n"),
+            ("query", "http://ctl1:9090/?query=up"),
+        )
+    ),
+    (
+        "monitoring-port-not-a-number",
+        lambda t: [
+            "monitoring",
+            "show",
+            "-i",
+            str(inventory(t, files={"group_vars/all.yml": {"monitoring_prometheus_port": "x"}})),
+        ],
+        BAD,
+        "kiln: error: ctl1: monitoring_prometheus_port 'x': not a port (1-65535)",
+    ),
+    (
+        "monitoring-no-controller",
+        lambda t: ["monitoring", "show", "-i", str(inventory(t, cluster_inventory(())))],
+        BAD,
+        "kiln: error: inventory: slurm_controller has 0 hosts (); expected 1, or 2 for a "
+        "backup controller",
+    ),
+    (
+        "monitoring-no-inventory",
+        lambda t: ["monitoring", "show", "-i", str(t / "none")],
+        BAD,
+        "kiln: error: inventory not found: {tmp}/none",
+    ),
     # lab
     ("lab-bad-name", lambda t: ["lab", "status", "--name", "a;b"], BAD, "a;b"),
     (
@@ -1742,6 +1787,7 @@ def test_the_table_covers_every_command():
         "runs",
         "lab",
         "rollout",
+        "monitoring",
     }
     assert len(CASES) >= 80
 

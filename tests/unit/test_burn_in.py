@@ -9,10 +9,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from kiln.campaigns import burn_in
+from kiln.campaigns import burn_in, campaign
 from kiln.errors import InputError
 from kiln.report import html, model
 from kiln.validation import profiles
@@ -413,6 +414,33 @@ def test_the_html_report_plots_every_series_over_time():
     assert again.series == report.series
 
 
+BURN_IN_METRICS = """\
+# HELP kiln_result_verdict 1 for each node of the campaign's last run, its verdict in `verdict`.
+# TYPE kiln_result_verdict gauge
+kiln_result_verdict{campaign="burn_in",node="gpu001",verdict="pass"} 1
+kiln_result_verdict{campaign="burn_in",node="gpu002",verdict="fail"} 1
+# HELP kiln_result_last_run_timestamp_seconds When the campaign's last run finished.
+# TYPE kiln_result_last_run_timestamp_seconds gauge
+kiln_result_last_run_timestamp_seconds{campaign="burn_in"} 1795779225
+# HELP kiln_result_busbw_bytes_per_second NCCL bus bandwidth at the large-message plateau, last run.
+# TYPE kiln_result_busbw_bytes_per_second gauge
+kiln_result_busbw_bytes_per_second{campaign="burn_in",node="gpu001",test="collectives.all_gather.single_node"} 450000000000
+kiln_result_busbw_bytes_per_second{campaign="burn_in",node="gpu001",test="collectives.all_reduce.single_node"} 450000000000
+kiln_result_busbw_bytes_per_second{campaign="burn_in",node="gpu002",test="collectives.all_gather.single_node"} 450000000000
+kiln_result_busbw_bytes_per_second{campaign="burn_in",node="gpu002",test="collectives.all_reduce.single_node"} 450000000000
+# HELP kiln_result_flops_per_second GPU matmul rate, last run.
+# TYPE kiln_result_flops_per_second gauge
+kiln_result_flops_per_second{campaign="burn_in",node="gpu001",test="burn_in.tflops"} 695150000000000
+kiln_result_flops_per_second{campaign="burn_in",node="gpu002",test="burn_in.tflops"} 556120000000000
+# HELP kiln_result_storage_bytes_per_second Storage throughput (fio), last run.
+# TYPE kiln_result_storage_bytes_per_second gauge
+kiln_result_storage_bytes_per_second{campaign="burn_in",node="gpu001",test="storage.seq_read"} 1200000000
+kiln_result_storage_bytes_per_second{campaign="burn_in",node="gpu001",test="storage.seq_write"} 2000000000
+kiln_result_storage_bytes_per_second{campaign="burn_in",node="gpu002",test="storage.seq_read"} 1200000000
+kiln_result_storage_bytes_per_second{campaign="burn_in",node="gpu002",test="storage.seq_write"} 2000000000
+"""  # noqa: E501
+
+
 def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     tmp_path, monkeypatch, write_inventory
 ):
@@ -453,6 +481,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
         return RunSummary(run=f"r{index}", playbook=request.playbook, status="successful")
 
     monkeypatch.setattr(execute, "run_playbook", fake_run)
+    monkeypatch.setattr(campaign, "time", SimpleNamespace(time=lambda: 1795779225.4))
     spec = inventory.load(write_inventory())
     request = burn_in.Request(inventory=spec, duration_s=3600, profile="h100-sxm-8x-ib400")
     report, code = burn_in.burn_in(request)
@@ -488,11 +517,16 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
         "resume": ["gpu001"],
         "left": {},
     }
+    metrics = asked[-1][2].pop("validate_results")
     assert asked[-1][2] == {
         "validate_drain": report.actions["drain"],
         "validate_resume": ["gpu001"],
         "validate_release": {"reservation": reservation, "redrain": {"gpu001": "kiln: old"}},
     }
+    # The last run as metrics (kiln.monitoring.results): the lowest figure of each node
+    # and test over both rounds (gpu002's slow GPU 0 in round 2), busbw of the
+    # within-node runs only (the multi-node figure is no one node's).
+    assert metrics == {"file": "kiln_result_burn_in.prom", "text": BURN_IN_METRICS}
     assert report.notes[-1] == "canceled in round 3: judged the rounds that had ended"
     # Two judged rounds: every node's stress and suites in each, none from round 3.
     rounds = {j.subject.rsplit("round ", 1)[1] for j in report.judgements if "round" in j.subject}

@@ -76,6 +76,7 @@ class BurnIn(campaign.Campaign):
     and of the multi-node collectives."""
 
     kind = "burn_in"
+    results_metrics = True
     drain_prefix = f"{SUITE}: "
 
     def __init__(self, request: Request) -> None:

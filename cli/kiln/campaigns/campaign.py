@@ -11,6 +11,7 @@ and the exit code (kiln.validation.verdicts.exit_code). A new campaign (a rollou
 batches) is a subclass that fills in `execute`.
 """
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
+from kiln.monitoring import results as result_metrics
 from kiln.report import model, write
 from kiln.run import ids
 from kiln.run.display import Displays, for_people
@@ -79,6 +81,9 @@ class Campaign:
 
     kind = "campaign"  # the reservation's middle word: kiln_<kind>_<report id>
     drain_prefix = ""  # before the first reason in a drain reason
+    # The verdicts and figures of its last run become kiln_result_* metrics (label
+    # campaign: the kind) on the controller (kiln.monitoring.results).
+    results_metrics = False
 
     def __init__(
         self,
@@ -122,7 +127,9 @@ class Campaign:
         acts: dict = {"drain": actions.drain, "resume": actions.resume}
         if outcome.release is not None:
             acts["release"] = outcome.release
-        if outcome.release is not None or actions.drain or actions.resume:
+        if self.results_metrics and outcome.judged:
+            acts["results"] = result_metrics.for_controller(self.report, self.kind, time.time())
+        if "release" in acts or "results" in acts or actions.drain or actions.resume:
             self.act(acts)
         self.report.finished = model.now()
         write.write_all(self.report)
@@ -134,7 +141,8 @@ class Campaign:
         return conclude(self.report, self.nodes, outcome, self.no_drain, self.drain_prefix)
 
     def act(self, acts: dict) -> None:
-        """validate-drain.yml on the controller with validate_<key> for each of `acts`."""
+        """validate-drain.yml on the controller with validate_<key> for each of `acts`:
+        drain, resume, release, results (the metrics file to write)."""
         from kiln.run.execute import RunRequest, run_playbook
 
         acted = run_playbook(

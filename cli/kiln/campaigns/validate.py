@@ -34,6 +34,7 @@ def select_nodes(spec: ClusterSpec, nodes: list[str] | None) -> list[str]:
 
 class Validation(campaign.Campaign):
     kind = "validate"
+    results_metrics = True
 
     def __init__(self, request: Request) -> None:
         spec = request.inventory

@@ -1,0 +1,232 @@
+"""`kiln monitoring show`: the alerts firing now, node by node, read from Prometheus's
+HTTP API: /api/v1/alerts (firing ones; pending ones wait out their `for:`) and
+/api/v1/query?query=up (every scrape target, so a node with none shows "ok").
+
+An alert belongs to the node its `node` label names: the metric's own node, which
+Prometheus renames `exported_node` where the target's label of the same name wins
+(`honor_labels: false`, e.g. the controller's kiln_slurm_node_drain_info about a
+compute node); else to the node of its target (`instance`); else to the cluster (an
+`absent()` rule carries no label)."""
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import pydantic
+
+from kiln import hostlist
+from kiln.errors import ExitCode, InputError, KilnError
+from kiln.inventory import ClusterSpec
+from kiln.validation.verdicts import Verdict, exit_code
+
+DEFAULT_PORT = 9090
+CLUSTER = "(cluster)"  # the line of alerts that name no node
+TIMEOUT_S = 10.0
+UP = "up"
+
+
+@dataclass
+class Target:
+    job: str
+    instance: str
+    up: bool
+
+
+@dataclass
+class Alert:
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    active_at: str
+
+
+@dataclass
+class NodeAlerts:
+    node: str
+    alerts: list[Alert] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        """The firing alerts' names, each once, sorted."""
+        return sorted({a.name for a in self.alerts})
+
+
+@dataclass
+class Shown:
+    prometheus: str
+    nodes: list[NodeAlerts]
+
+    @property
+    def firing(self) -> int:
+        return sum(len(n.alerts) for n in self.nodes)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """As a failed node's (5) while an alert fires: something needs a look; else 0."""
+        return exit_code(Verdict.FAIL if self.firing else Verdict.PASS)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(node, its firing alerts' names or "ok"), a row each."""
+        return [(n.node, ", ".join(n.names) or "ok") for n in self.nodes]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prometheus": self.prometheus, "firing": self.firing, **asdict(self)}
+
+
+# --- where Prometheus is ------------------------------------------------------------------
+
+
+def url_from_inventory(spec: ClusterSpec) -> str:
+    """http://ADDRESS:PORT of the first `monitoring` host, else the first controller:
+    its ansible_host and monitoring_prometheus_port (default 9090)."""
+    # The inventory's reader refuses one without a controller.
+    host = spec.hosts[(spec.group("monitoring") or spec.group("slurm_controller"))[0]]
+    port = host.vars.get("monitoring_prometheus_port", DEFAULT_PORT)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise InputError(f"{host.name}: monitoring_prometheus_port {port!r}: not a port (1-65535)")
+    address = host.address
+    if ":" in address:  # an IPv6 address
+        address = f"[{address}]"
+    return check_url(f"http://{address}:{port}", f"{host.name}'s address")
+
+
+def check_url(url: str, what: str) -> str:
+    """URL as given, without a trailing slash: http(s), a host, no query; WHAT names
+    where it came from in the error."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # ValueError: not a number, or past 65535
+    except ValueError:
+        parts, port = None, 0
+    if (
+        parts is None
+        or port == 0
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.query
+        or parts.fragment
+        or any(c.isspace() or not c.isprintable() for c in url)
+    ):
+        raise InputError(
+            f"{what} {url!r}: expected Prometheus's address, e.g. http://ctl1:9090 "
+            "(http or https, a host, an optional port and path)"
+        )
+    return url.rstrip("/")
+
+
+# --- its answers ---------------------------------------------------------------------------
+
+
+class _Answer(pydantic.BaseModel):
+    status: Literal["success", "error"]
+    data: Any = None
+    errorType: str = ""
+    error: str = ""
+
+
+class _AlertIn(pydantic.BaseModel):
+    labels: dict[str, str]
+    annotations: dict[str, str] = {}
+    state: str
+    activeAt: str = ""
+
+
+class _Alerts(pydantic.BaseModel):
+    alerts: list[_AlertIn]
+
+
+class _Sample(pydantic.BaseModel):
+    metric: dict[str, str]
+    value: tuple[float, str]
+
+
+class _Vector(pydantic.BaseModel):
+    resultType: Literal["vector"]
+    result: list[_Sample]
+
+
+def _get(base: str, path: str, query: dict[str, str] | None = None) -> Any:
+    """The `data` of Prometheus's answer to GET BASE/PATH; KilnError (exit 1) when it
+    cannot be reached, refuses, or answers what its API never does."""
+    url = f"{base}/{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer:
+            body = answer.read()
+    except urllib.error.HTTPError as exc:  # the API's own errors come with a JSON body
+        body = exc.read()
+        refused = _envelope(body)
+        why = f"{refused.errorType}: {refused.error}" if refused else exc.reason
+        raise KilnError(
+            f"Prometheus at {base} refused {path}: HTTP {exc.code} {why}", ExitCode.FAILED
+        ) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise KilnError(
+            f"Prometheus at {base} cannot be reached: {reason}", ExitCode.FAILED
+        ) from None
+    found = _envelope(body)
+    if found is None:
+        raise KilnError(
+            f"Prometheus at {base} answered {path} with something other than its API's JSON",
+            ExitCode.FAILED,
+        )
+    if found.status == "error":
+        raise KilnError(
+            f"Prometheus at {base} refused {path}: {found.errorType}: {found.error}",
+            ExitCode.FAILED,
+        )
+    return found.data
+
+
+def _envelope(body: bytes) -> _Answer | None:
+    try:
+        return _Answer.model_validate(json.loads(body))
+    except (ValueError, pydantic.ValidationError):  # JSONDecodeError, bad UTF-8 too
+        return None
+
+
+def _read(model: type[pydantic.BaseModel], data: Any, base: str, path: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "data"
+        raise KilnError(
+            f"Prometheus at {base} answered {path} with something other than its API's "
+            f"JSON (data.{where}: {error['msg']})",
+            ExitCode.FAILED,
+        ) from None
+
+
+def show(base: str) -> Shown:
+    """Every target's node and every firing alert, node by node (hostlist order; the
+    cluster's line first)."""
+    alerts = _read(_Alerts, _get(base, "api/v1/alerts"), base, "api/v1/alerts").alerts
+    up = _read(_Vector, _get(base, "api/v1/query", {"query": UP}), base, "api/v1/query").result
+    nodes: dict[str, NodeAlerts] = {}
+    by_instance: dict[str, str] = {}
+    for sample in up:
+        labels = sample.metric
+        instance = labels.get("instance", "")
+        node = labels.get("node") or instance
+        by_instance.setdefault(instance, node)
+        target = Target(labels.get("job", ""), instance, sample.value[1] == "1")
+        nodes.setdefault(node, NodeAlerts(node)).targets.append(target)
+    for alert in alerts:
+        if alert.state != "firing":
+            continue
+        labels = alert.labels
+        node = (
+            labels.get("exported_node")
+            or labels.get("node")
+            or by_instance.get(labels.get("instance", ""))
+            or CLUSTER
+        )
+        found = Alert(labels.get("alertname", ""), labels, alert.annotations, alert.activeAt)
+        nodes.setdefault(node, NodeAlerts(node)).alerts.append(found)
+    order = sorted(nodes, key=lambda n: (n != CLUSTER, hostlist.sort_key(n)))
+    return Shown(base, [nodes[n] for n in order])
