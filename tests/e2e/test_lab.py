@@ -13,13 +13,17 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from kiln import inventory
 from kiln.errors import ExitCode
+from kiln.monitoring.rules import seconds
 from kiln.node import slurm_state
 from kiln.validation import drain
 from tests import standins
@@ -92,7 +96,10 @@ def test_check_mode_changes_nothing(lab):
     assert on("compute01", look) == before
 
 
-DAEMONS = "munge slurmctld slurmdbd slurmd chrony autofs glusterd"
+DAEMONS = (
+    "munge slurmctld slurmdbd slurmd chrony autofs glusterd"
+    " prometheus prometheus-alertmanager prometheus-node-exporter"
+)
 
 
 def on(node: str, command: str) -> str:
@@ -1129,6 +1136,161 @@ def test_a_burn_in_judges_every_round_and_drains_only_the_node_that_slowed_down(
         assert report["id"] in listed.stdout, listed.stdout
     finally:
         on("controller", f"scontrol update NodeName={slow} State=RESUME")
+
+
+# --- monitoring (docs/monitoring.md) -------------------------------------------------------
+
+# Where Kiln's e2e keeps what a person may want to look at after a run (the screenshot).
+ARTIFACTS = Path(os.environ.get("KILN_E2E_ARTIFACTS", Path(__file__).parents[2] / "build/e2e"))
+# What kiln-metrics reads on compute01 for this test: the recorded H100's nvidia-smi and
+# kernel log (with one XID added), and an InfiniBand port tree in sysfs's format.
+RECORDED_H100 = Path(__file__).parents[1] / "fixtures/gpu/h100-80gb-hbm3-vm"
+PLANTED = "/root/e2e-monitoring"
+XID_LINE = "[ 8012.345678] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>"
+IB_PORT = (
+    "d={root}/mlx5_0/ports/1; mkdir -p $d/counters;"
+    " echo '4: ACTIVE' > $d/state; echo '5: LinkUp' > $d/phys_state;"
+    " echo '400 Gb/sec (4X NDR)' > $d/rate;"
+    " for c in link_downed link_error_recovery symbol_error; do echo 0 > $d/counters/$c; done"
+)
+
+
+def prometheus_api(url: str, path: str, **params: str) -> Any:
+    """One answer of Prometheus's HTTP API (/api/v1/PATH), its `data`."""
+    with urllib.request.urlopen(
+        f"{url}/api/v1/{path}?{urllib.parse.urlencode(params)}", timeout=10
+    ) as answer:
+        body = json.load(answer)
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node(lab, provisioned):
+    """Prometheus on the controller scrapes every node; a broken mount on compute02 is
+    drained by Slurm's own run of kiln-health, and KilnNodeDrained fires within one
+    health interval plus kiln-metrics' interval, one scrape and one rule evaluation.
+    Meanwhile: every query of the library (each dashboard panel's, each alert's) runs
+    through the HTTP API, and every metric it names has series from the lab; Prometheus's
+    console page renders in headless Chromium, kept as a screenshot."""
+    spec = inventory.load(lab)
+    url = f"http://{spec.hosts[f'{LAB}-controller'].address}:9090"
+    settings = {**spec.hosts[f"{LAB}-controller"].vars}
+    deadline = sum(
+        seconds(settings[name])
+        for name in ("slurm_health_interval", "monitoring_metrics_interval",
+                     "monitoring_scrape_interval", "monitoring_evaluation_interval")
+    ) + 15  # fmt: skip
+    node = f"{LAB}-compute02"
+    _plant_recorded_gpu_and_ib(spec)
+    broken = time.monotonic()
+    on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+    try:
+        _every_node_is_scraped(url, spec)
+        fired = _wait_for_alert(url, "KilnNodeDrained", node, broken + deadline)
+        assert fired["annotations"]["summary"].startswith(
+            f"{node} drained by kiln-health: mounts: shared /shared: "
+        ), fired
+        _every_query_runs_and_reads_metrics_the_lab_writes(url)
+        _the_console_page_renders(url)
+        shown = run_kiln("monitoring", "show", "-i", lab, "--json")
+        assert shown.returncode == ExitCode.VALIDATION_FAILED, shown.stderr
+        by_node = {
+            n["node"]: [a["name"] for a in n["alerts"]] for n in json.loads(shown.stdout)["nodes"]
+        }
+        assert by_node[node] == ["KilnNodeDrained"], by_node
+    finally:
+        on("compute02", "systemctl start autofs")
+        on("compute01", f"mv {PLANTED}/metrics.json /etc/kiln/metrics.json; rm -rf {PLANTED}")
+        on("compute01", "rm -f /var/lib/prometheus/node-exporter/kiln_gpu.prom"
+           " /var/lib/prometheus/node-exporter/kiln_ib.prom")  # fmt: skip
+    code, found = health(lab)
+    assert code == ExitCode.OK, found["nodes"]
+    assert "DRAIN" not in on("controller", f"scontrol show node {node} --oneliner")
+
+
+def _plant_recorded_gpu_and_ib(spec) -> None:
+    """compute01's kiln-metrics reads the recorded H100 and an InfiniBand port; its
+    settings are put back after the test."""
+    on("compute01", f"mkdir -p {PLANTED} && cp /etc/kiln/metrics.json {PLANTED}/")
+    for name in ("nvidia-smi-q.xml", "dmesg-nvrm.txt"):
+        subprocess.run(
+            ["podman", "cp", str(RECORDED_H100 / name), f"{LAB}-compute01:{PLANTED}/{name}"],
+            check=True,
+        )
+    on("compute01", f"echo {shlex.quote(XID_LINE)} >> {PLANTED}/dmesg-nvrm.txt")
+    for tool, recorded in (("nvidia-smi", "nvidia-smi-q.xml"), ("dmesg", "dmesg-nvrm.txt")):
+        on("compute01", f"printf '#!/bin/sh\\ncat {PLANTED}/{recorded}\\n' > {PLANTED}/{tool}"
+           f" && chmod +x {PLANTED}/{tool}")  # fmt: skip
+    on("compute01", IB_PORT.format(root=f"{PLANTED}/infiniband"))
+    config = json.loads(on("compute01", "cat /etc/kiln/metrics.json"))
+    config.update(
+        nvidia_smi=f"{PLANTED}/nvidia-smi",
+        dmesg=f"{PLANTED}/dmesg",
+        sysfs_infiniband=f"{PLANTED}/infiniband",
+        ib_ports=[{"device": "mlx5_0", "port": 1, "rate": 400}],
+    )
+    on("compute01", f"echo {shlex.quote(json.dumps(config))} > /etc/kiln/metrics.json")
+    on("compute01", "systemctl start kiln-metrics.service")
+    written = on("compute01", "ls /var/lib/prometheus/node-exporter").split()
+    assert {"kiln_gpu.prom", "kiln_ib.prom"} <= set(written), written
+
+
+def _every_node_is_scraped(url: str, spec) -> None:
+    """Every host of the inventory is a target of node_exporter's job, up, labelled
+    with its inventory name."""
+    wanted = sorted(spec.hosts)
+    for _ in range(60):
+        targets = prometheus_api(url, "targets", state="active")["activeTargets"]
+        up = sorted(
+            t["labels"].get("node", "") for t in targets
+            if t["labels"]["job"] == "node" and t["health"] == "up"
+        )  # fmt: skip
+        if up == wanted:
+            return
+        time.sleep(2)
+    raise AssertionError(f"node_exporter targets up: {up}, wanted {wanted}")
+
+
+def _wait_for_alert(url: str, name: str, node: str, until: float) -> dict:
+    while True:
+        for alert in prometheus_api(url, "alerts")["alerts"]:
+            labels = alert["labels"]
+            if (labels["alertname"], labels.get("node"), alert["state"]) == (name, node, "firing"):
+                return alert
+        assert time.monotonic() < until, f"{name} for {node} did not fire in time"
+        time.sleep(2)
+
+
+def _every_query_runs_and_reads_metrics_the_lab_writes(url: str) -> None:
+    from kiln.monitoring import queries
+
+    missing = {}
+    for query in queries.QUERIES.values():
+        expr = queries.for_nodes(query.expr)
+        prometheus_api(url, "query", query=expr)  # PromQL Prometheus accepts
+        for metric in sorted(queries.metric_names(expr)):
+            if not prometheus_api(url, "query", query=f"count({metric})")["result"]:
+                missing.setdefault(metric, []).append(query.name)
+    assert missing == {}, f"metrics no lab target has: {missing}"
+
+
+def _the_console_page_renders(url: str) -> None:
+    """Debian's Prometheus has no React UI: its console pages are its web page here."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "prometheus-kiln-overview.png"
+    shot.unlink(missing_ok=True)
+    page = f"{url}/consoles/kiln-overview.html"
+    chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                "--virtual-time-budget=15000", "--window-size=1400,1800"]  # fmt: skip
+    done = subprocess.run(
+        [*chromium, "--dump-dom", page], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "Kiln" in done.stdout, done.stderr[-2000:]
+    assert "error executing template" not in done.stdout.lower(), done.stdout[-2000:]
+    done = subprocess.run(
+        [*chromium, f"--screenshot={shot}", page], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
 
 
 def test_the_mpi_check_fails_a_node_without_its_pmix_library(lab, provisioned):
