@@ -81,6 +81,7 @@ ROLES: dict[str, Role] = {
         Role("nccl_tests", "kiln.nccl_tests", ("slurm_compute",)),
         Role("enroot", "kiln.enroot", ("slurm_compute", "slurm_login")),
         Role("pyxis", "kiln.pyxis", ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("monitoring", "kiln.monitoring.settings", ("all",)),
         Role("validate", "kiln.validation", ("slurm_controller", "slurm_compute")),
     )
 }

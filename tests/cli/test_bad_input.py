@@ -916,6 +916,42 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "health_ib_ports: {'device': 'mlx5_0'} is not {device: mlx5_0, port: 1, rate: 400}",
     ),
     (
+        "inv-monitoring-retention-not-a-duration",
+        all_vars({"monitoring_retention_time": "15 days"}),
+        BAD,
+        "kiln: error: group_vars/all.yml: monitoring_retention_time '15 days': is not a "
+        "Prometheus duration such as 15d, 12h or 1w2d",
+    ),
+    (
+        "inv-monitoring-scrape-target-outside-inventory",
+        all_vars({"monitoring_scrape_hosts": ["ctl1", "gpu003"]}),
+        BAD,
+        "kiln: error: group_vars/all.yml: monitoring_scrape_hosts: 'gpu003' is not a host in "
+        "the inventory",
+    ),
+    (
+        "run-monitoring-retention-not-a-duration",
+        lambda t: [
+            "provision",
+            "-i",
+            str(inventory(t, files={"group_vars/all.yml": {"monitoring_retention_time": "1.5d"}})),
+        ],
+        BAD,
+        "kiln: error: group_vars/all.yml: monitoring_retention_time '1.5d': is not a "
+        "Prometheus duration such as 15d, 12h or 1w2d",
+    ),
+    (
+        "run-monitoring-scrape-target-outside-inventory",
+        lambda t: [
+            "provision",
+            "-i",
+            str(inventory(t, files={"group_vars/all.yml": {"monitoring_scrape_hosts": ["db1"]}})),
+        ],
+        BAD,
+        "kiln: error: group_vars/all.yml: monitoring_scrape_hosts: 'db1' is not a host in "
+        "the inventory",
+    ),
+    (
         "inv-nccl-override-with-spaces",
         all_vars({"nccl_env_overrides": {"NCCL_DEBUG": " INFO"}}),
         BAD,

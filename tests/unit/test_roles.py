@@ -118,6 +118,20 @@ def test_each_roles_module_and_checks():
         "nccl_tests": ("kiln.nccl_tests", "kiln.nccl_tests", []),
         "enroot": ("kiln.enroot", "kiln.enroot", []),
         "pyxis": ("kiln.pyxis", "kiln.pyxis", []),
+        "monitoring": (
+            "kiln.monitoring.settings",
+            None,
+            [
+                "monitoring_grafana_repository_url",
+                "monitoring_listen_address",
+                "monitoring_repository_url",
+                "monitoring_retention_size",
+                "monitoring_retention_time",
+                "monitoring_scrape_hosts",
+                "monitoring_scrape_interval",
+                "monitoring_storage_path",
+            ],
+        ),
         "validate": ("kiln.validation", None, []),
     }
 

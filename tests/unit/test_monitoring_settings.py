@@ -1,0 +1,68 @@
+"""The monitoring role's settings as `kiln inventory check` and the role's pre-flight
+judge them (kiln.monitoring.settings through kiln.inventory.checks)."""
+
+import pytest
+
+from kiln.inventory import checks
+from kiln.monitoring import settings
+
+GROUPS = {"slurm_controller": ["ctl1"], "slurm_compute": ["gpu001", "gpu002"]}
+
+
+@pytest.mark.parametrize("value", ["15d", "12h", "1w2d", "1y", "90m", "30s", "100ms", "1d12h"])
+def test_prometheus_durations_pass(value):
+    assert checks.value_problems("monitoring_retention_time", value, GROUPS) == []
+
+
+@pytest.mark.parametrize("value", ["15 days", "2d1w", "0s", "0", "15", "1.5d", "15D", "-1d"])
+def test_anything_else_is_not_a_retention(value):
+    assert checks.value_problems("monitoring_retention_time", value, GROUPS) == [
+        f"monitoring_retention_time {value!r}: {settings.DURATION_RULE}"
+    ]
+
+
+def test_the_scrape_interval_is_a_duration_too():
+    assert checks.value_problems("monitoring_scrape_interval", "30 s", GROUPS) == [
+        f"monitoring_scrape_interval '30 s': {settings.DURATION_RULE}"
+    ]
+
+
+@pytest.mark.parametrize("value", ["512MB", "50GB", "1TB", "100B"])
+def test_retention_sizes_pass(value):
+    assert checks.value_problems("monitoring_retention_size", value, GROUPS) == []
+
+
+@pytest.mark.parametrize("value", ["50G", "50 GB", "0GB", "50GiB", "lots"])
+def test_anything_else_is_not_a_size(value):
+    assert checks.value_problems("monitoring_retention_size", value, GROUPS) == [
+        f"monitoring_retention_size {value!r}: {settings.SIZE_RULE}"
+    ]
+
+
+def test_scrape_targets_are_inventory_hosts():
+    assert checks.value_problems("monitoring_scrape_hosts", ["ctl1", "gpu002"], GROUPS) == []
+    assert checks.value_problems(
+        "monitoring_scrape_hosts", ["ctl1", "gpu003", "db.example.com"], GROUPS
+    ) == ["monitoring_scrape_hosts: 'gpu003', 'db.example.com' are not hosts in the inventory"]
+    assert checks.value_problems("monitoring_scrape_hosts", ["gpu9"], GROUPS) == [
+        "monitoring_scrape_hosts: 'gpu9' is not a host in the inventory"
+    ]
+
+
+def test_values_on_the_command_line_are_one_word():
+    assert checks.value_problems(
+        "monitoring_listen_address", "10.0.0.1 --web.enable-admin-api", GROUPS
+    ) == [
+        "monitoring_listen_address '10.0.0.1 --web.enable-admin-api': must be one word of"
+        " printable ASCII: no spaces, line breaks, '\"', '#' or '\\'"
+    ]
+    assert checks.value_problems("monitoring_storage_path", "/srv/prometheus", GROUPS) == []
+
+
+def test_a_mirror_is_a_url():
+    assert (
+        checks.value_problems("monitoring_repository_url", "http://mirror:3142/debian", GROUPS)
+        == []
+    )
+    (problem,) = checks.value_problems("monitoring_repository_url", "mirror debian", GROUPS)
+    assert problem.startswith("monitoring_repository_url 'mirror debian': expected a URL")
