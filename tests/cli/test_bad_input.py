@@ -1719,15 +1719,15 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         )
     ),
     (
-        "monitoring-port-not-a-number",
+        "monitoring-port-not-a-port",
         lambda t: [
             "monitoring",
             "show",
             "-i",
-            str(inventory(t, files={"group_vars/all.yml": {"monitoring_prometheus_port": "x"}})),
+            str(inventory(t, files={"group_vars/all.yml": {"monitoring_prometheus_port": 70000}})),
         ],
         BAD,
-        "kiln: error: ctl1: monitoring_prometheus_port 'x': not a port (1-65535)",
+        "kiln: error: group_vars/all.yml: monitoring_prometheus_port 70000: not a port (1-65535)",
     ),
     (
         "monitoring-no-controller",

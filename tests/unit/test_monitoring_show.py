@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from kiln import inventory
-from kiln.errors import ExitCode, InputError
+from kiln.errors import ExitCode, KilnError
 from kiln.monitoring import show
 from tests.cli.test_bad_input import kiln
 from tests.conftest import REPO, cluster_inventory
@@ -263,14 +263,20 @@ def test_the_port_from_group_vars(write_inventory):
     assert show.url_from_inventory(spec(write_inventory, files=files)) == "http://ctl1:9091"
 
 
-@pytest.mark.parametrize("port", ["9090", 0, 65536, True])
-def test_a_port_that_is_no_port(write_inventory, port):
+@pytest.mark.parametrize(
+    "port, why",
+    [
+        ("9090", "must be an integer, got a string '9090' (role monitoring)"),
+        (0, "0: not a port (1-65535)"),
+        (65536, "65536: not a port (1-65535)"),
+    ],
+)
+def test_a_port_that_is_no_port_is_refused_with_the_inventory(write_inventory, port, why):
+    """Before any URL is made: the inventory's checks (kiln.monitoring.settings)."""
     files = {"group_vars/all.yml": {"monitoring_prometheus_port": port}}
-    with pytest.raises(InputError) as raised:
-        show.url_from_inventory(spec(write_inventory, files=files))
-    assert raised.value.message == (
-        f"ctl1: monitoring_prometheus_port {port!r}: not a port (1-65535)"
-    )
+    with pytest.raises(KilnError) as raised:
+        spec(write_inventory, files=files)
+    assert raised.value.message == f"group_vars/all.yml: monitoring_prometheus_port {why}"
 
 
 def test_the_inventory_names_prometheus(prometheus, write_inventory, capsys):

@@ -71,7 +71,18 @@ def _url(name: str):
     return check
 
 
+def _port(name: str):
+    def check(value: Any, _groups: Any = None) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+            raise MonitoringSettingError(f"{name} {value!r}: not a port (1-65535)")
+
+    return check
+
+
+PORTS = ("prometheus", "alertmanager", "node_exporter", "grafana")
+
 INVENTORY_CHECKS = {
+    **{f"monitoring_{p}_port": (int, _port(f"monitoring_{p}_port")) for p in PORTS},
     "monitoring_retention_time": (str, _duration("monitoring_retention_time")),
     "monitoring_retention_size": (str, check_retention_size),
     "monitoring_scrape_interval": (str, _duration("monitoring_scrape_interval")),

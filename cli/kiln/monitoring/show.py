@@ -85,10 +85,12 @@ def url_from_inventory(spec: ClusterSpec) -> str:
     its ansible_host and monitoring_prometheus_port (default 9090)."""
     # The inventory's reader refuses one without a controller.
     host = spec.hosts[(spec.group("monitoring") or spec.group("slurm_controller"))[0]]
+    # The inventory's checks refused a port that is none (kiln.monitoring.settings).
     port = host.vars.get("monitoring_prometheus_port", DEFAULT_PORT)
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise InputError(f"{host.name}: monitoring_prometheus_port {port!r}: not a port (1-65535)")
-    address = host.address
+    # Where the role has Prometheus listen (roles/monitoring/vars/main.yml).
+    address = (
+        host.vars.get("monitoring_listen_address") or host.vars.get("kiln_address") or host.address
+    )
     if ":" in address:  # an IPv6 address
         address = f"[{address}]"
     return check_url(f"http://{address}:{port}", f"{host.name}'s address")
