@@ -122,8 +122,12 @@ def test_each_roles_module_and_checks():
             "kiln.monitoring.settings",
             None,
             [
+                "monitoring_alertmanager_port",
+                "monitoring_grafana_port",
                 "monitoring_grafana_repository_url",
                 "monitoring_listen_address",
+                "monitoring_node_exporter_port",
+                "monitoring_prometheus_port",
                 "monitoring_repository_url",
                 "monitoring_retention_size",
                 "monitoring_retention_time",
