@@ -1145,7 +1145,7 @@ ARTIFACTS = Path(os.environ.get("KILN_E2E_ARTIFACTS", Path(__file__).parents[2] 
 # What kiln-metrics reads on compute01 for this test: the recorded H100's nvidia-smi and
 # kernel log (with one XID added), and an InfiniBand port tree in sysfs's format.
 RECORDED_H100 = Path(__file__).parents[1] / "fixtures/gpu/h100-80gb-hbm3-vm"
-PLANTED = "/root/e2e-monitoring"
+SOURCES = "/root/e2e-monitoring"
 XID_LINE = "[ 8012.345678] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>"
 IB_PORT = (
     "d={root}/mlx5_0/ports/1; mkdir -p $d/counters;"
@@ -1201,7 +1201,7 @@ def test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node(la
         assert by_node[node] == ["KilnNodeDrained"], by_node
     finally:
         on("compute02", "systemctl start autofs")
-        on("compute01", f"mv {PLANTED}/metrics.json /etc/kiln/metrics.json; rm -rf {PLANTED}")
+        on("compute01", f"mv {SOURCES}/metrics.json /etc/kiln/metrics.json; rm -rf {SOURCES}")
         on("compute01", "rm -f /var/lib/prometheus/node-exporter/kiln_gpu.prom"
            " /var/lib/prometheus/node-exporter/kiln_ib.prom")  # fmt: skip
     code, found = health(lab)
@@ -1212,22 +1212,22 @@ def test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node(la
 def _plant_recorded_gpu_and_ib(spec) -> None:
     """compute01's kiln-metrics reads the recorded H100 and an InfiniBand port; its
     settings are put back after the test."""
-    on("compute01", f"mkdir -p {PLANTED} && cp /etc/kiln/metrics.json {PLANTED}/")
+    on("compute01", f"mkdir -p {SOURCES} && cp /etc/kiln/metrics.json {SOURCES}/")
     for name in ("nvidia-smi-q.xml", "dmesg-nvrm.txt"):
         subprocess.run(
-            ["podman", "cp", str(RECORDED_H100 / name), f"{LAB}-compute01:{PLANTED}/{name}"],
+            ["podman", "cp", str(RECORDED_H100 / name), f"{LAB}-compute01:{SOURCES}/{name}"],
             check=True,
         )
-    on("compute01", f"echo {shlex.quote(XID_LINE)} >> {PLANTED}/dmesg-nvrm.txt")
+    on("compute01", f"echo {shlex.quote(XID_LINE)} >> {SOURCES}/dmesg-nvrm.txt")
     for tool, recorded in (("nvidia-smi", "nvidia-smi-q.xml"), ("dmesg", "dmesg-nvrm.txt")):
-        on("compute01", f"printf '#!/bin/sh\\ncat {PLANTED}/{recorded}\\n' > {PLANTED}/{tool}"
-           f" && chmod +x {PLANTED}/{tool}")  # fmt: skip
-    on("compute01", IB_PORT.format(root=f"{PLANTED}/infiniband"))
+        on("compute01", f"printf '#!/bin/sh\\ncat {SOURCES}/{recorded}\\n' > {SOURCES}/{tool}"
+           f" && chmod +x {SOURCES}/{tool}")  # fmt: skip
+    on("compute01", IB_PORT.format(root=f"{SOURCES}/infiniband"))
     config = json.loads(on("compute01", "cat /etc/kiln/metrics.json"))
     config.update(
-        nvidia_smi=f"{PLANTED}/nvidia-smi",
-        dmesg=f"{PLANTED}/dmesg",
-        sysfs_infiniband=f"{PLANTED}/infiniband",
+        nvidia_smi=f"{SOURCES}/nvidia-smi",
+        dmesg=f"{SOURCES}/dmesg",
+        sysfs_infiniband=f"{SOURCES}/infiniband",
         ib_ports=[{"device": "mlx5_0", "port": 1, "rate": 400}],
     )
     on("compute01", f"echo {shlex.quote(json.dumps(config))} > /etc/kiln/metrics.json")
