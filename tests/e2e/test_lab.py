@@ -1189,7 +1189,7 @@ def test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node(la
         _every_node_is_scraped(url, spec)
         fired = _wait_for_alert(url, "KilnNodeDrained", node, broken + deadline)
         assert fired["annotations"]["summary"].startswith(
-            f"{node} drained by kiln-health: mounts: shared /shared: "
+            f"{node} drained: kiln-health: mounts: shared /shared: "
         ), fired
         _every_query_runs_and_reads_metrics_the_lab_writes(url)
         _the_console_page_renders(url)

@@ -11,6 +11,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from kiln.monitoring import consoles, dashboards, queries
+from tests.conftest import REPO
 from tests.unit.test_filter_plugins import filters
 
 FILES = dashboards.dashboard_files()
@@ -174,13 +175,11 @@ def test_the_role_gets_dashboards_and_consoles_through_its_filters():
 
 
 PAGES = consoles.console_pages()
-# The only Go template actions a page holds: the console libraries' frame, the node
+# The only Go template actions a page holds: Kiln's console library's frame, the node
 # page's parameter, and the overview's list of nodes.
 ACTIONS = {
-    '{{ template "head" . }}',
-    '{{ template "prom_content_head" . }}',
-    '{{ template "prom_content_tail" . }}',
-    '{{ template "tail" }}',
+    '{{ template "kiln_head" . }}',
+    '{{ template "kiln_tail" . }}',
     "{{ .Params.node }}",
     '{{ range query "up" | sortByLabel "node" }}',
     "{{ with .Labels.node }}",
@@ -193,8 +192,13 @@ ACTIONS = {
 def test_each_console_page_graphs_its_dashboards_panels(name):
     page = PAGES[name]
     (dashboard,) = [d for d in dashboards.DASHBOARDS if f"{d.uid}.html" == name]
-    assert page.startswith('{{ template "head" . }}\n{{ template "prom_content_head" . }}\n')
-    assert page.endswith('{{ template "prom_content_tail" . }}\n{{ template "tail" }}\n')
+    assert page.startswith(
+        '{{ template "kiln_head" . }}\n<p class="kiln-links"><a href="kiln-overview.html">'
+        'cluster overview</a> | <a href="kiln-gpu-fabric.html">GPU fleet and fabric</a> | '
+        '<a href="kiln-slurm.html">Slurm queue</a> | <a href="kiln-checks.html">checks</a> | '
+        '<a href="../classic/alerts">Alerts</a> | <a href="../classic/graph">Graph</a></p>\n'
+    )
+    assert page.endswith('{{ template "kiln_tail" . }}\n')
     assert set(re.findall(r"\{\{.*?\}\}", page)) <= ACTIONS
     graphs = [json.loads(e) for e in re.findall(r"  expr: (\[.*\]),\n", page)]
     node = "{{ .Params.node }}" if dashboard.one_node else None
@@ -205,6 +209,14 @@ def test_each_console_page_graphs_its_dashboards_panels(name):
     assert re.findall(r'<div id="(graph\d+)"></div>', page) == [
         f"graph{n}" for n in range(1, len(dashboard.panels) + 1)
     ]
+
+
+def test_kiln_console_library_defines_every_template_the_pages_use():
+    """Debian's prometheus ships no console library: the role installs Kiln's."""
+    library = (REPO / "roles/monitoring/files/kiln.lib").read_text()
+    defined = set(re.findall(r'\{\{ define "(\w+)" -?\}\}', library))
+    used = {n for page in PAGES.values() for n in re.findall(r'\{\{ template "(\w+)"', page)}
+    assert used == defined == {consoles.HEAD, consoles.TAIL}
 
 
 def test_a_console_graph_whole():

@@ -71,7 +71,7 @@ def test_the_rules_file_reads_back_as_written():
         "expr": "kiln_slurm_node_drain_info",
         "labels": {"severity": "warning"},
         "annotations": {
-            "summary": "{{ $labels.node }} drained by {{ $labels.by }}: {{ $labels.reason }}",
+            "summary": "{{ $labels.node }} drained: {{ $labels.reason }}",
             "runbook": "kiln health --nodes {{ $labels.node }} (a kiln-health: drain is resumed"
             " once it passes); a kiln: drain: kiln validate --nodes {{ $labels.node }};"
             " a kiln-active: drain: kiln health --schedule",

@@ -1,9 +1,10 @@
 """Prometheus console pages (/consoles/kiln-*.html): a page per Grafana dashboard of
 kiln.monitoring.dashboards, a graph per panel of the same queries, so a cluster without
 Grafana still has the pictures (and the docs their screenshots). Prometheus expands them
-as Go html templates with its console libraries ("head", "prom_content_head", ...) and
-draws the graphs with PromConsole.Graph (rickshaw). The monitoring role writes them
-through the filter kiln_monitoring_consoles."""
+as Go html templates with Kiln's console library (roles/monitoring/files/kiln.lib:
+"kiln_head", "kiln_tail"; Debian ships none) and draws the graphs with
+PromConsole.Graph (rickshaw). The monitoring role writes them through the filter
+kiln_monitoring_consoles."""
 
 import html
 import json
@@ -55,16 +56,31 @@ def _node_links() -> str:
     )
 
 
+# The templates of Kiln's console library each page opens and closes with.
+HEAD, TAIL = "kiln_head", "kiln_tail"
+
+
+def _links() -> str:
+    """Every page of the whole cluster (the node page is reached from the overview), and
+    Prometheus's own classic pages (Debian's package carries them)."""
+    pages = [
+        (f"{d.uid}.html", d.title.removeprefix("Kiln: ")) for d in DASHBOARDS if not d.one_node
+    ]
+    links = [f'<a href="{name}">{html.escape(title)}</a>' for name, title in pages]
+    links += ['<a href="../classic/alerts">Alerts</a>', '<a href="../classic/graph">Graph</a>']
+    return '<p class="kiln-links">' + " | ".join(links) + "</p>"
+
+
 def page(dashboard: Dashboard) -> str:
     heading = dashboard.title + (f": {NODE_PARAM}" if dashboard.one_node else "")
-    parts = ['{{ template "head" . }}', '{{ template "prom_content_head" . }}']
+    parts = [f'{{{{ template "{HEAD}" . }}}}', _links()]
     parts += [f"<h1>{html.escape(heading)}</h1>", f"<p>{html.escape(dashboard.description)}</p>"]
     if dashboard.uid == "kiln-overview":
         parts.append(_node_links())
     for number, panel in enumerate(dashboard.panels, 1):
         title = panel.title or query(panel.queries[0]).title
         parts.append(_graph(number, title, panel.queries, dashboard.one_node))
-    parts += ['{{ template "prom_content_tail" . }}', '{{ template "tail" }}']
+    parts.append(f'{{{{ template "{TAIL}" . }}}}')
     return "\n".join(parts) + "\n"
 
 

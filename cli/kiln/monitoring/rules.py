@@ -29,7 +29,7 @@ class Alert:
 # fmt: off
 ALERTS: tuple[Alert, ...] = (
     Alert("KilnNodeDrained", "drained_by_kiln", "warning",
-          f"{NODE} drained by {{{{ $labels.by }}}}: {{{{ $labels.reason }}}}",
+          f"{NODE} drained: {{{{ $labels.reason }}}}",
           f"kiln health --nodes {NODE} (a kiln-health: drain is resumed once it passes);"
           f" a kiln: drain: kiln validate --nodes {NODE}; a kiln-active: drain:"
           " kiln health --schedule"),

@@ -165,3 +165,16 @@ def test_a_kiln_textfile_metric_reaches_prometheus_with_its_node(host, server):
         ]
     finally:
         host.run(f"rm -f {path}")
+
+
+def test_kilns_console_pages_render_with_kilns_library(server):
+    """Debian's prometheus ships no console library: Kiln's own frames its pages; each
+    page renders (an undefined template or a bad query is a 500 from Prometheus)."""
+    for page in ("kiln-overview", "kiln-node", "kiln-gpu-fabric", "kiln-slurm", "kiln-checks"):
+        url = f"{PROMETHEUS}/consoles/{page}.html?node=mon-n1"
+        shown = server.check_output(f"curl -sf {shlex.quote(url)}")
+        assert shown.startswith("<!doctype html>") and "PromConsole.Graph" in shown, page
+    for script in ("rickshaw/rickshaw.min.js", "d3/d3.min.js", "js/prom_console.js"):
+        server.check_output(f"curl -sf -o /dev/null {PROMETHEUS}/classic/static/{script}")
+    overview = server.check_output(f"curl -sf {PROMETHEUS}/consoles/kiln-overview.html")
+    assert '<a href="kiln-node.html?node=mon-n1">mon-n1</a>' in overview
