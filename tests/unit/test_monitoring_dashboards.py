@@ -181,7 +181,7 @@ ACTIONS = {
     '{{ template "kiln_head" . }}',
     '{{ template "kiln_tail" . }}',
     "{{ .Params.node }}",
-    '{{ range query "up" | sortByLabel "node" }}',
+    '{{ range query "count by (node) (up)" | sortByLabel "node" }}',
     "{{ with .Labels.node }}",
     "{{ . }}",
     "{{ end }}",
@@ -239,6 +239,7 @@ def test_a_console_graph_whole():
     )
     overview = PAGES["kiln-overview.html"]
     assert (
-        '<h3>Nodes</h3>\n<ul>\n{{ range query "up" | sortByLabel "node" }}{{ with .Labels.node }}'
+        '<h3>Nodes</h3>\n<ul>\n{{ range query "count by (node) (up)" | sortByLabel "node" }}'
+        "{{ with .Labels.node }}"
         '<li><a href="kiln-node.html?node={{ . }}">{{ . }}</a></li>{{ end }}{{ end }}\n</ul>\n'
     ) in overview

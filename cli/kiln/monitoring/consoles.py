@@ -16,7 +16,7 @@ from kiln.monitoring.queries import for_nodes, query
 # The node page's node, from its URL (kiln-node.html?node=gpu001); html/template
 # escapes it for the JavaScript string it lands in.
 NODE_PARAM = "{{ .Params.node }}"
-NODE_LIST = "targets_up"  # the overview lists every node a target carries
+NODE_LIST = "nodes"  # the overview lists every node a target carries, once
 
 
 def _series_name(legend: str) -> str:

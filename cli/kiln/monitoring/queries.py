@@ -54,6 +54,8 @@ _PORT = "{{node}} {{device}}/{{port}}"
 QUERIES: dict[str, Query] = {q.name: q for q in (
     # targets and alerts
     _q("targets_up", f"up{{{NODE}}}", "Scrape targets up", legend="{{node}} {{job}}"),
+    # Each node once, whatever number of targets it has (the server has three).
+    _q("nodes", "count by (node) (up)", "Nodes", legend="{{node}}"),
     _q("targets_down", "up == 0", "Scrape targets down", legend="{{node}} {{job}}"),
     _q("targets_up_count", f"count(up{{{NODE}}} == 1)", "Targets up"),
     _q("targets_count", f"count(up{{{NODE}}})", "Targets scraped"),
