@@ -39,6 +39,7 @@ FILES = {
     "nccl_probe": gm.REPO / "roles/nccl_env/files/kiln-nccl-probe",
     "burn": gm.REPO / "roles/validate/files/burn_stress.py",
     "torch_bench": gm.REPO / "roles/validate/files/torch_bench.py",
+    "metrics": gm.REPO / "roles/monitoring/files/kiln-metrics",
 }
 
 

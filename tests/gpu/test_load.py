@@ -229,6 +229,10 @@ def test_nccl_tests_built_and_judged(gpu_machine, record, summary, tmp_path):
             "KILN_STATE_DIR": str(tmp_path / "state"),
         },
     )
+    # `kiln judge` needs Kiln's own Python dependencies (pydantic, for the report): a
+    # CUDA image often lacks them (docs/gpu.md says how to bring them offline).
+    said = (judged.stderr.strip().splitlines() or [""])[-1]
+    assert judged.stdout.strip(), f"kiln judge nccl-tests: exit {judged.returncode}: {said}"
     results = json.loads(judged.stdout)["results"]
     expected = "skip" if count == 1 else "pass"
     assert (judged.returncode, [r["verdict"] for r in results]) == (0, [expected]), judged.stderr

@@ -3,10 +3,12 @@
 HBM3 in a VM, driver 580.159.04, no NVLink peer, NVSwitch or InfiniBand."""
 
 import json
+import re
+import subprocess
 from pathlib import Path
 
 from kiln import gpu
-from kiln.node import gpu_checks, nvidia_smi
+from kiln.node import gpu_checks, gpu_metrics, metrics, nvidia_smi
 from kiln.node.checks import Result
 from kiln.validation import burn_in_samples, nccl_judge, nccl_tests, profiles
 from kiln.validation.burn_in_judge import Limits, judge_round
@@ -150,3 +152,21 @@ def test_nccl_tests_one_gpu():
         [nccl_judge.ONE_RANK],
         0,
     )
+
+
+def test_kiln_metrics_gpu_file_as_the_h100_wrote_it(promtool):
+    """kiln-metrics' kiln_gpu.prom from the live H100 (2026-11-27) passes promtool, and
+    gpu_metrics makes the same series, line for line, from the XML recorded beside it
+    (a day apart on the same machine: only temperature and power moved)."""
+    written = recorded("kiln_gpu.prom")
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=written, capture_output=True, text=True
+    )
+    assert (checked.returncode, checked.stdout + checked.stderr) == (0, "")
+    made = metrics.text(
+        gpu_metrics.gauges(
+            nvidia_smi.parse_xml(recorded("nvidia-smi-q.xml")), [], "gpu-test-host", 85
+        )
+    )
+    moved = re.compile(r"^(kiln_gpu_(?:power_watts|temperature_celsius)\{[^}]*\}) \S+$", re.M)
+    assert moved.sub(r"\1 _", made) == moved.sub(r"\1 _", written)
