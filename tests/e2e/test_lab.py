@@ -1143,8 +1143,10 @@ def test_a_burn_in_judges_every_round_and_drains_only_the_node_that_slowed_down(
 # Where Kiln's e2e keeps what a person may want to look at after a run (the screenshot).
 ARTIFACTS = Path(os.environ.get("KILN_E2E_ARTIFACTS", Path(__file__).parents[2] / "build/e2e"))
 # What kiln-metrics reads on compute01 for this test: the recorded H100's nvidia-smi and
-# kernel log (with one XID added), and an InfiniBand port tree in sysfs's format.
+# kernel log (with one XID added), GPU 0's NVLink counters of the HGX fixture (the
+# recorded VM has no NVLink), and an InfiniBand port tree in sysfs's format.
 RECORDED_H100 = Path(__file__).parents[1] / "fixtures/gpu/h100-80gb-hbm3-vm"
+HGX_NVLINK = Path(__file__).parents[1] / "fixtures/gpu/hgx-h100-nvlink/nvidia-smi-nvlink-e.txt"
 SOURCES = "/root/e2e-monitoring"
 XID_LINE = "[ 8012.345678] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>"
 IB_PORT = (
@@ -1210,18 +1212,28 @@ def test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node(la
 
 
 def _plant_recorded_gpu_and_ib(spec) -> None:
-    """compute01's kiln-metrics reads the recorded H100 and an InfiniBand port; its
+    """compute01's kiln-metrics reads the recorded H100 (its nvidia-smi answers
+    `nvlink -e` with GPU 0's 18 links of the HGX fixture) and an InfiniBand port; its
     settings are put back after the test."""
     on("compute01", f"mkdir -p {SOURCES} && cp /etc/kiln/metrics.json {SOURCES}/")
-    for name in ("nvidia-smi-q.xml", "dmesg-nvrm.txt"):
-        subprocess.run(
-            ["podman", "cp", str(RECORDED_H100 / name), f"{LAB}-compute01:{SOURCES}/{name}"],
-            check=True,
-        )
+    smi = (
+        f'#!/bin/sh\n[ "$*" = "nvlink -e" ] && exec cat {SOURCES}/nvidia-smi-nvlink-e.txt\n'
+        f"exec cat {SOURCES}/nvidia-smi-q.xml\n"
+    )
+    with tempfile.TemporaryDirectory() as made:
+        planted = [Path(made) / "nvidia-smi", Path(made) / "nvidia-smi-nvlink-e.txt"]
+        planted[0].write_text(smi)
+        planted[1].write_text(HGX_NVLINK.read_text().split("GPU 1:")[0])
+        for name in ("nvidia-smi-q.xml", "dmesg-nvrm.txt"):
+            planted.append(RECORDED_H100 / name)
+        for path in planted:
+            subprocess.run(
+                ["podman", "cp", str(path), f"{LAB}-compute01:{SOURCES}/{path.name}"],
+                check=True,
+            )
     on("compute01", f"echo {shlex.quote(XID_LINE)} >> {SOURCES}/dmesg-nvrm.txt")
-    for tool, recorded in (("nvidia-smi", "nvidia-smi-q.xml"), ("dmesg", "dmesg-nvrm.txt")):
-        on("compute01", f"printf '#!/bin/sh\\ncat {SOURCES}/{recorded}\\n' > {SOURCES}/{tool}"
-           f" && chmod +x {SOURCES}/{tool}")  # fmt: skip
+    on("compute01", f"printf '#!/bin/sh\\ncat {SOURCES}/dmesg-nvrm.txt\\n' > {SOURCES}/dmesg"
+       f" && chmod +x {SOURCES}/dmesg {SOURCES}/nvidia-smi")  # fmt: skip
     on("compute01", IB_PORT.format(root=f"{SOURCES}/infiniband"))
     config = json.loads(on("compute01", "cat /etc/kiln/metrics.json"))
     config.update(
@@ -1234,6 +1246,9 @@ def _plant_recorded_gpu_and_ib(spec) -> None:
     on("compute01", "systemctl start kiln-metrics.service")
     written = on("compute01", "ls /var/lib/prometheus/node-exporter").split()
     assert {"kiln_gpu.prom", "kiln_ib.prom"} <= set(written), written
+    nvlink = on("compute01", "grep -c '^kiln_gpu_nvlink_errors_total{'"
+                " /var/lib/prometheus/node-exporter/kiln_gpu.prom")  # fmt: skip
+    assert nvlink.strip() == "54", nvlink  # 18 links x replay, recovery, crc
 
 
 def _every_node_is_scraped(url: str, spec) -> None:

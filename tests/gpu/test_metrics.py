@@ -1,12 +1,13 @@
 """kiln-metrics (the monitoring role's node program) on the live machine: its kiln_gpu_*
-series against nvidia-smi's own query, and the file in Prometheus's text format."""
+series against nvidia-smi's own query and `nvidia-smi nvlink -e`, and the file in
+Prometheus's text format."""
 
 import json
 import re
 import shutil
 import subprocess
 
-from kiln.node import metrics
+from kiln.node import metrics, nvidia_smi
 from tests.gpu import machine as gm
 from tests.gpu.conftest import run_program
 
@@ -124,10 +125,22 @@ def test_kiln_metrics_gpu_file_matches_nvidia_smi(gpu_machine, record, summary, 
     xid_lines = len(re.findall(r"NVRM: Xid \(", dmesg.stdout))
     xids = {k: v for k, v in found.items() if k[0] == "kiln_gpu_xid_errors_total"}
     assert sum(xids.values()) == xid_lines
+    # NVLink: one series per GPU, link and counter `nvidia-smi nvlink -e` prints (none
+    # without NVLink); a counter can only have grown since kiln-metrics read it.
+    printed = {
+        ("kiln_gpu_nvlink_errors_total",
+         (node, ("gpu", str(c.gpu)), ("link", str(c.link)), ("counter", c.counter))): c.value
+        for c in nvidia_smi.parse_nvlink_errors(gm.smi(*nvidia_smi.NVLINK_ERRORS))
+    }  # fmt: skip
+    nvlink = {k: v for k, v in found.items() if k[0] == "kiln_gpu_nvlink_errors_total"}
+    assert set(nvlink) == set(printed)
+    assert all(nvlink[k] <= printed[k] for k in nvlink), (nvlink, printed)
+    expected_keys |= set(nvlink)
     assert set(found) - set(xids) == expected_keys
     checked = check_format(text)
     summary.append(
         f"- kiln-metrics: {len(found)} kiln_gpu_* samples, each equal to nvidia-smi's "
-        f"query (within an idle GPU's drift), {xid_lines} XID line(s) in dmesg"
+        f"query (within an idle GPU's drift), {xid_lines} XID line(s) in dmesg, "
+        f"{len(nvlink)} NVLink counter(s) as `nvidia-smi nvlink -e` printed them"
         + (f"; the file passes {checked}." if checked else ".")
     )

@@ -193,6 +193,84 @@ def test_pci_slots_match_across_nvidia_smi_and_the_kernel():
     assert gpu_metrics.pci_slot("3b:00") is None
 
 
+# --- NVLink (nvidia-smi nvlink -e) ---------------------------------------------------
+
+HGX_H100 = FIXTURES / "gpu" / "hgx-h100-nvlink"
+NVLINK_COUNTERS = ("replay", "recovery", "crc")
+# The fixture's planted errors: GPU 3, link 7 (README.md).
+PLANTED = {(3, 7, "replay"): 14, (3, 7, "recovery"): 1, (3, 7, "crc"): 3}
+
+
+def test_nvlink_errors_of_an_hgx_h100():
+    """8 GPUs x 18 links x 3 counters, in nvidia-smi's order, the planted link's values
+    where they are."""
+    found = nvidia_smi.parse_nvlink_errors((HGX_H100 / "nvidia-smi-nvlink-e.txt").read_text())
+    assert found == [
+        nvidia_smi.NvlinkCounter(gpu, link, name, PLANTED.get((gpu, link, name), 0))
+        for gpu in range(8)
+        for link in range(18)
+        for name in NVLINK_COUNTERS
+    ]
+
+
+def test_no_nvlink_no_counters():
+    """The H100 VM's recorded answer: nothing at all."""
+    recorded = (H100_580 / "nvidia-smi-nvlink-e.txt").read_text()
+    assert recorded == ""
+    assert nvidia_smi.parse_nvlink_errors(recorded) == []
+
+
+def test_nvlink_counter_names_not_available_and_stray_lines():
+    """Any `<Name> Errors` is a counter (older drivers' CRC Flit and CRC Data); N/A gives
+    no sample; a link line before any GPU header, and lines of another shape, none."""
+    text = (
+        "\t Link 0: Replay Errors: 9\n"
+        "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-00000000-0000-4000-8000-000000000001)\n"
+        "\t Link 0: Replay Errors: 0\n"
+        "\t Link 0: Recovery Errors: 2\n"
+        "\t Link 0: CRC Flit Errors: 5\n"
+        "\t Link 0: CRC Data Errors: 0\n"
+        "\n"
+        "\t Link 1: Replay Errors: N/A\n"
+        "\t Link 1: Tx Throughput: 12345\n"
+        "\t Link 1: 25 GB/s\n"
+        "\t Link 1: <inactive>\n"
+        "\t Link 1: Recovery Errors: -\n"
+        "GPU 2: NVIDIA A100-SXM4-80GB (UUID: GPU-00000000-0000-4000-8000-000000000002)\n"
+        "         Link 11: CRC Errors: 7\n"
+    )
+    assert nvidia_smi.parse_nvlink_errors(text) == [
+        nvidia_smi.NvlinkCounter(1, 0, "replay", 0),
+        nvidia_smi.NvlinkCounter(1, 0, "recovery", 2),
+        nvidia_smi.NvlinkCounter(1, 0, "crc_flit", 5),
+        nvidia_smi.NvlinkCounter(1, 0, "crc_data", 0),
+        nvidia_smi.NvlinkCounter(2, 11, "crc", 7),
+    ]
+
+
+def nvlink_lines(node: str, gpus: range) -> list[str]:
+    """kiln_gpu_nvlink_errors_total's lines for the fixture's GPUs GPUS."""
+    return [
+        f'kiln_gpu_nvlink_errors_total{{node="{node}",gpu="{gpu}",link="{link}",'
+        f'counter="{name}"}} {PLANTED.get((gpu, link, name), 0)}'
+        for gpu in gpus
+        for link in range(18)
+        for name in NVLINK_COUNTERS
+    ]
+
+
+def test_gpu_file_with_nvlink_counters(promtool):
+    """The recorded H100's XML with the HGX fixture's NVLink counters: one series per GPU,
+    link and counter, after the XIDs; the file passes promtool."""
+    log = nvidia_smi.parse_xml((H100_580 / "nvidia-smi-q.xml").read_text())
+    nvlink = nvidia_smi.parse_nvlink_errors((HGX_H100 / "nvidia-smi-nvlink-e.txt").read_text())
+    text = metrics.text(gpu_metrics.gauges(log, [], "gpu002", None, nvlink))
+    # kiln_gpu_nvlink_errors_total is the file's last metric: its lines end it.
+    without = metrics.text(gpu_metrics.gauges(log, [], "gpu002", None))
+    assert text == without + "".join(f"{line}\n" for line in nvlink_lines("gpu002", range(8)))
+    promtool_check(promtool, text)
+
+
 # --- InfiniBand ------------------------------------------------------------------------
 
 
@@ -371,6 +449,14 @@ def run_program(tmp_path: Path, config: dict, bin_dir: Path) -> subprocess.Compl
     )
 
 
+NO_NVLINK = H100_580 / "nvidia-smi-nvlink-e.txt"  # recorded: empty
+
+
+def nvidia_smi_answering(xml: Path, nvlink: Path) -> str:
+    """A stand-in nvidia-smi: XML for `-q -x`, NVLINK for `nvlink -e`, else exit 1."""
+    return f'[ "$*" = "-q -x" ] && exec cat {xml}\n[ "$*" = "nvlink -e" ] && exec cat {nvlink}'
+
+
 @pytest.fixture
 def bin_dir(tmp_path) -> Path:
     """Stand-ins for nvidia-smi, dmesg, scontrol and squeue printing recorded outputs."""
@@ -378,7 +464,7 @@ def bin_dir(tmp_path) -> Path:
     path.mkdir()
     (tmp_path / "faulty.xml").write_text(FAULTY)
     (tmp_path / "dmesg.txt").write_text(FAULTY_DMESG)
-    fake(path, "nvidia-smi", f'[ "$*" = "-q -x" ] && exec cat {tmp_path / "faulty.xml"}')
+    fake(path, "nvidia-smi", nvidia_smi_answering(tmp_path / "faulty.xml", NO_NVLINK))
     fake(path, "dmesg", f"exec cat {tmp_path / 'dmesg.txt'}")
     fake(path, "scontrol", f"exec cat {SLURM / 'show-node-oneliner-24.11.txt'}")
     fake(
@@ -417,6 +503,45 @@ def test_the_program_writes_each_file_whole(tmp_path, bin_dir, infiniband, promt
     assert (out / "kiln_ib.prom").read_text() == ib
     for written in out.iterdir():
         promtool_check(promtool, written.read_text())
+
+
+def test_the_gpu_file_has_the_nvlink_counters_nvidia_smi_prints(tmp_path, bin_dir, promtool):
+    """nvidia-smi nvlink -e answering GPU 0's links of the HGX fixture (the faulty VM
+    has one GPU): its 54 counters end the GPU file."""
+    nvlink = tmp_path / "nvlink.txt"
+    nvlink.write_text((HGX_H100 / "nvidia-smi-nvlink-e.txt").read_text().split("GPU 1:")[0])
+    fake(bin_dir, "nvidia-smi", nvidia_smi_answering(tmp_path / "faulty.xml", nvlink))
+    out = tmp_path / "textfile"
+    config = {"metrics_dir": str(out), "node": "gpu001", "temperature_ceiling": 85,
+              "sysfs_infiniband": str(tmp_path / "none")}  # fmt: skip
+    done = run_program(tmp_path, config, bin_dir)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    written = (out / "kiln_gpu.prom").read_text()
+    assert written == FAULTY_TEXT + "".join(
+        f"{line}\n" for line in nvlink_lines("gpu001", range(1))
+    )
+    promtool_check(promtool, written)
+
+
+def test_nvlink_counters_that_cannot_be_read_leave_the_gpu_file(tmp_path, bin_dir):
+    """`nvidia-smi nvlink -e` past its time: the GPU file is one source, so it stays as
+    last written (no file without its NVLink series), exit 1 with one line."""
+    xml = tmp_path / "faulty.xml"
+    fake(bin_dir, "nvidia-smi", f'[ "$*" = "-q -x" ] && exec cat {xml}\nexec sleep 10')
+    os.symlink("/bin/sleep", bin_dir / "sleep")
+    out = tmp_path / "textfile"
+    out.mkdir()
+    (out / "kiln_gpu.prom").write_text("# the last run's\n")
+    config = {"metrics_dir": str(out), "node": "gpu001", "timeout": 1,
+              "sysfs_infiniband": str(tmp_path / "none")}  # fmt: skip
+    done = run_program(tmp_path, config, bin_dir)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        f"kiln-metrics: kiln_gpu.prom not written: {bin_dir / 'nvidia-smi'} nvlink -e: "
+        "no answer within 1s\n",
+    )
+    assert (out / "kiln_gpu.prom").read_text() == "# the last run's\n"
 
 
 def test_a_node_without_gpus_ib_or_slurm_gets_no_file(tmp_path):

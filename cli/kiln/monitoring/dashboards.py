@@ -74,13 +74,14 @@ DASHBOARDS: tuple[Dashboard, ...] = (
         Panel(("health_check",)), _table("drained_by_kiln"),
     ), one_node=True),
     Dashboard("kiln-gpu-fabric", "Kiln: GPU fleet and fabric",
-              "Every GPU and InfiniBand port: estimated FLOP/s, heat, power, clocks, "
-              "errors and link flaps.", (
+              "Every GPU, NVLink and InfiniBand port: estimated FLOP/s, heat, power, "
+              "clocks, errors and link flaps.", (
         Panel(("gpu_tflops_estimate",), width=24), _table("gpu_info", 24),
         Panel(("gpu_temperature",)), Panel(("gpu_power",)),
         Panel(("gpu_utilization",)), Panel(("gpu_sm_clock",)),
         Panel(("gpu_ecc_uncorrected",)), Panel(("gpu_xids",)),
-        Panel(("gpu_remap_pending",)), Panel(("ib_active",)),
+        Panel(("gpu_remap_pending",)), Panel(("gpu_nvlink_errors",)),
+        Panel(("ib_active",), width=24),
         Panel(("ib_rate",)), Panel(("ib_link_downed",)),
         Panel(("ib_symbol_errors",)), Panel(("ib_link_error_recovery",)),
     )),

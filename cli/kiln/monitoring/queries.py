@@ -149,6 +149,16 @@ QUERIES: dict[str, Query] = {q.name: q for q in (
        "kiln_gpu_xid_errors_total > (kiln_gpu_xid_errors_total offset 1h"
        " or kiln_gpu_xid_errors_total * 0)",
        "GPUs with new XIDs in the last hour", legend="{{node}} GPU {{gpu}} XID {{xid}}"),
+    # NVLink, from kiln-metrics' `nvidia-smi nvlink -e` (no series without NVLink)
+    _q("gpu_nvlink_errors",
+       f"sum by (node, gpu, link, counter)"
+       f" (rate(kiln_gpu_nvlink_errors_total{{{NODE}}}[5m]))",
+       "NVLink errors per second", legend="{{node}} GPU {{gpu}} link {{link}} {{counter}}"),
+    # The link-level error counters (any CRC name older drivers print) that grew.
+    _q("gpu_nvlink_errors_growing",
+       'increase(kiln_gpu_nvlink_errors_total{counter=~"replay|recovery|crc.*"}[1h]) > 0',
+       "NVLink links whose replay, recovery or CRC errors grew in the last hour",
+       legend="{{node}} GPU {{gpu}} link {{link}} {{counter}}"),
     # InfiniBand ports, from kiln-metrics on each node with ports
     _q("ib_active", f"kiln_ib_port_active{{{NODE}}}", "IB port active", legend=_PORT),
     _q("ib_rate", f"kiln_ib_port_rate_bytes_per_second{{{NODE}}}", "IB port rate", "Bps",

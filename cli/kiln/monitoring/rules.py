@@ -53,6 +53,12 @@ ALERTS: tuple[Alert, ...] = (
           " hour",
           f"kiln validate --nodes {NODE} --suite collectives (the port's cable or"
           " transceiver if it repeats)"),
+    Alert("KilnGpuNvlinkErrors", "gpu_nvlink_errors_growing", "warning",
+          f"{_GPU} NVLink {{{{ $labels.link }}}}: {{{{ $value | printf \"%.0f\" }}}}"
+          " {{ $labels.counter }} errors in the last hour",
+          f"kiln health --nodes {NODE} (drains on XID 74, NVLink);"
+          f" kiln validate --nodes {NODE} --suite collectives (the GPU's baseboard or"
+          " NVSwitch if the link keeps counting)"),
     Alert("KilnGpuOverTemperature", "gpu_over_ceiling", "critical",
           f"{_GPU} at {{{{ $value }}}} C, over the profile's ceiling",
           f"kiln health --nodes {NODE}; after fixing the cooling:"

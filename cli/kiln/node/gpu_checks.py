@@ -42,18 +42,10 @@ def slowdowns(gpu: Gpu) -> list[str]:
 
 def parse_nvlink_status(text: str) -> dict[str, list[str]]:
     """`nvidia-smi nvlink -s`: per GPU (`GPU 0`), each link's speed or `<inactive>`."""
-    links: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        head = re.match(r"(GPU \d+):", line)
-        if head:
-            current = head.group(1)
-            links[current] = []
-            continue
-        link = re.match(r"\s+Link \d+: (.+)", line)
-        if link and current:
-            links[current].append(link.group(1).strip())
-    return links
+    return {
+        f"GPU {gpu}": [state for _, state in links]
+        for gpu, links in nvidia_smi.nvlink_links(text).items()
+    }
 
 
 def judge_xids(xids: list[tuple[str, int]]) -> Result:

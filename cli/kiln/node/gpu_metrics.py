@@ -1,8 +1,9 @@
-"""kiln-metrics' GPU metrics (kiln_gpu.prom): `nvidia-smi -q -x` and the kernel's XID
-lines as the catalogue's kiln_gpu_* series, one set per GPU (label `gpu`: its index in
-nvidia-smi's order)."""
+"""kiln-metrics' GPU metrics (kiln_gpu.prom): `nvidia-smi -q -x`, `nvidia-smi nvlink -e`
+and the kernel's XID lines as the catalogue's kiln_gpu_* series, one set per GPU (label
+`gpu`: its index in nvidia-smi's order)."""
 
 from collections import Counter
+from collections.abc import Sequence
 
 from kiln.node import metrics, nvidia_smi
 
@@ -33,11 +34,16 @@ def pci_slot(address: str) -> tuple[int, int, int] | None:
 
 
 def gauges(
-    log: nvidia_smi.SmiLog, xids: list[tuple[str, int]], node: str, ceiling: float | None
+    log: nvidia_smi.SmiLog,
+    xids: list[tuple[str, int]],
+    node: str,
+    ceiling: float | None,
+    nvlink: Sequence[nvidia_smi.NvlinkCounter] = (),
 ) -> list[metrics.Gauge]:
     """The GPU file's gauges, in the catalogue's order. A value nvidia-smi gives as N/A
     has no sample. XIDs count the kernel log's lines since boot, by GPU and XID; a line
-    whose address is no GPU's nvidia-smi lists keeps its address as `gpu`."""
+    whose address is no GPU's nvidia-smi lists keeps its address as `gpu`. NVLink
+    counters in the order `nvidia-smi nvlink -e` printed them (none without NVLink)."""
     out = metrics.file_gauges(metrics.GPU)
     index = {pci_slot(g.bus_id): str(i) for i, g in enumerate(log.gpus) if pci_slot(g.bus_id)}
     for i, gpu in enumerate(log.gpus):
@@ -54,4 +60,8 @@ def gauges(
     counted = Counter((index.get(pci_slot(address), address), xid) for address, xid in xids)
     for (gpu, xid), count in sorted(counted.items()):
         out["kiln_gpu_xid_errors_total"].add(count, node=node, gpu=gpu, xid=str(xid))
+    for c in nvlink:
+        out["kiln_gpu_nvlink_errors_total"].add(
+            c.value, node=node, gpu=str(c.gpu), link=str(c.link), counter=c.counter
+        )
     return list(out.values())

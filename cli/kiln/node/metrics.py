@@ -11,8 +11,8 @@ address. The areas:
 
 - `kiln_health_*`: kiln-health, the passive check (each compute node), and the
   scheduled active check (`kiln_health_active_*`, the first controller);
-- `kiln_gpu_*`, `kiln_ib_*`: kiln-metrics on each GPU node, from nvidia-smi, the
-  kernel's XID lines and the InfiniBand ports' sysfs counters;
+- `kiln_gpu_*`, `kiln_ib_*`: kiln-metrics on each GPU node, from nvidia-smi (`-q -x`
+  and `nvlink -e`), the kernel's XID lines and the InfiniBand ports' sysfs counters;
 - `kiln_slurm_*`: kiln-metrics on the first controller, from scontrol and squeue;
 - `kiln_result_*`: the last `kiln validate` and `kiln burn-in` (label `campaign`),
   written on the first controller when the run acts in Slurm.
@@ -62,7 +62,8 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in (
        "node check", HEALTH_ACTIVE),
     _m("kiln_health_active_last_run_timestamp_seconds", "When the active check last ran.",
        "", HEALTH_ACTIVE),
-    # kiln-metrics, each GPU node: nvidia-smi -q -x and the kernel's XID lines
+    # kiln-metrics, each GPU node: nvidia-smi -q -x, nvidia-smi nvlink -e and the kernel's
+    # XID lines
     _m("kiln_gpu_info", "1 for each GPU, its identity in labels.",
        "node gpu uuid name bus_id driver", GPU),
     _m("kiln_gpu_temperature_celsius", "GPU core temperature.", "node gpu", GPU),
@@ -84,6 +85,8 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in (
     _m("kiln_gpu_remap_failure", "1 when a row remap failed.", "node gpu", GPU),
     _m("kiln_gpu_xid_errors_total", "XID lines in the kernel log since boot, by GPU and XID.",
        "node gpu xid", GPU),
+    _m("kiln_gpu_nvlink_errors_total", "NVLink error counters (nvidia-smi nvlink -e), by "
+       "GPU, link and counter.", "node gpu link counter", GPU),
     # kiln-metrics, each node with InfiniBand ports: /sys/class/infiniband
     _m("kiln_ib_port_active", "1 when the port's state is ACTIVE.", "node device port", IB),
     _m("kiln_ib_port_rate_bytes_per_second", "The port's link rate.", "node device port", IB),

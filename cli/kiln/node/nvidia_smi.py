@@ -1,6 +1,7 @@
 """nvidia-smi's outputs, read once for every reader: `nvidia-smi -q -x` (the XML), the
-`--query-*=... --format=csv` tables, and the kernel's XID lines with NVIDIA's XID
-catalogue sorted by what an operator does about each."""
+`--query-*=... --format=csv` tables, `nvidia-smi nvlink -e` (NVLink error counters), and
+the kernel's XID lines with NVIDIA's XID catalogue sorted by what an operator does about
+each."""
 
 import csv
 import io
@@ -154,6 +155,59 @@ def parse_csv(text: str) -> list[dict[str, str]]:
         return []
     header = [name.split(" [", 1)[0].strip() for name in lines[0]]
     return [dict(zip(header, (v.strip() for v in line), strict=False)) for line in lines[1:]]
+
+
+# --- nvidia-smi nvlink -e ------------------------------------------------------------
+
+NVLINK_ERRORS = ("nvlink", "-e")  # nvidia-smi's arguments: every GPU's every link
+
+
+@dataclass(frozen=True)
+class NvlinkCounter:
+    """One `Link <n>: <Name> Errors: <value>` line of `nvidia-smi nvlink -e`."""
+
+    gpu: int  # the header's `GPU <i>:`, nvidia-smi's index
+    link: int
+    counter: str  # the name lower-cased, words joined by _: replay, recovery, crc, crc_flit
+    value: int
+
+
+_NVLINK_GPU = re.compile(r"GPU (\d+):")
+_NVLINK_LINK = re.compile(r"\s+Link (\d+): (.+)")
+_NVLINK_COUNTER = re.compile(r"([A-Za-z][A-Za-z ]*?) Errors: (\S+)")
+
+
+def nvlink_links(text: str) -> dict[int, list[tuple[int, str]]]:
+    """The shape every `nvidia-smi nvlink` listing shares (`-s`, `-e`): a header per
+    GPU, `GPU <i>: <name> (UUID: ...)`, then indented `Link <n>: <text>` lines (a tab and
+    a space). By GPU index, each link line's number and text, in order; a GPU without
+    link lines has none, link lines before any header and other lines are ignored."""
+    found: dict[int, list[tuple[int, str]]] = {}
+    gpu = None
+    for line in text.splitlines():
+        if header := _NVLINK_GPU.match(line):
+            gpu = int(header.group(1))
+            found[gpu] = []
+        elif (link := _NVLINK_LINK.match(line)) and gpu is not None:
+            found[gpu].append((int(link.group(1)), link.group(2).strip()))
+    return found
+
+
+def parse_nvlink_errors(text: str) -> list[NvlinkCounter]:
+    """`nvidia-smi nvlink -e`: for each link a line per counter
+    (`Link 0: Replay Errors: 0`; Replay, Recovery and CRC from driver 535 on, CRC Flit
+    and CRC Data on older ones) and an empty line. Any `<Name> Errors` is
+    taken; a value that is not a number (N/A) gives none; other lines are ignored. Empty
+    on a machine without NVLink (nvidia-smi prints nothing). A counter printed twice
+    keeps its last value."""
+    found: dict[tuple[int, int, str], int] = {}
+    for gpu, links in nvlink_links(text).items():
+        for link, rest in links:
+            counter = _NVLINK_COUNTER.fullmatch(rest)
+            if counter and counter.group(2).isdigit():
+                name = "_".join(counter.group(1).lower().split())
+                found[(gpu, link, name)] = int(counter.group(2))
+    return [NvlinkCounter(gpu, link, name, v) for (gpu, link, name), v in found.items()]
 
 
 # --- XIDs ----------------------------------------------------------------------------
