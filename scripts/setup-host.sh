@@ -16,20 +16,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# promtool, Prometheus's checker of rules and metrics files, for the monitoring tests:
-# Debian 13 packages it alone; Debian 12 only inside `prometheus`, whose daemon this
-# host does not need, so the one binary is taken out of that package.
-if ! command -v promtool >/dev/null; then
+# promtool, Prometheus's checker of rules and metrics files, and the prometheus binary,
+# which a monitoring test runs for a few seconds (it scrapes a recorded dcgm-exporter
+# output through Kiln's scrape job): Debian 13 packages promtool alone; Debian 12 only
+# inside `prometheus`, whose service this host does not need, so the binaries are taken
+# out of that package.
+if ! command -v promtool >/dev/null && apt-cache show promtool >/dev/null 2>&1; then
   echo "setup-host: installing promtool"
-  if apt-cache show promtool >/dev/null 2>&1; then
-    apt-get install -y -qq --no-install-recommends promtool >/dev/null
-  else
-    unpacked="$(mktemp -d)"
-    (cd "$unpacked" && apt-get download -qq -o APT::Sandbox::User=root prometheus)
-    dpkg-deb -x "$unpacked"/prometheus_*.deb "$unpacked/root"
-    install -m 0755 "$unpacked/root/usr/bin/promtool" /usr/local/bin/promtool
-    rm -rf "$unpacked"
-  fi
+  apt-get install -y -qq --no-install-recommends promtool >/dev/null
+fi
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  unpacked="$(mktemp -d)"
+  (cd "$unpacked" && apt-get download -qq -o APT::Sandbox::User=root prometheus)
+  dpkg-deb -x "$unpacked"/prometheus_*.deb "$unpacked/root"
+  for tool in promtool prometheus; do
+    if ! command -v "$tool" >/dev/null && [ -x "$unpacked/root/usr/bin/$tool" ]; then
+      echo "setup-host: installing $tool"
+      install -m 0755 "$unpacked/root/usr/bin/$tool" "/usr/local/bin/$tool"
+    fi
+  done
+  rm -rf "$unpacked"
 fi
 
 # runc, not crun: crun refuses hybrid v1/v2 cgroups. Container ulimits must stay

@@ -12,13 +12,14 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln.monitoring import consoles, dashboards, rules
+from kiln.monitoring import consoles, dashboards, dcgm, rules
 
 
-def kiln_monitoring_rules(scrape_interval):
-    """The rules file's text; SCRAPE_INTERVAL: seconds or a duration ("15s")."""
+def kiln_monitoring_rules(scrape_interval, gpu_source="kiln"):
+    """The rules file's text; SCRAPE_INTERVAL: seconds or a duration ("15s"); GPU_SOURCE:
+    monitoring_gpu_source (dcgm-exporter adds the recording rules of its fields)."""
     try:
-        return rules.rules_text(scrape_interval)
+        return rules.rules_text(scrape_interval, gpu_source)
     except ValueError as error:
         raise AnsibleFilterError(f"kiln_monitoring_rules: {error}") from None
 
@@ -42,6 +43,16 @@ def kiln_monitoring_consoles(_=None):
     return consoles.console_pages()
 
 
+def kiln_monitoring_dcgm_relabel_configs(_=None):
+    """The `dcgm` scrape job's metric_relabel_configs (kiln.monitoring.dcgm)."""
+    return dcgm.relabel_configs()
+
+
+def kiln_monitoring_dcgm_metrics(_=None):
+    """The kiln_gpu_* metrics dcgm-exporter gives: kiln-metrics leaves them out there."""
+    return dcgm.from_dcgm()
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -49,4 +60,6 @@ class FilterModule:
             "kiln_monitoring_dashboards": kiln_monitoring_dashboards,
             "kiln_monitoring_grafana_provisioning": kiln_monitoring_grafana_provisioning,
             "kiln_monitoring_consoles": kiln_monitoring_consoles,
+            "kiln_monitoring_dcgm_relabel_configs": kiln_monitoring_dcgm_relabel_configs,
+            "kiln_monitoring_dcgm_metrics": kiln_monitoring_dcgm_metrics,
         }

@@ -930,6 +930,31 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "the inventory",
     ),
     (
+        "inv-monitoring-gpu-source-unknown",
+        all_vars({"monitoring_gpu_source": "dcgm"}),
+        BAD,
+        "kiln: error: group_vars/all.yml: monitoring_gpu_source must be one of kiln, "
+        "dcgm-exporter, got 'dcgm' (role monitoring)",
+    ),
+    (
+        "inv-monitoring-dcgm-exporter-host-outside-inventory",
+        all_vars(
+            {
+                "monitoring_gpu_source": "dcgm-exporter",
+                "monitoring_dcgm_exporter_hosts": ["gpu001", "gpu009"],
+            }
+        ),
+        BAD,
+        "kiln: error: group_vars/all.yml: monitoring_dcgm_exporter_hosts: 'gpu009' is not a "
+        "host in the inventory",
+    ),
+    (
+        "inv-monitoring-dcgm-exporter-port-not-a-port",
+        all_vars({"monitoring_dcgm_exporter_port": 0}),
+        BAD,
+        "kiln: error: group_vars/all.yml: monitoring_dcgm_exporter_port 0: not a port (1-65535)",
+    ),
+    (
         "run-monitoring-retention-not-a-duration",
         lambda t: [
             "provision",
@@ -950,6 +975,17 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "kiln: error: group_vars/all.yml: monitoring_scrape_hosts: 'db1' is not a host in "
         "the inventory",
+    ),
+    (
+        "run-monitoring-gpu-source-unknown",
+        lambda t: [
+            "provision",
+            "-i",
+            str(inventory(t, files={"group_vars/all.yml": {"monitoring_gpu_source": "DCGM"}})),
+        ],
+        BAD,
+        "kiln: error: group_vars/all.yml: monitoring_gpu_source must be one of kiln, "
+        "dcgm-exporter, got 'DCGM' (role monitoring)",
     ),
     (
         "inv-nccl-override-with-spaces",

@@ -2,6 +2,7 @@
 defaults and vars: Prometheus's scrape targets from the inventory, and the command lines
 that keep every service on the cluster address."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,82 @@ def test_pinned_versions_name_every_package_per_release():
             "prometheus-node-exporter",
         ], release
     assert Path(ROLE / "vars" / "default.yml").exists()
+
+
+def dcgm_config(**overrides) -> dict:
+    """prometheus.yml with dcgm-exporter as the GPU metrics' source (the relabelling as
+    the role's filter gives it: tests/unit/test_monitoring_dcgm.py)."""
+    from kiln.monitoring import dcgm
+
+    text = render(
+        "prometheus.yml.j2",
+        "ctl1",
+        monitoring_gpu_source="dcgm-exporter",
+        _monitoring_dcgm_relabel_configs=dcgm.relabel_configs(),
+        **overrides,
+    )
+    return yaml.safe_load(text)
+
+
+def test_dcgm_exporter_is_scraped_on_the_compute_hosts_with_kilns_label_names():
+    from kiln.monitoring import dcgm
+
+    config = dcgm_config()
+    assert [c["job_name"] for c in config["scrape_configs"]] == [
+        "node",
+        "prometheus",
+        "alertmanager",
+        "dcgm",
+    ]
+    assert config["scrape_configs"][3] == {
+        "job_name": "dcgm",
+        "static_configs": [
+            {"targets": ["10.0.1.1:9400"], "labels": {"node": "gpu001"}},
+            {"targets": ["gpu002:9400"], "labels": {"node": "gpu002"}},
+            {"targets": ["[fd00::3]:9400"], "labels": {"node": "gpu003"}},
+        ],
+        "metric_relabel_configs": dcgm.relabel_configs(),
+    }
+    # everything else as with Kiln's own GPU metrics
+    kiln = yaml.safe_load(render("prometheus.yml.j2", "ctl1"))
+    assert {**config, "scrape_configs": config["scrape_configs"][:3]} == kiln
+
+
+def test_dcgm_exporter_hosts_and_port_choose_the_targets():
+    config = dcgm_config(
+        monitoring_dcgm_exporter_hosts=["gpu003", "ctl2"], monitoring_dcgm_exporter_port=19400
+    )
+    assert config["scrape_configs"][3]["static_configs"] == [
+        {"targets": ["[fd00::3]:19400"], "labels": {"node": "gpu003"}},
+        {"targets": ["10.0.0.2:19400"], "labels": {"node": "ctl2"}},
+    ]
+
+
+@pytest.mark.parametrize("source", ["kiln", "dcgm-exporter"])
+def test_prometheus_accepts_the_config_for_either_gpu_source(tmp_path, promtool, source):
+    """promtool check config: the scrape jobs, the relabelling and the rules file the
+    role writes for that source (its path made to exist here)."""
+    from kiln.monitoring import dcgm, rules
+
+    rules_file = tmp_path / "kiln-rules.yml"
+    rules_file.write_text(rules.rules_text(30, source))
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        render(
+            "prometheus.yml.j2",
+            "ctl1",
+            monitoring_gpu_source=source,
+            _monitoring_rules_file=str(rules_file),
+            _monitoring_dcgm_relabel_configs=dcgm.relabel_configs(),
+        )
+    )
+    done = subprocess.run(
+        [promtool, "check", "config", str(config)], capture_output=True, text=True
+    )
+    count = len(rules.ALERTS) + (len(dcgm.recording_rules()) if source != "kiln" else 0)
+    assert (done.returncode, done.stdout) == (
+        0,
+        f"Checking {config}\n  SUCCESS: 1 rule files found\n SUCCESS: {config} is valid"
+        f" prometheus config file syntax\n\nChecking {rules_file}\n  SUCCESS: {count} rules"
+        " found\n\n",
+    ), done.stdout + done.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kiln.monitoring import dcgm
 from kiln.node import gpu_metrics, ib_metrics, metrics, nvidia_smi, slurm_metrics, slurm_state
 from tests.conftest import REPO
 
@@ -544,6 +545,23 @@ def test_nvlink_counters_that_cannot_be_read_leave_the_gpu_file(tmp_path, bin_di
     assert (out / "kiln_gpu.prom").read_text() == "# the last run's\n"
 
 
+def test_where_dcgm_exporter_gives_the_gpu_metrics_the_file_keeps_the_rest(tmp_path, bin_dir):
+    """The role's "gpu_omit" on a dcgm-exporter host: the GPU file keeps the ceiling and
+    the kernel's XID counts (and any GPU metric the mapping does not cover), each family
+    as the whole file would have it."""
+    out = tmp_path / "textfile"
+    config = {"metrics_dir": str(out), "node": "gpu001", "temperature_ceiling": 85,
+              "slurm": False, "sysfs_infiniband": str(tmp_path / "none"),
+              "gpu_omit": dcgm.from_dcgm()}  # fmt: skip
+    done = run_program(tmp_path, config, bin_dir)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    families = ["# HELP " + f for f in FAULTY_TEXT.split("# HELP ")[1:]]
+    kept = [f for f in families if f.split(" ", 3)[2] not in dcgm.from_dcgm()]
+    names = {f.split(" ", 3)[2] for f in kept}
+    assert {"kiln_gpu_temperature_ceiling_celsius", "kiln_gpu_xid_errors_total"} <= names
+    assert (out / "kiln_gpu.prom").read_text() == "".join(kept)
+
+
 def test_a_node_without_gpus_ib_or_slurm_gets_no_file(tmp_path):
     """No nvidia-smi on PATH, no InfiniBand, not the controller: nothing, no error."""
     empty = tmp_path / "bin"
@@ -594,6 +612,14 @@ def test_a_source_that_fails_leaves_its_file_and_says_so(tmp_path, bin_dir):
             "(ValueError(\"could not convert string to float: 'x'\"))",
         ),
         (
+            {"metrics_dir": "/x", "node": "n", "gpu_omit": ["kiln_gpu_info", 3]},
+            "gpu_omit is not a list of metric names",
+        ),
+        (
+            {"metrics_dir": "/x", "node": "n", "gpu_omit": "kiln_gpu_info"},
+            "gpu_omit is not a list of metric names",
+        ),
+        (
             {"metrics_dir": "/x", "node": "n", "timeout": "soon"},
             "could not convert string to float: 'soon'",
         ),
@@ -642,6 +668,9 @@ DRY_RUN = """
     monitoring_metrics_dir: /var/lib/prometheus/node-exporter
     monitoring_metrics_interval: 15
     monitoring_gpu_temperature_ceiling: 87
+    # dcgm-exporter gives ctl2's GPU metrics (as if it had GPUs)
+    monitoring_gpu_source: dcgm-exporter
+    monitoring_dcgm_exporter_hosts: [ctl2]
   tasks:
     - name: The monitoring role's metrics tasks
       ansible.builtin.include_role:
@@ -700,11 +729,13 @@ def test_the_role_installs_the_program_its_config_and_timer_on_every_host(tmp_pa
             "temperature_ceiling": 87,
             "ib_ports": [{"device": "mlx5_0", "port": 1, "rate": 400}],
             "slurm": True,
+            "gpu_omit": [],
         },
         "ctl2": {"node": "ctl2", "metrics_dir": "/var/lib/prometheus/node-exporter",
-                 "temperature_ceiling": 87, "ib_ports": [], "slurm": False},
+                 "temperature_ceiling": 87, "ib_ports": [], "slurm": False,
+                 "gpu_omit": dcgm.from_dcgm()},
         "login1": {"node": "login1", "metrics_dir": "/var/lib/prometheus/node-exporter",
-                   "temperature_ceiling": 87, "ib_ports": [], "slurm": False},
+                   "temperature_ceiling": 87, "ib_ports": [], "slurm": False, "gpu_omit": []},
     }  # fmt: skip
     for host in hosts:
         assert tasks["Install kiln-metrics"][host]["diff"][0]["after"] == SCRIPT.read_text()

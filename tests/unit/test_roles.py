@@ -123,6 +123,8 @@ def test_each_roles_module_and_checks():
             None,
             [
                 "monitoring_alertmanager_port",
+                "monitoring_dcgm_exporter_hosts",
+                "monitoring_dcgm_exporter_port",
                 "monitoring_grafana_port",
                 "monitoring_grafana_repository_url",
                 "monitoring_listen_address",

@@ -1,8 +1,9 @@
 """The monitoring role's settings as `kiln inventory check` and the role's pre-flight
 judge them (kiln.roles: INVENTORY_CHECKS, one value at a time), before any node is
 touched: Prometheus's retention (a duration and a size in its own formats), the
-scrape targets (inventory hosts only), and the values written into its command line
-and config files."""
+scrape targets (inventory hosts only: node_exporter's and dcgm-exporter's), the ports,
+and the values written into its command line and config files. monitoring_gpu_source's
+values are its argument spec's choices (kiln.monitoring.dcgm.SOURCES)."""
 
 import re
 from typing import Any
@@ -41,16 +42,20 @@ def check_retention_size(value: Any, _groups: Any = None) -> None:
         raise MonitoringSettingError(f"monitoring_retention_size {value!r}: {SIZE_RULE}")
 
 
-def check_scrape_hosts(value: Any, groups: dict[str, list[str]] | None = None) -> None:
+def _inventory_hosts(name: str):
     """Prometheus scrapes inventory hosts only, each labelled with its inventory name: a
     name that is no host would be a target nobody declared (or a typo never scraped)."""
-    known = {host for hosts in (groups or {}).values() for host in hosts}
-    unknown = [host for host in value if host not in known]
-    if unknown:
-        raise MonitoringSettingError(
-            f"monitoring_scrape_hosts: {', '.join(map(repr, unknown))}"
-            f" {'is not a host' if len(unknown) == 1 else 'are not hosts'} in the inventory"
-        )
+
+    def check(value: Any, groups: dict[str, list[str]] | None = None) -> None:
+        known = {host for hosts in (groups or {}).values() for host in hosts}
+        unknown = [host for host in value if host not in known]
+        if unknown:
+            raise MonitoringSettingError(
+                f"{name}: {', '.join(map(repr, unknown))}"
+                f" {'is not a host' if len(unknown) == 1 else 'are not hosts'} in the inventory"
+            )
+
+    return check
 
 
 def _word(name: str):
@@ -79,14 +84,15 @@ def _port(name: str):
     return check
 
 
-PORTS = ("prometheus", "alertmanager", "node_exporter", "grafana")
+PORTS = ("prometheus", "alertmanager", "node_exporter", "grafana", "dcgm_exporter")
 
 INVENTORY_CHECKS = {
     **{f"monitoring_{p}_port": (int, _port(f"monitoring_{p}_port")) for p in PORTS},
     "monitoring_retention_time": (str, _duration("monitoring_retention_time")),
     "monitoring_retention_size": (str, check_retention_size),
     "monitoring_scrape_interval": (str, _duration("monitoring_scrape_interval")),
-    "monitoring_scrape_hosts": (list, check_scrape_hosts),
+    "monitoring_scrape_hosts": (list, _inventory_hosts("monitoring_scrape_hosts")),
+    "monitoring_dcgm_exporter_hosts": (list, _inventory_hosts("monitoring_dcgm_exporter_hosts")),
     "monitoring_listen_address": (str, _word("monitoring_listen_address")),
     "monitoring_storage_path": (str, _word("monitoring_storage_path")),
     "monitoring_repository_url": (str, _url("monitoring_repository_url")),
