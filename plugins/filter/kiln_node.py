@@ -2,6 +2,7 @@
 and the reservation and node state command lines the roles run on the
 controller (argv lists: no value passes through a shell)."""
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -15,14 +16,24 @@ from kiln.node import slurm_jobs
 
 
 def kiln_node_library(root=None):
-    """{directories: [...], files: [{path, content}]}, absolute paths on the node: under
-    node.INSTALL_DIR, or under ROOT (a dry run's temporary copy)."""
+    """{directories: [...], files: [{path, content}], manifest: {path, content, sha256}},
+    absolute paths on the node: under node.INSTALL_DIR, or under ROOT (a dry run's
+    temporary copy). The manifest lists each file's sha256: the role looks at it alone
+    (one stat) and installs the files only where it differs."""
     root = Path(root or node.INSTALL_DIR)
     files = node.shipped_files()
     directories = sorted({str((root / name).parent) for name in files})
+    manifest = "".join(
+        f"{hashlib.sha256(text.encode()).hexdigest()}  {name}\n" for name, text in files.items()
+    )
     return {
         "directories": [str(root), *directories],
         "files": [{"path": str(root / name), "content": text} for name, text in files.items()],
+        "manifest": {
+            "path": str(root / node.MANIFEST),
+            "content": manifest,
+            "sha256": hashlib.sha256(manifest.encode()).hexdigest(),
+        },
     }
 
 

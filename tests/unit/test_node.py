@@ -3,6 +3,7 @@ only (it runs on the nodes with the system python3), shipped whole, and its pars
 real captures."""
 
 import ast
+import hashlib
 import json
 import os
 import subprocess
@@ -147,6 +148,14 @@ def test_the_filter_ships_the_package_whole(root):
         *(f"{root}/kiln/node/{m.name}" for m in modules),
     ]
     assert [f["content"] for f in shipped["files"][1:]] == [m.read_text() for m in modules]
+    # The manifest the role looks at instead of every file: one line per file.
+    manifest = shipped["manifest"]
+    assert manifest["path"] == f"{root}/kiln-node-library.sha256"
+    assert manifest["content"].splitlines() == [
+        f"{hashlib.sha256(f['content'].encode()).hexdigest()}  {f['path'][len(root) + 1 :]}"
+        for f in shipped["files"]
+    ]
+    assert manifest["sha256"] == hashlib.sha256(manifest["content"].encode()).hexdigest()
 
 
 def test_the_node_programs_run_with_the_shipped_files_alone(tmp_path):
@@ -588,8 +597,10 @@ def test_a_dry_run_writes_nothing_and_its_probes_read_a_temporary_copy(tmp_path)
         # (task, changed, skipped): the dry run reports the library as a change; the
         # temporary copy is not one; the later import skips every task.
         install = [
+            ("Look at the node library's manifest", False),
             ("Create the directories of Kiln's node library", True),
             ("Install Kiln's node library", True),
+            ("Write the library's manifest", True),
             ("Make the temporary directory", False),
             ("Create the temporary copy's directories", False),
             ("Copy the library's files there", False),

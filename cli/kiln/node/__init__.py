@@ -11,6 +11,8 @@ filter), where the node programs run it with the system python3 (3.11 on Debian 
 # copy KILN_NODE_LIBRARY names) first on sys.path (it runs without Kiln) before
 # `import kiln.node`.
 INSTALL_DIR = "/usr/local/lib/kiln"
+# Beside the package there: each shipped file's sha256, written after the files.
+MANIFEST = "kiln-node-library.sha256"
 
 
 def shipped_files() -> dict[str, str]:
