@@ -611,6 +611,13 @@ TRAILING_NEWLINES = [
         "branch (580)",
     ),
     (
+        "grafana-key-sha256",
+        {"monitoring_grafana": True, "monitoring_grafana_repository_key_sha256": "0" * 63},
+        "ctl1,gpu[001-002]",
+        "monitoring_grafana needs monitoring_grafana_repository_key_sha256: the sha256 "
+        "(64 hex digits) of the repository's signing key",
+    ),
+    (
         "cuda-key-sha256",
         {**CUDA_REPO, "nvidia_driver_cuda_repo_key_sha256": "0" * 64 + "\n"},
         COMPUTE,

@@ -66,3 +66,22 @@ def test_a_mirror_is_a_url():
     )
     (problem,) = checks.value_problems("monitoring_repository_url", "mirror debian", GROUPS)
     assert problem.startswith("monitoring_repository_url 'mirror debian': expected a URL")
+
+
+def test_grafana_needs_its_keys_sha256():
+    """Grafana's repository key is trusted by its sha256 alone: without one (or with
+    something else), monitoring_grafana is refused; without Grafana, nothing is asked."""
+    needs = [
+        "monitoring_grafana needs monitoring_grafana_repository_key_sha256: the sha256 "
+        "(64 hex digits) of the repository's signing key"
+    ]
+    assert settings.settings_problems({"grafana": True}) == needs
+    assert (
+        settings.settings_problems({"grafana": True, "grafana_repository_key_sha256": "A" * 64})
+        == needs
+    )
+    assert (
+        settings.settings_problems({"grafana": True, "grafana_repository_key_sha256": "a" * 64})
+        == []
+    )
+    assert settings.settings_problems({"grafana": False}) == []

@@ -120,7 +120,7 @@ def test_each_roles_module_and_checks():
         "pyxis": ("kiln.pyxis", "kiln.pyxis", []),
         "monitoring": (
             "kiln.monitoring.settings",
-            None,
+            "kiln.monitoring.settings",
             [
                 "monitoring_alertmanager_port",
                 "monitoring_dcgm_exporter_hosts",

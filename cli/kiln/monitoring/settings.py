@@ -8,7 +8,7 @@ values are its argument spec's choices (kiln.monitoring.dcgm.SOURCES)."""
 import re
 from typing import Any
 
-from kiln import formats
+from kiln import formats, pinned
 
 # Prometheus's duration: units from largest to smallest, each at most once (1d12h).
 _DURATION = re.compile(r"(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?")
@@ -98,3 +98,16 @@ INVENTORY_CHECKS = {
     "monitoring_repository_url": (str, _url("monitoring_repository_url")),
     "monitoring_grafana_repository_url": (str, _url("monitoring_grafana_repository_url")),
 }
+
+
+def settings_problems(settings: dict[str, Any]) -> list[str]:
+    """The settings taken together (without the monitoring_ prefix): Grafana's
+    repository key is trusted only by its sha256, as NVIDIA's CUDA repository's is."""
+    if settings.get("grafana") is True and not pinned.is_sha256(
+        settings.get("grafana_repository_key_sha256")
+    ):
+        return [
+            "monitoring_grafana needs monitoring_grafana_repository_key_sha256: the sha256 "
+            "(64 hex digits) of the repository's signing key"
+        ]
+    return []
