@@ -62,11 +62,11 @@ scenario() {
 }
 
 # What --ci runs in each of its two lanes, side by side, before Slurm's scenario alone.
-# The lanes are balanced by the times in docs/performance.md (about 10.5 and 9 minutes
-# one at a time), before monitoring joined the second (3 to 9 minutes alone, with a warm
-# and a cold apt cache); scenarios use addresses of their own on the shared network, so
-# any two can run at once (tests/unit/test_molecule_scenarios.py).
-LANES=("nvidia_driver hpcx" "storage enroot monitoring")
+# The lanes are balanced by the times of CI's last fresh-clone run (docs/performance.md:
+# nvidia_driver 10m19s + enroot 7m35s, storage 7m20s + hpcx 6m39s + monitoring 4m14s,
+# each beside the other lane); scenarios use addresses of their own on the shared
+# network, so any two can run at once (tests/unit/test_molecule_scenarios.py).
+LANES=("nvidia_driver enroot" "storage hpcx monitoring")
 
 # Runs the named scenarios one after another, each line of their output labelled with
 # the scenario's name; a failed one is added to the file $failures.
