@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.files import read_text, write_private
+from kiln.files import json_text, read_text, write_private
+from kiln.node import counted
 
 if TYPE_CHECKING:  # the slurm role's filter imports this module (qos_to_set): keep it light
     from kiln.inventory.model import ClusterSpec
@@ -63,18 +64,15 @@ class Dump:
         return sorted(found)
 
     def describe(self) -> str:
-        def count(n: int, noun: str) -> str:
-            return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
         accounts, users = len(self.names("Account")), len(self.names("User"))
         return (
-            f"cluster {self.cluster}: {count(accounts, 'account')}, {count(users, 'user')}, "
+            f"cluster {self.cluster}: {counted(accounts, 'account')}, {counted(users, 'user')}, "
             f"{len(self.qos)} QOS"
         )
 
     def write(self, path: Path) -> None:
         """To PATH, mode 0600: it lists the cluster's users and their limits."""
-        write_private(path, json.dumps(self.to_json(), indent=2) + "\n")
+        write_private(path, json_text(self.to_json()) + "\n")
 
     def to_json(self) -> dict[str, Any]:
         return {

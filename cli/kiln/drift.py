@@ -328,7 +328,9 @@ def drift(request: DriftRequest) -> tuple[DriftResult, ExitCode]:
     )
     write.write_all(report)
     # Diffs show configuration files as they are on the nodes: private, like the runs.
-    files.write_private(model.directory(report.id) / "drift.json", json.dumps(result.to_json()))
+    files.write_private(
+        model.directory(report.id) / "drift.json", files.json_text(result.to_json(), None)
+    )
     if summary.exit_code not in (ExitCode.OK,):
         return result, summary.exit_code
     return result, ExitCode.DRIFT if result.found else ExitCode.OK

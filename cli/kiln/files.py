@@ -10,11 +10,12 @@ one, and says so in one line.
 """
 
 import errno
+import json
 import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from kiln.errors import ExitCode, InputError, KilnError
 
@@ -88,6 +89,15 @@ def _too_large(label: str) -> str:
     ]
     size = f"{limit // units[0][1]} {units[0][0]}" if units else f"{limit:,} bytes"
     return f"{label}: cannot read: over {size} (Kiln's limit for a file)"
+
+
+def json_text(data: Any, indent: int | None = 2) -> str:
+    """What Kiln writes as JSON for others to read (reports, records, --json): strict
+    JSON. Python writes NaN and Infinity, which JSON has not and strict readers refuse;
+    the parsers keep them out of every figure (a non-finite measurement is no
+    measurement), so one here is a bug: a ValueError (one line, exit 1), never an
+    invalid file."""
+    return json.dumps(data, indent=indent, allow_nan=False)
 
 
 def write_private(path: Path, text: str) -> None:

@@ -88,6 +88,11 @@ def parse(text: str, label: str) -> Any:
     except yaml.YAMLError as exc:
         first = str(exc).strip().splitlines() or ["unknown error"]
         raise InputError(f"{label}: YAML does not parse: {first[0]}") from None
+    except ValueError as exc:
+        # A scalar the loader cannot turn into its type: an integer of more than the
+        # 4,300 digits Python's int() reads, a date such as 2026-13-01.
+        why = str(exc).split(";")[0]
+        raise InputError(f"{label}: YAML does not parse: a value cannot be read ({why})") from None
     return data
 
 

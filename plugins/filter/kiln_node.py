@@ -16,10 +16,11 @@ from kiln.node import slurm_jobs
 
 
 def kiln_node_library(root=None):
-    """{directories: [...], files: [{path, content}], manifest: {path, content, sha256}},
-    absolute paths on the node: under node.INSTALL_DIR, or under ROOT (a dry run's
-    temporary copy). The manifest lists each file's sha256: the role looks at it alone
-    (one stat) and installs the files only where it differs."""
+    """{directories: [...], files: [{path, content}], manifest: {path, content, sha256},
+    dry_run_dir}, absolute paths on the node: under node.INSTALL_DIR, or under ROOT (a
+    dry run's copy, at dry_run_dir unless the run says otherwise). The manifest lists
+    each file's sha256: the role looks at it alone (one stat) and installs the files
+    only where it differs."""
     root = Path(root or node.INSTALL_DIR)
     files = node.shipped_files()
     directories = sorted({str((root / name).parent) for name in files})
@@ -34,6 +35,7 @@ def kiln_node_library(root=None):
             "content": manifest,
             "sha256": hashlib.sha256(manifest.encode()).hexdigest(),
         },
+        "dry_run_dir": node.DRY_RUN_DIR,
     }
 
 

@@ -147,6 +147,11 @@ def burn_in(*options: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["burn-in", "-i", str(inventory(tmp)), *given]
 
 
+def burn_in_profile(text: str) -> Callable[[Path], list[str]]:
+    """`kiln burn-in --profile p.yaml` of a profile file holding TEXT."""
+    return lambda tmp: [*burn_in()(tmp), "--profile", str(a_file("p.yaml", text)(tmp))]
+
+
 ACCOUNTING = {"group_vars/all.yml": {"slurm_accounting_enabled": True}}
 GOOD_DUMP = {
     "kiln_accounting": 1,
@@ -1247,6 +1252,26 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("burn-duration-bare", burn_in("--duration", "240"), BAD, "expected a length such as 4h"),
     ("burn-duration-short", burn_in("--duration", "5s"), BAD, "must be between 30s and 14d"),
     ("burn-duration-long", burn_in("--duration", "30d"), BAD, "must be between 30s and 14d"),
+    # Python's int() reads at most 4,300 digits: the ValueError read as an internal error
+    (
+        "burn-duration-digits",
+        burn_in("--duration", "9" * 5000 + "m"),
+        BAD,
+        f"kiln: error: --duration '{'9' * 5000}m': must be between 30s and 14d",
+    ),
+    (
+        "burn-round-not-a-number",
+        burn_in_profile("burn_in: {round_s: ten, sample_s: 5}\n"),
+        BAD,
+        "p.yaml: burn_in.round_s must be a whole number, got 'ten'",
+    ),
+    (
+        "burn-round-digits",
+        burn_in_profile("burn_in: {round_s: " + "9" * 5000 + "}\n"),
+        BAD,
+        "p.yaml: YAML does not parse: a value cannot be read (Exceeds the limit (4300 digits) "
+        "for integer string conversion: value has 5000 digits)",
+    ),
     # Numbers in CLI text are ASCII digits: \d and int() also take Arabic-Indic ones
     (
         "burn-duration-non-ascii-digit",
@@ -1290,29 +1315,13 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("burn-profile-unknown", burn_in("--profile", "h900"), BAD, "unknown profile 'h900'"),
     (
         "burn-profile-without-section",
-        lambda t: [
-            "burn-in",
-            "-i",
-            str(inventory(t)),
-            "--duration",
-            "1h",
-            "--profile",
-            str(a_file("p.yaml", "thresholds: {slurm.srun_s: 5}\n")(t)),
-        ],
+        burn_in_profile("thresholds: {slurm.srun_s: 5}\n"),
         BAD,
         "profile p has no burn_in: section",
     ),
     (
         "burn-profile-bad-section",
-        lambda t: [
-            "burn-in",
-            "-i",
-            str(inventory(t)),
-            "--duration",
-            "1h",
-            "--profile",
-            str(a_file("p.yaml", "burn_in: {device: tpu}\n")(t)),
-        ],
+        burn_in_profile("burn_in: {device: tpu}\n"),
         BAD,
         "burn_in.device must be one of cuda, cpu",
     ),

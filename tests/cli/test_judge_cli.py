@@ -53,7 +53,7 @@ def test_nccl_tests_2_19_healthy_passes_and_one_rank_is_not_judged(tmp_path):
         env={"KILN_STATE_DIR": str(tmp_path)},
     )  # fmt: skip
     assert alone.returncode == ExitCode.OK, alone.stderr
-    assert "1 results (no profile: correctness and peers only): 0 pass, 0 warn, 0 fail, " \
+    assert "1 result (no profile: correctness and peers only): 0 pass, 0 warn, 0 fail, " \
         "1 not judged" in alone.stdout  # fmt: skip
     assert "SKIP" in alone.stdout and "PASS" not in alone.stdout
 
@@ -128,3 +128,45 @@ def test_judge_writes_the_report_with_plots_that_report_show_renders():
     shown = run_kiln("report", "show", report_id, "--format", "markdown")
     assert shown.returncode == ExitCode.OK
     assert "all_reduce_2nodes.json all_reduce | pass" in shown.stdout
+
+
+def strict(text: str):
+    """JSON as strict readers take it: NaN and Infinity, which Python reads, are refused."""
+
+    def refuse(token: str):
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("footer", ["nan", "inf"])
+def test_a_footer_average_that_is_no_number_is_noted_and_the_json_stays_json(tmp_path, footer):
+    """nccl-tests' footer average is only noted: a nan there leaves the figure out
+    (null) and says so, in --json and in the report, which stay strict JSON."""
+    text = (FIXTURES / "all_reduce_1node.txt").read_text()
+    assert "# Avg bus bandwidth    : 355.495 \n" in text
+    path = tmp_path / "all_reduce.txt"
+    path.write_text(text.replace("355.495", footer))
+    result = run_kiln(
+        "judge", "nccl-tests", str(path), "--profile", "h100-sxm-8x-ib400", "--json",
+        env={"KILN_STATE_DIR": str(tmp_path / "state")},
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (ExitCode.OK, "")
+    payload = strict(result.stdout)
+    (entry,) = payload["results"]
+    assert (entry["average_busbw_gbps"], entry["verdict"], entry["notes"]) == (
+        None,
+        "pass",
+        [
+            "collectives.all_reduce.single_node busbw 478 GB/s >= 400 GB/s "
+            "(profile h100-sxm-8x-ib400)",
+            f"footer average {footer} is no figure, not judged",
+        ],
+    )
+    report = strict(Path(payload["report"]).with_name("report.json").read_text())
+    assert report["notes"] == [f"{path} all_reduce: {note}" for note in entry["notes"]]
+    shown = run_kiln(
+        "report", "show", report["id"], "--format", "json",
+        env={"KILN_STATE_DIR": str(tmp_path / "state")},
+    )  # fmt: skip
+    assert (shown.returncode, strict(shown.stdout)) == (ExitCode.OK, report)

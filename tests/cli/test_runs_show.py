@@ -88,3 +88,30 @@ def test_a_host_name_with_markup_is_printed_as_written(tmp_path, monkeypatch, ca
         " seconds  task                    hosts  slowest host",
         " 4.0      slurm : Install slurmd  1      [red]gpu[/x] (4.0s)",
     ]
+
+
+def test_an_event_file_cut_short_is_skipped_and_said_in_one_line(tmp_path, monkeypatch, capsys):
+    """A kept run whose last event file a kill or a full disk cut short: the summary
+    of the rest, and one warning line naming the file."""
+    show = kept_run(tmp_path, monkeypatch, EVENTS)
+    events = tmp_path / "state" / "runs" / show[2] / "artifacts" / "ansible" / "job_events"
+    cut = events / "3-x.json"
+    whole = cut.read_text()
+    column = whole.index('"task"')
+    cut.write_text(whole[:column])
+    code, out, err = kiln([*show, "--json"], capsys)
+    assert code == 0
+    assert err == (
+        f"kiln: warning: {cut}: cut short, not whole JSON (Invalid JSON: EOF while parsing "
+        f"a value at line 1 column {column}); skipped\n"
+    )
+    counts = {"ok": 1, "changed": 0, "failed": 0, "unreachable": 0, "skipped": 0}
+    assert json.loads(out) == {
+        "run": show[2],
+        "playbook": "site.yml",
+        "status": "successful",
+        "hosts": {"[red]gpu[/x]": counts, "gpu002": counts},  # gpu002's second task cut
+        "failures": [],
+        "notes": {},
+        "reboots": {},
+    }

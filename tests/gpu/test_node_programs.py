@@ -6,7 +6,7 @@ import os
 import subprocess
 
 from kiln import gpu, health
-from kiln.node import nvidia_smi
+from kiln.node import counted, nvidia_smi
 from tests.gpu import machine as gm
 from tests.gpu.conftest import run_program
 
@@ -192,7 +192,7 @@ def test_health_gpu_checks(gpu_machine, detected, record, summary, tmp_path):
     assert [(r["check"], r["status"]) for r in results] == list(expected.items()), results
     assert done.returncode == (1 if "FAIL" in expected.values() else 0)
     by_check = {r["check"]: r["reason"] for r in results}
-    assert by_check["gpu_count"] == f"{len(gpu_machine.gpus)} GPUs"
+    assert by_check["gpu_count"] == counted(len(gpu_machine.gpus), "GPU")
     assert by_check["gpu_driver"] == f"driver {gpu_machine.driver}"
     if expected["gpu_persistence"] == "FAIL":
         summary.append(

@@ -339,6 +339,27 @@ def test_bad_durations(text, message):
         burn_in.parse_duration(text)
 
 
+@pytest.mark.parametrize("number", ["1209601", "99999999999", "9" * 5000])
+def test_a_duration_past_14_days_in_any_number_of_digits_is_one_line(number):
+    """Python's int() refuses a number of over 4,300 digits (a ValueError, which read
+    as an internal error): past 14d is refused before any number is read."""
+    with pytest.raises(InputError) as caught:
+        burn_in.parse_duration(f"{number}s")
+    assert caught.value.message == f"{number + 's'!r}: must be between 30s and 14d"
+    assert burn_in.parse_duration("0000000000000000000030s") == 30
+
+
+def test_a_burn_in_setting_of_more_digits_than_python_reads_is_one_line(tmp_path):
+    own = tmp_path / "bad.yaml"
+    own.write_text("burn_in:\n  round_s: " + "9" * 5000 + "\n")
+    with pytest.raises(profiles.ProfileError) as caught:
+        profiles.load(str(own))
+    assert caught.value.message == (
+        f"{own}: YAML does not parse: a value cannot be read (Exceeds the limit (4300 "
+        "digits) for integer string conversion: value has 5000 digits)"
+    )
+
+
 def test_every_shipped_profile_but_none_has_a_burn_in_section():
     assert {n: profiles.load(n).burn_in is not None for n in profiles.shipped()} == {
         "a100-sxm-8x": True,

@@ -83,6 +83,9 @@ def test_health_rules_give_what_kiln_health_printed():
     printed = json.loads(recorded("kiln-health.json"))
     gpus = nvidia_smi.parse_xml(recorded("nvidia-smi-q.xml")).gpus
     judged = gpu_checks.judge_gpus(gpus, 1, DRIVER, "")
+    # Recorded before a count of one was said in the singular: the rest is as printed.
+    assert printed["results"][1] == {"check": "gpu_count", "status": "OK", "reason": "1 GPUs"}
+    printed["results"][1]["reason"] = "1 GPU"
     assert [Result(**r) for r in printed["results"]] == [
         Result("gpu_smi", "OK", "nvidia-smi answers"),
         *judged,

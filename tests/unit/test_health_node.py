@@ -43,7 +43,7 @@ def judged(xml: str, expected: int = 1, loaded: str = DRIVER, installed: str = D
 
 
 HEALTHY = [
-    "OK gpu_count: 1 GPUs",
+    "OK gpu_count: 1 GPU",
     f"OK gpu_driver: driver {DRIVER}",
     "OK gpu_persistence: persistence mode on",
     "OK gpu_ecc: no uncorrectable ECC error",
@@ -66,7 +66,7 @@ def test_the_recorded_h100_passes_every_gpu_rule():
         ),
         (
             [("<sram_uncorrectable_secded>0<", "<sram_uncorrectable_secded>1<")],
-            f"FAIL gpu_ecc: {BUS} 1 uncorrectable ECC errors",
+            f"FAIL gpu_ecc: {BUS} 1 uncorrectable ECC error",
         ),
         (
             [("<remapped_row_pending>No<", "<remapped_row_pending>Yes<")],
@@ -136,7 +136,7 @@ def test_the_states_an_idle_or_loaded_gpu_shows_are_not_faults():
 
 def test_a_missing_gpu_and_a_driver_awaiting_reboot():
     assert judged(recorded("nvidia-smi-q.xml"), expected=8, installed="580.172.08")[:2] == [
-        "FAIL gpu_count: 1 GPUs visible, 8 expected",
+        "FAIL gpu_count: 1 GPU visible, 8 expected",
         f"FAIL gpu_driver: driver {DRIVER} loaded, 580.172.08 installed: reboot",
     ]
 
@@ -223,6 +223,43 @@ def test_nvlinks():
     assert gpu_checks.judge_nvlinks({}, 18).line() == "FAIL gpu_nvlink: no NVLink reported"
 
 
+def test_a_count_of_one_is_said_in_the_singular():
+    """Every count a check's reason gives: one GPU, link, node, test, port or error."""
+    healthy = gpu_checks.parse_smi_xml(recorded("nvidia-smi-q.xml"))  # one H100
+    ecc = gpu_checks.parse_smi_xml(variant(("<dram_uncorrectable>0<", "<dram_uncorrectable>1<")))
+    one_test = json.loads((DCGM / "diag-r2-pass.json").read_text())
+    body = one_test["DCGM Diagnostic"]
+    body["test_categories"] = body["test_categories"][:1]  # the software test alone
+    # nvidia-imex-ctl -N of a domain of one node (the recorded one's first node alone)
+    one_node = (
+        "Nodes:\nNode #0   - 10.0.1.11       - READY                - Version: 580.95.05\n\n"
+        " Nodes From\\To  0\n       0        C\n\nDomain State: UP\n"
+    )
+    assert [
+        gpu_checks.judge_gpus(healthy, 1, DRIVER, DRIVER)[0].line(),
+        gpu_checks.judge_gpus(healthy, 2, DRIVER, DRIVER)[0].line(),
+        gpu_checks.judge_gpus(healthy[:0], 1, DRIVER, DRIVER)[0].line(),
+        gpu_checks.judge_gpus(ecc, 1, DRIVER, DRIVER)[3].line(),
+        gpu_checks.judge_nvlinks(gpu_checks.parse_nvlink_status(nvlink_up(1, 1)), 1).line(),
+        gpu_checks.judge_nvlinks({"GPU 0": []}, 1).line(),
+        gpu_checks.judge_nvlink_fabric(
+            gpu_checks.parse_smi_xml(nvl72("Completed", "Success"))
+        ).line(),
+        gpu_checks.judge_imex(one_node).line(),
+        gpu_checks.judge_dcgm_diag(json.dumps(one_test), 2).line(),
+    ] == [
+        "OK gpu_count: 1 GPU",
+        "FAIL gpu_count: 1 GPU visible, 2 expected",
+        "FAIL gpu_count: 0 GPUs visible, 1 expected",
+        f"FAIL gpu_ecc: {BUS} 1 uncorrectable ECC error",
+        "OK gpu_nvlink: 1 NVLink per GPU active",
+        "FAIL gpu_nvlink: GPU 0 0 of 1 NVLink active",
+        "OK nvlink_fabric: 1 GPU registered with the NVLink fabric",
+        "OK imex_domain: IMEX domain UP, 1 node connected",
+        "OK dcgm_diag: level 2: 1 test passed",
+    ]
+
+
 def test_fabric_manager():
     gpus = gpu_checks.parse_smi_xml(recorded("nvidia-smi-q.xml"))
     assert (
@@ -262,7 +299,14 @@ def test_ib_ports(tmp_path):
         "FAIL ib_ports: mlx5_1/1 DOWN; mlx5_2/1 at 200 Gb/s, 400 expected; mlx5_3/1 missing"
     ]
     config["ib_ports"] = config["ib_ports"][:1]
-    assert health.check_ib(config, None)[0].line() == "OK ib_ports: 1 ports active at their rate"
+    assert health.check_ib(config, None)[0].line() == (
+        "OK ib_ports: 1 port active at the expected rate"
+    )
+    port("mlx5_4", "4: ACTIVE", "400 Gb/sec (4X NDR)")
+    config["ib_ports"].append({"device": "mlx5_4", "port": 1, "rate": 400})
+    assert health.check_ib(config, None)[0].line() == (
+        "OK ib_ports: 2 ports active at the expected rate"
+    )
 
 
 def test_free_space(tmp_path):
@@ -590,7 +634,7 @@ def nvl72(state: str, status: str) -> str:
 def test_a_gpu_of_an_nvlink_domain_must_have_its_fabric_completed():
     judge = gpu_checks.judge_nvlink_fabric
     assert judge(gpu_checks.parse_smi_xml(nvl72("Completed", "Success"))) == gpu_checks.Result(
-        "nvlink_fabric", "OK", "1 GPUs registered with the NVLink fabric"
+        "nvlink_fabric", "OK", "1 GPU registered with the NVLink fabric"
     )
     assert judge(gpu_checks.parse_smi_xml(nvl72("In Progress", "N/A"))) == gpu_checks.Result(
         "nvlink_fabric", "FAIL", f"{BUS} fabric In Progress/N/A"
@@ -638,6 +682,6 @@ def test_kiln_health_runs_the_nvl72_checks_on_an_imex_node(tmp_path):
     config.update(nvlink_domain=True, imex=True)
     found = [r for r in gpu_checks.check_gpus(config, deadline) if r.check in nvl72_checks]
     assert found == [
-        gpu_checks.Result("nvlink_fabric", "OK", "1 GPUs registered with the NVLink fabric"),
+        gpu_checks.Result("nvlink_fabric", "OK", "1 GPU registered with the NVLink fabric"),
         gpu_checks.Result("imex_domain", "FAIL", "IMEX domain DEGRADED: 10.0.1.14 UNAVAILABLE"),
     ]

@@ -276,3 +276,55 @@ def test_a_busbw_that_is_no_number_is_refused_not_passed(tmp_path, value):
     path.write_text(json.dumps(data))
     with pytest.raises(NcclTestsError, match=r"results\[13\]: unexpected entry \(busbw"):
         nccl_tests.parse_file(path)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_a_wrong_count_that_is_no_count_is_refused(tmp_path, value):
+    """#wrong nan is true in Python: it read as "nan wrong values ... data corruption"
+    and wrote NaN into --json. A count that is not a finite, non-negative number is no
+    result, like such a bandwidth."""
+    text = (FIXTURES / "all_reduce_1node.txt").read_text().splitlines()
+    row = next(i for i, line in enumerate(text) if line.strip().startswith("8589934592"))
+    columns = text[row].split()
+    columns[8] = value  # out-of-place #wrong
+    text[row] = "  ".join(columns)
+    path = tmp_path / "all_reduce.txt"
+    path.write_text("\n".join(text) + "\n")
+    with pytest.raises(NcclTestsError) as caught:
+        nccl_tests.parse_file(path)
+    assert caught.value.message == (
+        f"{path}:{row + 1}: not an nccl-tests result row (#wrong {float(value)!r} is no count): "
+        f"{text[row].strip()[:80]!r}"
+    )
+    data = json.loads((FIXTURES / "v2.19" / "all_reduce_2nodes.json").read_text())
+    data["results"][-1]["in_place"]["nwrong"] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(NcclTestsError) as caught:
+        nccl_tests.parse_file(path)
+    assert caught.value.message == (
+        f"{path}: results[13]: unexpected entry (#wrong {float(value)!r} is no count)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("part", "value", "message"),
+    [
+        ("config", {"maximum_bytes": "8G"}, "config: unexpected entry (invalid literal"),
+        ("config", {"step_factor": float("inf")}, "config: unexpected entry (cannot convert"),
+        ("config", ["gpu001"], "config: unexpected entry ('list' object has no attribute"),
+        ("out_of_bounds", {"count": "none"}, "footer: unexpected entry (invalid literal"),
+        ("average_bus_bandwidth", {"bandwidth": None}, "footer: unexpected entry (float()"),
+        ("average_bus_bandwidth", "262.1", "footer: unexpected entry ('str' object has no"),
+    ],
+)
+def test_a_json_file_with_a_header_or_footer_of_another_shape_is_one_line(
+    tmp_path, part, value, message
+):
+    data = json.loads((FIXTURES / "v2.19" / "all_reduce_2nodes.json").read_text())
+    data[part] = value
+    path = tmp_path / "all_reduce.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(NcclTestsError) as caught:
+        nccl_tests.parse_file(path)
+    assert caught.value.message.startswith(f"{path}: {message}")
+    assert "\n" not in caught.value.message

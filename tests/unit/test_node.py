@@ -136,9 +136,9 @@ def test_each_task_file_that_runs_a_probe_imports_the_library_before_it():
                 assert imports and imports[0] < runs[0], f"{role_dir.name}/tasks/{tasks.name}"
 
 
-@pytest.mark.parametrize("root", [None, "/tmp/kiln-node.x1y2"])
+@pytest.mark.parametrize("root", [None, kiln.node.DRY_RUN_DIR])
 def test_the_filter_ships_the_package_whole(root):
-    """To INSTALL_DIR, or under a dry run's temporary directory."""
+    """To INSTALL_DIR, or under a dry run's copy."""
     shipped = filters("kiln_node")["kiln_node_library"](root)
     root = root or kiln.node.INSTALL_DIR
     assert shipped["directories"] == [root, f"{root}/kiln", f"{root}/kiln/node"]
@@ -156,11 +156,12 @@ def test_the_filter_ships_the_package_whole(root):
         for f in shipped["files"]
     ]
     assert manifest["sha256"] == hashlib.sha256(manifest["content"].encode()).hexdigest()
+    assert shipped["dry_run_dir"] == "/run/kiln-node-library"
 
 
 def test_the_node_programs_run_with_the_shipped_files_alone(tmp_path):
     """No site-packages (-S), so no other kiln: what the filter ships, where
-    KILN_NODE_LIBRARY names it (a dry run's temporary copy), is all there is."""
+    KILN_NODE_LIBRARY names it (a dry run's copy), is all there is."""
     for name, text in kiln.node.shipped_files().items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
@@ -563,12 +564,11 @@ DRY_RUN = """
 @pytest.mark.skipif(
     Path(kiln.node.INSTALL_DIR).exists(), reason="this machine has Kiln's node library installed"
 )
-def test_a_dry_run_writes_nothing_and_its_probes_read_a_temporary_copy(tmp_path):
+def test_a_dry_run_writes_nothing_and_its_probes_read_a_copy_it_replaces(tmp_path):
     """Check mode on a node without the library: nothing installed, the later role's
-    import skipped, and the probe (no site-packages: no other kiln) runs on the copy."""
-    import shutil
-    import tempfile
-
+    import skipped, and the probe (no site-packages: no other kiln) runs on the copy in
+    the dry run's one place (kiln.node.DRY_RUN_DIR; here under tmp_path), which the
+    next dry run replaces whole: no directory per run is left behind."""
     from tests.collection import local_playbook
 
     playbook = tmp_path / "dry.yml"
@@ -579,43 +579,50 @@ def test_a_dry_run_writes_nothing_and_its_probes_read_a_temporary_copy(tmp_path)
             python=sys.executable,
         )
     )
+    copy = tmp_path / "run" / "kiln-node-library"
+    # The last dry run's copy, of another version: a module since removed
+    (copy / "kiln" / "node").mkdir(parents=True)
+    (copy / "kiln" / "node" / "gone.py").write_text("")
     report = local_playbook(
-        playbook, "--check", "-e", f"ansible_python_interpreter={sys.executable}", timeout=300
+        playbook,
+        "--check",
+        "-e",
+        f"ansible_python_interpreter={sys.executable}",
+        "-e",
+        f"base_node_library_dry_run_dir={copy}",
+        timeout=300,
     )
     tasks = report["plays"][0]["tasks"]
     shown = tasks[-1]["hosts"]["localhost"]["msg"]
-    copy = Path(shown["dir"])
-    try:
-        assert not Path(kiln.node.INSTALL_DIR).exists()
-        assert copy.parent == Path(tempfile.gettempdir()) and copy.name.startswith("kiln-node.")
-        assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*.py")) == sorted(
-            kiln.node.shipped_files()
-        )
-        assert set(shown["probe"]) == {
-            "pci", "proc_version", "modinfo_version", "packages", "fabric_manager",
-        }  # fmt: skip
-        # (task, changed, skipped): the dry run reports the library as a change; the
-        # temporary copy is not one; the later import skips every task.
-        install = [
-            ("Look at the node library's manifest", False),
-            ("Create the directories of Kiln's node library", True),
-            ("Install Kiln's node library", True),
-            ("Write the library's manifest", True),
-            ("Make the temporary directory", False),
-            ("Create the temporary copy's directories", False),
-            ("Copy the library's files there", False),
-            ("Say where the node programs find the library for the rest of this run", False),
-        ]
-        assert [
-            (t["task"]["name"], t["hosts"]["localhost"].get("changed", False),
-             t["hosts"]["localhost"].get("skipped", False))
-            for t in tasks[:-2]
-        ] == [
-            *((name, changed, False) for name, changed in install),
-            *((name, False, True) for name, _ in install),
-        ]  # fmt: skip
-    finally:
-        shutil.rmtree(copy, ignore_errors=True)
+    assert not Path(kiln.node.INSTALL_DIR).exists()
+    assert shown["dir"] == str(copy)
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*.py")) == sorted(
+        kiln.node.shipped_files()
+    )
+    assert sorted(p.name for p in copy.iterdir()) == ["kiln"]
+    assert set(shown["probe"]) == {
+        "pci", "proc_version", "modinfo_version", "packages", "fabric_manager",
+    }  # fmt: skip
+    # (task, changed, skipped): the dry run reports the library as a change; its
+    # copy is not one; the later import skips every task.
+    install = [
+        ("Look at the node library's manifest", False),
+        ("Create the directories of Kiln's node library", True),
+        ("Install Kiln's node library", True),
+        ("Write the library's manifest", True),
+        ("Remove the last dry run's copy", False),
+        ("Create the dry run copy's directories", False),
+        ("Copy the library's files there", False),
+        ("Say where the node programs find the library for the rest of this run", False),
+    ]
+    assert [
+        (t["task"]["name"], t["hosts"]["localhost"].get("changed", False),
+         t["hosts"]["localhost"].get("skipped", False))
+        for t in tasks[:-2]
+    ] == [
+        *((name, changed, False) for name, changed in install),
+        *((name, False, True) for name, _ in install),
+    ]  # fmt: skip
 
 
 def test_every_textfile_kiln_writes_passes_promtool(tmp_path, promtool):

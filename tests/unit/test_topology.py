@@ -225,7 +225,7 @@ def test_a_top_missing_a_cable_is_named_but_the_tree_stands():
     checks.apply(topo, None, checks.MissingPolicy.FAIL)
     assert "kiln-root" not in topo.switches
     assert topo.warnings == [
-        "1 top switches reach only part of the fabric that s1 reaches (s2): a missing or "
+        "1 top switch reaches only part of the fabric that s1 reaches (s2): a missing or "
         "down cable?"
     ]
 

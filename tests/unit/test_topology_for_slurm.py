@@ -82,8 +82,8 @@ def test_a_policy_error_names_the_inventory_variable_that_would_accept_the_input
         for_slurm.render("ibnetdiscover", "tree", (24, 11), ["dgx001", "gpu101"],
                          texts=[("a", dgx), ("b", other)], disconnected="fail")  # fmt: skip
     assert disconnected.value.message == (
-        "the fabric has 2 top switches and none reaches every node: ib-spine-1 (1 nodes), "
-        "spine-01 (1 nodes) (a partial dump, or two fabrics?); to join them under kiln-root: "
+        "the fabric has 2 top switches and none reaches every node: ib-spine-1 (1 node), "
+        "spine-01 (1 node) (a partial dump, or two fabrics?); to join them under kiln-root: "
         "slurm_topology_disconnected: root in the inventory"
     )
 

@@ -463,6 +463,49 @@ def test_reports_in_every_format_round_trip_and_say_the_same(raw):
     assert failure.get("message").startswith("storage.seq_write /shared")
 
 
+def test_junit_holds_a_reason_quoting_control_characters_as_their_escapes():
+    """A reason may quote a node's output: a terminal colour code or a NUL, which XML
+    1.0 cannot hold (ElementTree wrote them as they were, and the file did not parse)."""
+    report = model.Report(
+        id="20261127-190000-validate-abcd",
+        started="2026-11-27T19:00:00+00:00",
+        inventory="inv",
+        profile=None,
+        suites=["collectives"],
+        nodes=["gpu001"],
+        judgements=[
+            Judgement("gpu001", "nccl", "\x1b[1mall_reduce", None, "", Verdict.FAIL,
+                      "NCCL error: \x1b[31mremote\x00 error\x1b[0m\ttab"),
+            Judgement("gpu001", "slurm.state", "", None, "", Verdict.WARN, "\ufffe\ud800"),
+        ],
+    )  # fmt: skip
+    suites = ET.fromstring(junit.render(report))
+    cases = [
+        (case.get("name"), [(child.tag, child.get("message"), child.text) for child in case])
+        for case in suites.iter("testcase")
+    ]
+    reason = "NCCL error: \\x1b[31mremote\\x00 error\\x1b[0m\ttab"
+    assert cases == [
+        ("nccl \\x1b[1mall_reduce", [("failure", reason, reason)]),
+        ("slurm.state", [("system-out", None, "warning: \\ufffe\\ud800")]),
+    ]
+
+
+@pytest.mark.parametrize("figure", [float("nan"), float("inf")])
+def test_a_report_holding_a_figure_that_is_no_number_is_written_nowhere(raw, figure):
+    """The parsers keep NaN and infinity out of every figure (a non-finite measurement is
+    no measurement: kiln.validation.verdicts.judge fails it with value None, see
+    test_validation_profiles); one that slips past is a bug, refused before any file is
+    written: JSON has no NaN."""
+    report = make_report(raw)
+    report.judgements.append(
+        Judgement("gpu001", "storage.seq_read", "/shared", figure, "MB/s", Verdict.PASS, "")
+    )
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        write.write_all(report)
+    assert not model.directory(report.id).exists()
+
+
 def test_compare_says_what_got_worse_per_node_and_for_the_fleet(raw):
     before = make_report(raw)
     raw.node("storage", "gpu003", storage_result("gpu003", seq_mbps_scale=0.1))

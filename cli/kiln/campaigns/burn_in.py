@@ -45,8 +45,10 @@ def parse_duration(text: str) -> int:
         raise InputError(
             f"{text!r}: expected a length such as 4h, 90m, 1h30m or 2d (units s, m, h, d)"
         )
-    seconds = sum(int(n) * UNITS[u] for n, u in parts)
-    if not SHORTEST <= seconds <= LONGEST:
+    # Past 14d in any unit; and Python's int() refuses over 4,300 digits (a ValueError).
+    too_long = any(len(n.lstrip("0")) > len(str(LONGEST)) for n, _ in parts)
+    seconds = 0 if too_long else sum(int(n) * UNITS[u] for n, u in parts)
+    if too_long or not SHORTEST <= seconds <= LONGEST:
         raise InputError(f"{text!r}: must be between 30s and 14d")
     return seconds
 

@@ -586,7 +586,7 @@ class Rollout(campaign.Campaign):
         ).to_dict()  # fmt: skip
         files.write_private(
             model.directory(report.id) / "rollout.json",
-            json.dumps(record.to_json(), indent=1),
+            files.json_text(record.to_json(), indent=1),
         )
         return drain.Actions()
 

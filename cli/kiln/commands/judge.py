@@ -1,11 +1,11 @@
 """`kiln judge nccl-tests FILE...`: verdicts on nccl-tests output captured elsewhere."""
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
+from kiln.node import counted
 from kiln.report import judged, model, write
 from kiln.run import display
 from kiln.validation import nccl_judge, nccl_tests, profiles
@@ -48,7 +48,7 @@ def nccl_tests_command(
             "results": [r.to_dict() for r in results],
             "report": str(page),
         }
-        click.echo(json.dumps(payload, indent=2))
+        display.emit_json(payload)
     else:
         _print(results, profile)
         click.echo(f"report: {page}")
@@ -79,7 +79,7 @@ def _print(results: list[nccl_judge.Result], profile: profiles.Profile | None) -
     judged_by = f"profile {profile.name}" if profile else "no profile: correctness and peers only"
     counts = {v: sum(r.verdict is v for r in results) for v in Verdict}
     click.echo(
-        f"{len(results)} results ({judged_by}): {counts[Verdict.PASS]} pass, "
+        f"{counted(len(results), 'result')} ({judged_by}): {counts[Verdict.PASS]} pass, "
         f"{counts[Verdict.WARN]} warn, {counts[Verdict.FAIL]} fail"
         + (f", {counts[Verdict.SKIP]} not judged" if counts[Verdict.SKIP] else "")
     )

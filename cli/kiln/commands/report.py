@@ -77,9 +77,7 @@ def show(run: str, kind: str, output: str | None) -> None:
 
 
 def _json(found: model.Report) -> str:
-    import json
-
-    return json.dumps(found.to_json(), indent=2) + "\n"
+    return files.json_text(found.to_json()) + "\n"
 
 
 @report.command()

@@ -60,7 +60,10 @@ def show(run: str, json_mode: bool, slowest: int | None) -> None:
     from kiln.run import timings
 
     record, run_dir = run_records.find(run)
-    summary = run_records.replay(record, run_dir)
+    problems: list[str] = []
+    summary = run_records.replay(record, run_dir, problems)
+    for problem in problems:
+        click.echo(f"kiln: warning: {problem}; skipped", err=True)
     tasks = timings.slowest(run_records.load_events(run_dir), slowest) if slowest else []
     if json_mode:
         shown = summary.to_json()

@@ -13,6 +13,17 @@ filter), where the node programs run it with the system python3 (3.11 on Debian 
 INSTALL_DIR = "/usr/local/lib/kiln"
 # Beside the package there: each shipped file's sha256, written after the files.
 MANIFEST = "kiln-node-library.sha256"
+# A dry run installs nothing, yet its probes import the library: where the node's copy
+# is missing or another version, they read one put here, replaced by each such dry run
+# (one fixed place, not a new temporary directory per run left behind; /run is root's
+# and empty after a reboot).
+DRY_RUN_DIR = "/run/kiln-node-library"
+
+
+def counted(number: int, noun: str, plural: str = "") -> str:
+    """A count and its noun as a message says it: 1 GPU, 0 GPUs, 8 GPUs (`plural` where
+    it is not the noun and an s)."""
+    return f"{number} {noun}" if number == 1 else f"{number} {plural or noun + 's'}"
 
 
 def shipped_files() -> dict[str, str]:

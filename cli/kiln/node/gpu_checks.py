@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from kiln.node import nvidia_smi
+from kiln.node import counted, nvidia_smi
 from kiln.node.checks import CommandFailed, Deadline, Result, run
 
 # nvidia-smi's documented exit codes that say what is wrong with the node.
@@ -85,9 +85,9 @@ def judge_gpus(gpus: list[Gpu], expected: int, loaded: str, installed: str) -> l
 
     count = len(gpus)
     results = [
-        Result("gpu_count", "OK", f"{count} GPUs")
+        Result("gpu_count", "OK", counted(count, "GPU"))
         if count == expected
-        else Result("gpu_count", "FAIL", f"{count} GPUs visible, {expected} expected")
+        else Result("gpu_count", "FAIL", f"{counted(count, 'GPU')} visible, {expected} expected")
     ]
     versions = {g.driver for g in gpus} | {v for v in (loaded, installed) if v}
     driver = gpus[0].driver if gpus else loaded
@@ -117,7 +117,7 @@ def judge_gpus(gpus: list[Gpu], expected: int, loaded: str, installed: str) -> l
         worst(
             "gpu_ecc",
             [
-                f"{g.bus_id} {g.uncorrectable_volatile} uncorrectable ECC errors"
+                f"{g.bus_id} {counted(g.uncorrectable_volatile, 'uncorrectable ECC error')}"
                 for g in gpus
                 if g.uncorrectable_volatile
             ],
@@ -162,10 +162,10 @@ def judge_nvlinks(links: dict[str, list[str]], per_gpu: int) -> Result:
     for gpu, speeds in links.items():
         inactive = sum(1 for s in speeds if "inactive" in s.lower())
         if inactive or len(speeds) < per_gpu:
-            bad.append(f"{gpu} {len(speeds) - inactive} of {per_gpu} NVLinks active")
+            bad.append(f"{gpu} {len(speeds) - inactive} of {counted(per_gpu, 'NVLink')} active")
     if not links:
         bad.append("no NVLink reported")
-    return _judged("gpu_nvlink", bad, f"{per_gpu} NVLinks per GPU active")
+    return _judged("gpu_nvlink", bad, f"{counted(per_gpu, 'NVLink')} per GPU active")
 
 
 def _judged(check: str, bad: list[str], ok: str) -> Result:
@@ -198,7 +198,9 @@ def judge_fabric(service: str, gpus: list[Gpu]) -> Result:
 def judge_nvlink_fabric(gpus: list[Gpu]) -> Result:
     """A node in an NVLink domain (NVL72): every GPU registered with the fabric."""
     bad = fabric_not_registered(gpus, in_domain=True) or ([] if gpus else ["no GPU reported"])
-    return _judged("nvlink_fabric", bad, f"{len(gpus)} GPUs registered with the NVLink fabric")
+    return _judged(
+        "nvlink_fabric", bad, f"{counted(len(gpus), 'GPU')} registered with the NVLink fabric"
+    )
 
 
 # `nvidia-imex-ctl -N`: "Node #0   - 172.31.48.81    - READY   [- Version: 570.172]",
@@ -231,7 +233,9 @@ def judge_imex(text: str) -> Result:
                 if index in nodes:
                     not_ready.setdefault(index, f"{nodes[index][0]} not connected ({cell})")
     if domain["state"] == "UP" and not not_ready:
-        return Result("imex_domain", "OK", f"IMEX domain UP, {len(nodes)} nodes connected")
+        return Result(
+            "imex_domain", "OK", f"IMEX domain UP, {counted(len(nodes), 'node')} connected"
+        )
     listed = "; ".join(not_ready[i] for i in sorted(not_ready))
     return Result(
         "imex_domain", "FAIL", f"IMEX domain {domain['state']}" + (f": {listed}" if listed else "")
@@ -354,7 +358,7 @@ def judge_dcgm_diag(text: str, level: int) -> Result:
             return Result("dcgm_diag", status, f"level {level} {found[status][0]}{more}")
     if not tests:
         return Result("dcgm_diag", "FAIL", f"dcgmi diag -r {level} ran no test")
-    return Result("dcgm_diag", "OK", f"level {level}: {tests} tests passed")
+    return Result("dcgm_diag", "OK", f"level {level}: {counted(tests, 'test')} passed")
 
 
 def check_dcgm(config: dict, _deadline: Deadline) -> list[Result]:

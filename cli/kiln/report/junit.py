@@ -1,9 +1,20 @@
 """JUnit XML for CI systems: one test suite per node, one test case per judged test."""
 
+import re
 from xml.etree import ElementTree as ET
 
 from kiln.report.model import Report
 from kiln.validation.verdicts import Verdict
+
+# XML 1.0 holds tab, line feed, carriage return and the characters from U+0020 on (less
+# the surrogates, U+FFFE and U+FFFF); ElementTree writes any other as it is, and the
+# file no longer parses. A reason may quote a node's output (a terminal colour code).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _text(value: str) -> str:
+    """`value` with each character XML cannot hold written as its escape (\\x1b)."""
+    return _NOT_XML.sub(lambda m: m[0].encode("unicode_escape").decode(), value)
 
 
 def render(report: Report) -> str:
@@ -25,15 +36,16 @@ def render(report: Report) -> str:
             skipped=str(skipped),
         )
         for j in judgements:
-            name = " ".join(p for p in (j.test, j.subject) if p)
+            name = _text(" ".join(p for p in (j.test, j.subject) if p))
             case = ET.SubElement(suite, "testcase", classname=node, name=name)
+            reason = _text(j.reason)
             if j.verdict is Verdict.FAIL:
-                ET.SubElement(case, "failure", message=j.reason).text = j.reason
+                ET.SubElement(case, "failure", message=reason).text = reason
             elif j.verdict is Verdict.UNCHECKED:  # it could not run: an error, not a failure
-                ET.SubElement(case, "error", message=j.reason).text = j.reason
+                ET.SubElement(case, "error", message=reason).text = reason
             elif j.verdict is Verdict.SKIP:
-                ET.SubElement(case, "skipped", message=j.reason)
+                ET.SubElement(case, "skipped", message=reason)
             elif j.verdict is Verdict.WARN:
-                ET.SubElement(case, "system-out").text = f"warning: {j.reason}"
+                ET.SubElement(case, "system-out").text = f"warning: {reason}"
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

@@ -1,6 +1,5 @@
 """Write a report in every format into its run's directory."""
 
-import json
 from pathlib import Path
 
 from kiln import files
@@ -11,7 +10,7 @@ from kiln.report.model import FORMATS, Report, directory
 def write_all(report: Report) -> dict[str, Path]:
     folder = directory(report.id)
     texts = {
-        "json": json.dumps(report.to_json(), indent=2) + "\n",
+        "json": files.json_text(report.to_json()) + "\n",
         "markdown": markdown.render(report),
         "html": html.render(report),
         "junit": junit.render(report),

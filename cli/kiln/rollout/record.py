@@ -103,7 +103,9 @@ def new_id() -> str:
 
 
 def save(record: Record) -> None:
-    files.write_private(directory() / f"{record.id}.json", json.dumps(record.to_json(), indent=1))
+    files.write_private(
+        directory() / f"{record.id}.json", files.json_text(record.to_json(), indent=1)
+    )
 
 
 def known() -> list[str]:

@@ -2,7 +2,6 @@
 terminal, one line per event otherwise, nothing for --json), then the summary, or one
 JSON object."""
 
-import json
 import sys
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -13,6 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kiln import files
 from kiln.run.events import EventAccumulator, RunSummary, failure_message, outcome
 
 
@@ -134,7 +134,7 @@ def for_output(json_mode: bool) -> Displays:
 
 
 def emit_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, sort_keys=False))
+    print(files.json_text(obj))
 
 
 def columns(rows: list[tuple[str, ...]]) -> list[str]:

@@ -133,25 +133,28 @@ def find(run: str) -> tuple[RunRecord, Path]:
     return records[found], paths.runs_dir() / found
 
 
-def replay(record: RunRecord, run_dir: Path) -> RunSummary:
-    """Rebuild a run's summary from its job events."""
+def replay(record: RunRecord, run_dir: Path, problems: list[str] | None = None) -> RunSummary:
+    """Rebuild a run's summary from its job events (`problems`: as load_events)."""
     accumulator = EventAccumulator(record.run, record.playbook)
-    for event in load_events(run_dir):
+    for event in load_events(run_dir, problems):
         accumulator.feed(event)
     accumulator.summary.status = record.status
     return accumulator.summary
 
 
-def load_events(run_dir: Path) -> list[dict[str, Any]]:
-    """A run's job events in the order they happened."""
+def load_events(run_dir: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
+    """A run's job events in the order they happened. A file cut short (a write
+    interrupted by a kill or a full disk) is left out, with a line in `problems`."""
     events = []
-    for event_file in events_dir(run_dir).glob("*.json"):
+    for event_file in sorted(events_dir(run_dir).glob("*.json")):
         try:
             raw = event_file.read_bytes()
             JobEvent.model_validate_json(raw)
         except (OSError, ValueError) as exc:
             if isinstance(exc, ValidationError) and exc.errors()[0]["type"] == "json_invalid":
-                continue  # a partial file from an interrupted write
+                if problems is not None:
+                    problems.append(f"{event_file}: cut short, not whole JSON ({_first(exc)})")
+                continue
             raise InputError(
                 f"{event_file}: not an ansible-runner job event ({_first(exc)})"
             ) from None

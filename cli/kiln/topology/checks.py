@@ -4,6 +4,7 @@
 from enum import StrEnum
 
 from kiln import formats, hostlist
+from kiln.node import counted
 from kiln.topology.model import Block, Switch, Topology, TopologyError
 
 CATCH_ALL = "kiln-unplaced"
@@ -135,11 +136,12 @@ def _connect(topology: Topology, policy: DisconnectedPolicy) -> str:
         top = covering[0]
         if partial := [t for t in tops if t != top]:
             topology.warnings.append(
-                f"{len(partial)} top switches reach only part of the fabric that {top} "
+                f"{counted(len(partial), 'top switch', 'top switches')} "
+                f"reach{'es' if len(partial) == 1 else ''} only part of the fabric that {top} "
                 f"reaches ({_listed(partial)}): a missing or down cable?"
             )
         return top
-    described = _listed([f"{t} ({len(reach[t])} nodes)" for t in tops])
+    described = _listed([f"{t} ({counted(len(reach[t]), 'node')})" for t in tops])
     if policy is DisconnectedPolicy.FAIL:
         raise PolicyError(
             f"the fabric has {len(tops)} top switches and none reaches every node: "

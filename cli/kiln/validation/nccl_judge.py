@@ -6,8 +6,10 @@ bandwidth" averages over every size of the sweep, so it says more about the swee
 about the fabric. It is reported as a note only.
 """
 
+import math
 from dataclasses import asdict, dataclass, field
 
+from kiln.node import counted
 from kiln.validation import verdicts
 from kiln.validation.nccl_tests import Run
 from kiln.validation.profiles import TESTS, Profile
@@ -49,6 +51,11 @@ def summarize(run: Run) -> Result:
     plateau = [row for row in run.rows if row.size >= PLATEAU_BYTES]
     best = max(plateau, key=lambda row: row.best_busbw(), default=None)
     largest = max(run.rows, key=lambda row: row.size, default=None)
+    # The footer's average is only noted; a nan or inf there (the text parser reads
+    # both) is no figure, and JSON has no NaN: None, and the note says what it was.
+    average = run.average_busbw
+    if average is not None and not math.isfinite(average):
+        average = None
     result = Result(
         source=run.source,
         collective=run.collective,
@@ -59,19 +66,20 @@ def summarize(run: Run) -> Result:
         best_busbw_bytes=best.size if best else None,
         largest_size_bytes=largest.size if largest else None,
         largest_size_busbw_gbps=largest.best_busbw() if largest else None,
-        average_busbw_gbps=run.average_busbw,
+        average_busbw_gbps=average,
         wrong=sum(row.wrong() for row in run.rows),
     )
     if run.collective and not result.test:
         result.notes.append(f"Kiln has no reference numbers for {run.collective}")
     if nodes is None:
         result.notes.append("node count unknown (no device lines): judged as a multi-node run")
-    if run.average_busbw is not None:
-        flagged = " (nccl-tests flagged it FAILED against -G)" if run.average_failed else ""
+    flagged = " (nccl-tests flagged it FAILED against -G)" if run.average_failed else ""
+    if average is not None:
         result.notes.append(
-            f"footer average {verdicts.fmt(run.average_busbw)} GB/s over all sizes, "
-            f"not judged{flagged}"
+            f"footer average {verdicts.fmt(average)} GB/s over all sizes, not judged{flagged}"
         )
+    elif run.average_busbw is not None:
+        result.notes.append(f"footer average {run.average_busbw} is no figure, not judged{flagged}")
     return result
 
 
@@ -118,12 +126,16 @@ def _correctness(run: Run, result: Result) -> None:
         _worsen(
             result,
             Verdict.FAIL,
-            f"{verdicts.fmt(result.wrong)} wrong values in {len(rows)} "
-            f"size{'s' if len(rows) > 1 else ''} "
+            f"{verdicts.fmt(result.wrong)} wrong value{'' if result.wrong == 1 else 's'} "
+            f"in {counted(len(rows), 'size')} "
             f"(first at {human_size(rows[0].size)}): data corruption",
         )
     if run.out_of_bounds_failed:
-        _worsen(result, Verdict.FAIL, f"{run.out_of_bounds} out-of-bounds values (FAILED)")
+        _worsen(
+            result,
+            Verdict.FAIL,
+            f"{counted(run.out_of_bounds or 0, 'out-of-bounds value')} (FAILED)",
+        )
     if not run.finished:
         last = human_size(result.largest_size_bytes)
         _worsen(

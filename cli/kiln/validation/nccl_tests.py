@@ -197,11 +197,14 @@ def _measure(columns: list[str]) -> Measure:
 
 def _checked(measure: Measure) -> Measure:
     """nan passes every comparison (and nccl-tests writes "nan" for it): a time or a
-    bandwidth that is not a finite, non-negative number is no result."""
+    bandwidth that is not a finite, non-negative number is no result, nor is such a
+    count of wrong values (nan is true: it would read as corruption of nan values)."""
     for name in ("time_us", "algbw", "busbw"):
         value = getattr(measure, name)
         if not math.isfinite(value) or value < 0:
             raise ValueError(f"{name.removesuffix('_us')} {value!r} is no measurement")
+    if measure.wrong is not None and not (math.isfinite(measure.wrong) and measure.wrong >= 0):
+        raise ValueError(f"#wrong {measure.wrong!r} is no count")
     return measure
 
 
@@ -219,17 +222,10 @@ def parse_json(text: str, source: str, collective: str | None = None) -> Run:
     args = data.get("args") or [""]
     run = Run(source=source, collective=collective or collective_of(str(args[0])))
     run.collective = run.collective or collective_of(source)
-    config = data.get("config") or {}
-    run.max_bytes = config.get("maximum_bytes")
-    if config.get("step_bytes"):
-        run.step = (int(config["step_bytes"]), False)
-    elif config.get("step_factor"):
-        run.step = (int(config["step_factor"]), True)
-    for device in config.get("devices") or []:
-        run.ranks = max(run.ranks or 0, int(device.get("rank", 0)) + 1)
-        run.devices.append(str(device.get("device_info", "")).strip())
-        if (host := device.get("hostname")) and host not in run.hosts:
-            run.hosts.append(host)
+    try:
+        _json_config(run, data.get("config") or {})
+    except (AttributeError, OverflowError, TypeError, ValueError) as exc:
+        raise NcclTestsError(f"{source}: config: unexpected entry ({exc})") from None
     for index, result in enumerate(data["results"]):
         try:
             run.rows.append(
@@ -243,18 +239,39 @@ def parse_json(text: str, source: str, collective: str | None = None) -> Run:
                     _json_measure(result.get("in_place")),
                 )
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, OverflowError, TypeError, ValueError) as exc:
             raise NcclTestsError(f"{source}: results[{index}]: unexpected entry ({exc})") from None
-    if bounds := data.get("out_of_bounds"):
-        run.out_of_bounds = int(bounds.get("count", 0))
-        run.out_of_bounds_failed = run.out_of_bounds > 0 or bounds.get("okay") in (False, "false")
-    if average := data.get("average_bus_bandwidth"):
-        run.average_busbw = float(average.get("bandwidth"))
-        # nccl-tests writes booleans as "true"/"false", and "unchecked" without -G
-        run.average_failed = average.get("okay") in (False, "false")
+    try:
+        if bounds := data.get("out_of_bounds"):
+            run.out_of_bounds = int(bounds.get("count", 0))
+            run.out_of_bounds_failed = run.out_of_bounds > 0 or bounds.get("okay") in (
+                False,
+                "false",
+            )
+        if average := data.get("average_bus_bandwidth"):
+            run.average_busbw = float(average.get("bandwidth"))
+            # nccl-tests writes booleans as "true"/"false", and "unchecked" without -G
+            run.average_failed = average.get("okay") in (False, "false")
+    except (AttributeError, OverflowError, TypeError, ValueError) as exc:
+        raise NcclTestsError(f"{source}: footer: unexpected entry ({exc})") from None
     # nccl-tests 2.19 writes ncclGetLastError()'s text even when it is empty: [""]
     run.errors = [text for e in data.get("errors") or [] if (text := str(e).strip())]
     return run
+
+
+def _json_config(run: Run, config: dict) -> None:
+    """The -J file's sweep and devices."""
+    if (maximum := config.get("maximum_bytes")) is not None:
+        run.max_bytes = int(maximum)
+    if config.get("step_bytes"):
+        run.step = (int(config["step_bytes"]), False)
+    elif config.get("step_factor"):
+        run.step = (int(config["step_factor"]), True)
+    for device in config.get("devices") or []:
+        run.ranks = max(run.ranks or 0, int(device.get("rank", 0)) + 1)
+        run.devices.append(str(device.get("device_info", "")).strip())
+        if (host := device.get("hostname")) and host not in run.hosts:
+            run.hosts.append(str(host))
 
 
 def _json_measure(entry: dict | None) -> Measure | None:
