@@ -6,7 +6,7 @@
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then exec sudo -E "$0" "$@"; fi
 
-packages=(podman runc debootstrap apt-cacher-ng openssh-client make python3-venv tar "$@")
+packages=(podman runc debootstrap apt-cacher-ng openssh-client make python3-venv tar apt-utils gnupg "$@")
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

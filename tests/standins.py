@@ -1,7 +1,8 @@
 """STAND-INs for the releases the lab and CI cannot download (NVIDIA's enroot packages,
-pyxis's and nccl-tests' source, from GitHub): test aids, not part of Kiln. Each copies
-its real release in everything Kiln touches, from the facts written in docs/containers.md
-and docs/nccl.md (the `kiln:release-facts` blocks, which tests/unit/test_standins.py
+pyxis's and nccl-tests' source, from GitHub; Grafana's package, from its repository):
+test aids, not part of Kiln. Each copies its real release in everything Kiln touches,
+from the facts written in docs/containers.md, docs/nccl.md and docs/monitoring.md (the
+`kiln:release-facts` blocks, which tests/unit/test_standins.py
 checks every stand-in against); none of them runs a container or measures anything.
 
     python tests/standins.py enroot OUT VERSION [DEPENDS]
@@ -13,6 +14,12 @@ checks every stand-in against); none of them runs a container or measures anythi
         OUT/v<VERSION>.tar.gz, unpacking to nccl-tests-<VERSION>/ (GitHub's tag
         archives): nccl-tests' build interface; each *_perf program calls NCCL, the
         CUDA runtime and MPI and says it is a stand-in
+    python tests/standins.py grafana OUT VERSION
+        OUT/grafana_<VERSION>_<arch>.deb (docs/monitoring.md's facts): its program
+        answers /api/health where grafana.ini says, and says it is a stand-in
+    python tests/standins.py grafana-repo OUT [VERSION]
+        a signed apt repository in Grafana's layout under OUT holding that package
+        (VERSION: the facts' own), OUT/gpg.key its key
     python tests/standins.py lab
         the lab's: built into build/standins/, pinned in
         inventories/lab/group_vars/all/standins.yml (git-ignored), which `kiln lab up`
@@ -144,11 +151,24 @@ _CAPS_SCRIPTS = {
 }
 
 
-def _control(name: str, version: str, fields: dict[str, str], arch_: str) -> str:
+# Fields every stand-in states as its own: who built it, and (Description) its label.
+OWN_FIELDS = ("Maintainer", "Description")
+MAINTAINER = "Kiln tests <kiln@localhost>"
+
+
+def _control(
+    name: str, version: str, fields: dict[str, str], arch_: str, label: str = LABEL
+) -> str:
+    """The control file: the real package's fields but OWN_FIELDS (Section and Priority
+    from `fields` where they name them)."""
+    tail = {"Section": "utils", "Priority": "optional"}
+    tail |= {key: fields[key] for key in tail if key in fields}
+    rest = {k: v for k, v in fields.items() if k not in tail and k not in OWN_FIELDS}
     lines = [f"Package: {name}", f"Version: {version}", f"Architecture: {arch_}"]
-    lines.append("Maintainer: Kiln tests <kiln@localhost>")
-    lines += [f"{key}: {value}" for key, value in fields.items()]
-    lines += ["Section: utils", "Priority: optional", f"Description: {LABEL}"]
+    lines.append(f"Maintainer: {MAINTAINER}")
+    lines += [f"{key}: {value}" for key, value in rest.items()]
+    lines += [f"{key}: {value}" for key, value in tail.items()]
+    lines.append(f"Description: {label}")
     return "\n".join(lines) + "\n"
 
 
@@ -189,6 +209,277 @@ def enroot(out: Path, version: str, depends: str = "") -> dict[str, str]:
             _build(root, package_file)
             digests[name] = hashlib.sha256(package_file.read_bytes()).hexdigest()
     return digests
+
+
+# Grafana (docs/monitoring.md's facts): what its deb holds and does, in Kiln's words.
+GRAFANA_FACTS_DOC = REPO / "docs" / "monitoring.md"
+# The suite and component of Grafana's repository (`deb URL stable main`).
+GRAFANA_SUITE = "stable"
+GRAFANA_LABEL = "STAND-IN built by Kiln's tests, not Grafana Labs'"
+
+# The "grafana" program: `grafana server` reads defaults.ini under its home, then the
+# --config file over it, as Grafana does, listens on [server] http_addr:http_port
+# (empty address: every one) and answers GET /api/health with Grafana's keys. It serves
+# nothing else and says it is a stand-in; `grafana cli` refuses.
+_GRAFANA_PROGRAM = """#!/usr/bin/python3
+# {label}: /usr/share/grafana/bin/grafana of Grafana {version}.
+import configparser
+import json
+import os
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+VERSION = "{version}"
+LABEL = "{label}"
+
+
+def settings(home, config):
+    ini = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=(";", "#"))
+    for path in (os.path.join(home, "conf", "defaults.ini"), config):
+        if path and os.path.exists(path):
+            with open(path) as text:  # keys before any section are Grafana's top level
+                ini.read_string("[_top]\\n" + text.read(), source=path)
+    server = ini["server"] if ini.has_section("server") else {{}}
+    return server.get("http_addr", ""), int(server.get("http_port", "{port}"))
+
+
+class Health(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path.split("?")[0] != "/api/health":
+            self.send_error(404, LABEL + ": only /api/health")
+            return
+        body = json.dumps({health}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def server(argv):
+    home, config, pidfile = os.getcwd(), "", ""
+    for arg in argv:
+        name, _, value = arg.partition("=")
+        if name == "--homepath":
+            home = value
+        elif name == "--config":
+            config = value
+        elif name == "--pidfile":
+            pidfile = value
+    address, port = settings(home, config)
+    httpd = ThreadingHTTPServer((address, port), Health)
+    if pidfile:
+        with open(pidfile, "w") as pid:
+            pid.write(str(os.getpid()))
+    print(f"grafana {{VERSION}}: {{LABEL}}: listening on {{address or '*'}}:{{port}},"
+          " answering /api/health only", flush=True)
+    httpd.serve_forever()
+
+
+def main(argv):
+    if argv[:1] in (["-v"], ["--version"]):
+        print(f"grafana version {{VERSION}} ({{LABEL}})")
+        return 0
+    if argv[:1] == ["server"]:
+        server(argv[1:])
+        return 0
+    print(f"grafana {{' '.join(argv)}}: {{LABEL}}: it serves /api/health only", file=sys.stderr)
+    return 1
+
+
+sys.exit(main(sys.argv[1:]))
+"""
+
+# The init script: an LSB header (update-rc.d reads it when systemctl enables the
+# service); it leaves running Grafana to systemd.
+_GRAFANA_INIT = """#!/bin/sh
+### BEGIN INIT INFO
+# Provides:          grafana-server
+# Required-Start:    $all
+# Required-Stop:     $remote_fs $syslog
+# Default-Start:     2 3 4 5
+# Default-Stop:      0 1 6
+# Short-Description: Grafana ({label})
+### END INIT INFO
+# {label}: /etc/init.d/grafana-server of Grafana {version}.
+echo "grafana-server: {label}: run it with systemd (grafana-server.service)" >&2
+exit 1
+"""
+
+# What Grafana's postinst does (docs/monitoring.md), written here.
+_GRAFANA_POSTINST = """[ -r /etc/default/grafana-server ] && . /etc/default/grafana-server
+if [ "$1" = configure ]; then
+  user="${GRAFANA_USER:-grafana}" group="${GRAFANA_GROUP:-grafana}"
+  home="${GRAFANA_HOME:-/usr/share/grafana}" data="${DATA_DIR:-/var/lib/grafana}"
+  conf="${CONF_FILE:-/etc/grafana/grafana.ini}"
+  provisioning="${PROVISIONING_CFG_DIR:-/etc/grafana/provisioning}"
+  getent group "$group" >/dev/null || addgroup --quiet --system "$group"
+  id "$user" >/dev/null 2>&1 || adduser --quiet --system --home "$home" --no-create-home \\
+    --ingroup "$group" --disabled-password --shell /bin/false "$user"
+  mkdir -p /var/log/grafana "$data"
+  chown -R "$user:$group" /var/log/grafana "$data"
+  chmod 755 /var/log/grafana "$data"
+  if [ ! -f "$conf" ]; then
+    cp "$home/conf/sample.ini" "$conf"
+    cp "$home/conf/ldap.toml" /etc/grafana/ldap.toml
+  fi
+  if [ ! -d "$provisioning" ]; then
+    for kind in dashboards datasources; do
+      mkdir -p "$provisioning/$kind"
+      cp "$home/conf/provisioning/$kind/sample.yaml" "$provisioning/$kind/"
+    done
+  fi
+  for kind in plugins access-control alerting; do
+    if [ ! -d "$provisioning/$kind" ]; then
+      mkdir -p "$provisioning/$kind"
+      cp "$home/conf/provisioning/$kind/sample.yaml" "$provisioning/$kind/"
+    fi
+  done
+  chown -Rh "root:$group" /etc/grafana/*
+  chmod 755 /etc/grafana
+  find /etc/grafana -type f -exec chmod 640 {} +
+  find /etc/grafana -type d -exec chmod 755 {} +
+  if [ -z "$2" ]; then
+    echo "grafana-server is not started on installation: systemctl enable --now grafana-server"
+  elif [ "$RESTART_ON_UPGRADE" = true ] && command -v systemctl >/dev/null; then
+    systemctl daemon-reload
+    systemctl restart grafana-server || true
+  fi
+fi
+"""
+_GRAFANA_PRERM = """if [ "$1" = remove ] && command -v systemctl >/dev/null; then
+  systemctl stop grafana-server || true
+  systemctl disable grafana-server || true
+fi
+"""
+
+
+def _grafana_unit(known: dict) -> str:
+    unit = known["unit"]
+    service = "".join(f"{k}={v}\n" for k, v in unit.items() if k != "WantedBy")
+    return (
+        f"# {GRAFANA_LABEL}: grafana-server.service of Grafana {known['version']}.\n"
+        f"[Unit]\nDescription=Grafana instance ({GRAFANA_LABEL})\n"
+        "Wants=network-online.target\nAfter=network-online.target\n\n"
+        f"[Service]\n{service}Restart=on-failure\nTimeoutStopSec=20\n\n"
+        f"[Install]\nWantedBy={unit['WantedBy']}\n"
+    )
+
+
+def _grafana_ini(defaults: bool, server: dict) -> str:
+    """defaults.ini sets every key; sample.ini, the copy an operator edits, comments
+    them out (`;key = value`), as Grafana's do."""
+    mark = "" if defaults else ";"
+    return (
+        f"# {GRAFANA_LABEL}: Grafana's {'defaults' if defaults else 'sample'}.ini, [server] only.\n"
+        f"{mark}app_mode = production\n\n[paths]\n{mark}data = data\n{mark}logs = data/log\n\n"
+        f"[server]\n{mark}protocol = http\n"
+        + f"{mark}http_addr = {server['http_addr']}".rstrip()
+        + f"\n{mark}http_port = {server['http_port']}\n"
+    )
+
+
+def _grafana_file(path: str, known: dict) -> str:
+    version = known["version"]
+    head = f"# {GRAFANA_LABEL}: {path} of Grafana {version}.\n"
+    sbin = {"grafana-server": "server", "grafana-cli": "cli"}
+    name = path.rsplit("/", 1)[-1]
+    health = {"database": "ok", "version": version, "commit": "STAND-IN"}
+    texts = {
+        "/etc/default/grafana-server": head
+        + "".join(f"{k}={v}\n" for k, v in known["default"].items()),
+        "/etc/init.d/grafana-server": _GRAFANA_INIT.format(label=GRAFANA_LABEL, version=version),
+        "/usr/lib/systemd/system/grafana-server.service": _grafana_unit(known),
+        "/usr/share/grafana/bin/grafana": _GRAFANA_PROGRAM.format(
+            label=GRAFANA_LABEL,
+            version=version,
+            port=known["server"]["http_port"],
+            health={key: health[key] for key in known["health"]},
+        ),
+        "/usr/share/grafana/conf/defaults.ini": _grafana_ini(True, known["server"]),
+        "/usr/share/grafana/conf/sample.ini": _grafana_ini(False, known["server"]),
+    }
+    if path in texts:
+        return texts[path]
+    if path.startswith(("/usr/sbin/", "/usr/share/grafana/bin/")):
+        # The wrappers, and the tarball's two older programs: `grafana SUBCOMMAND`.
+        home = "${GRAFANA_HOME:-/usr/share/grafana}"
+        return f'#!/bin/sh\n{head}exec "{home}/bin/grafana" {sbin[name]} "$@"\n'
+    return head  # LICENSE, ldap.toml, the provisioning samples: comments only
+
+
+def grafana(out: Path, version: str) -> Path:
+    """out/grafana_<version>_<arch>.deb with the real package's fields, conffiles, files
+    and modes, and maintainer scripts doing what the real ones do; the same bytes every
+    time. Returns its path."""
+    known = {**facts("grafana", GRAFANA_FACTS_DOC), "version": version}
+    machine = arch()
+    scripts = {"postinst": _GRAFANA_POSTINST, "prerm": _GRAFANA_PRERM}
+    out.mkdir(parents=True, exist_ok=True)
+    package_file = out / f"grafana_{version}_{machine}.deb"
+    with tempfile.TemporaryDirectory() as work:
+        root = Path(work) / "grafana"
+        control = _control("grafana", version, known["fields"], machine, GRAFANA_LABEL)
+        _write(root, "DEBIAN/control", control, 0o644)
+        _write(root, "DEBIAN/conffiles", "\n".join(known["conffiles"]) + "\n", 0o644)
+        for script in known["scripts"]:
+            body = f"#!/bin/sh\n# {GRAFANA_LABEL}\nset -e\n{scripts[script]}exit 0\n"
+            _write(root, f"DEBIAN/{script}", body, 0o755)
+        for path, mode in known["directories"].items():
+            (root / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            (root / path.lstrip("/")).chmod(int(mode, 8))
+        for path, mode in known["files"].items():
+            _write(root, path, _grafana_file(path, known), int(mode, 8))
+        _build(root, package_file)
+    return package_file
+
+
+def grafana_repository(out: Path, version: str) -> Path:
+    """A signed apt repository in Grafana's layout under out (`deb file:OUT stable
+    main`): dists/stable/{Release,InRelease,Release.gpg},
+    dists/stable/main/binary-<arch>/Packages(.gz), pool/main/g/grafana/ holding the
+    stand-in of `version`, and out/gpg.key, the armored key that signs it (a new one
+    each build). Needs apt-ftparchive (apt-utils) and gpg. Returns out/gpg.key."""
+    machine = arch()
+    grafana(out / "pool" / "main" / "g" / "grafana", version)
+    lists = out / "dists" / GRAFANA_SUITE / "main" / f"binary-{machine}"
+    lists.mkdir(parents=True, exist_ok=True)
+    packages = _run(["apt-ftparchive", "packages", "pool"], out)
+    (lists / "Packages").write_text(packages)
+    (lists / "Packages.gz").write_bytes(_gzip(packages))
+    suite = out / "dists" / GRAFANA_SUITE
+    for old in ("Release", "InRelease", "Release.gpg"):  # a rebuild lists none of them
+        (suite / old).unlink(missing_ok=True)
+    release = {
+        "Origin": "Kiln stand-in",
+        "Label": GRAFANA_LABEL,
+        "Suite": GRAFANA_SUITE,
+        "Codename": GRAFANA_SUITE,
+        "Architectures": machine,
+        "Components": "main",
+    }
+    options = [f"-oAPT::FTPArchive::Release::{k}={v}" for k, v in release.items()]
+    (suite / "Release").write_text(_run(["apt-ftparchive", *options, "release", "."], suite))
+    with tempfile.TemporaryDirectory() as home:
+        gpg = ["gpg", "--batch", "--quiet", "--homedir", home]
+        _run(
+            [*gpg, "--passphrase", "", "--quick-gen-key", f"{GRAFANA_LABEL} <kiln@localhost>"], out
+        )
+        for sign, name in (("--clearsign", "InRelease"), ("--detach-sign", "Release.gpg")):
+            _run([*gpg, "--armor", sign, "--output", name, "Release"], suite)
+        (out / "gpg.key").write_text(_run([*gpg, "--armor", "--export"], out))
+        _run(["gpgconf", "--homedir", home, "--kill", "gpg-agent"], out)
+    return out / "gpg.key"
+
+
+def _run(argv: list[str], where: Path) -> str:
+    done = subprocess.run(argv, cwd=where, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{argv[0]} {argv[1]} failed: {done.stderr.strip()}")
+    return done.stdout
 
 
 # pyxis's build interface: make, then make install with its variables (prefix, libdir,
@@ -578,7 +869,7 @@ def lab_settings(directory: Path = LAB_DIR, settings: Path = LAB_SETTINGS) -> di
 
 USAGE = (
     "usage: python tests/standins.py enroot OUT VERSION [DEPENDS] | pyxis OUT VERSION"
-    " | nccl-tests OUT VERSION | lab"
+    " | nccl-tests OUT VERSION | grafana OUT VERSION | grafana-repo OUT [VERSION] | lab"
 )
 
 
@@ -592,6 +883,13 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["nccl-tests"] and len(argv) == 3:
         print(f"nccl-tests {nccl_tests(Path(argv[1]), argv[2])}")
+        return 0
+    if argv[:1] == ["grafana"] and len(argv) == 3:
+        print(grafana(Path(argv[1]), argv[2]))
+        return 0
+    if argv[:1] == ["grafana-repo"] and len(argv) in (2, 3):
+        version = argv[2] if len(argv) == 3 else facts("grafana", GRAFANA_FACTS_DOC)["version"]
+        print(grafana_repository(Path(argv[1]), version))
         return 0
     if argv[:1] == ["enroot"] and len(argv) in (3, 4):
         for name, digest in enroot(Path(argv[1]), argv[2], *argv[3:]).items():

@@ -1,15 +1,22 @@
-"""The stand-ins for NVIDIA's releases (tests/standins.py, the HPC-X script) against the
-facts of the real ones written in docs/containers.md and docs/mpi.md: each is built
+"""The stand-ins for NVIDIA's releases and Grafana's package (tests/standins.py, the
+HPC-X script) against the facts of the real ones written in docs/containers.md,
+docs/mpi.md and docs/monitoring.md: each is built
 here and read back as apt, make and tar see it, so a stand-in that drifts from its
 release (or a fact changed in the docs without the stand-in) fails here."""
 
+import configparser
 import ctypes
+import gzip
 import hashlib
 import io
+import json
 import os
 import shutil
+import socket
 import subprocess
 import tarfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,6 +29,7 @@ from kiln import pyxis as kiln_pyxis
 from tests import standins
 
 ENROOT = standins.facts("enroot")
+GRAFANA = standins.facts("grafana", standins.GRAFANA_FACTS_DOC)
 PYXIS = standins.facts("pyxis")
 HPCX = standins.facts("hpcx", standins.REPO / "docs" / "mpi.md")
 NCCL_TESTS = standins.facts("nccl_tests", standins.NCCL_FACTS_DOC)
@@ -88,23 +96,27 @@ def test_each_enroot_package_has_the_real_ones_files_conffiles_and_scripts(
     out, _ = enroot_built
     package = deb(out, name, version)
     real = ENROOT["packages"][name]
-    files, directories = {}, set()
-    for line in run("dpkg-deb", "-c", str(package)).splitlines():
-        mode, owner, _size, _day, _time, path = line.split(maxsplit=5)
-        assert owner == "root/root", line
-        path = path.removeprefix(".").rstrip("/") or "/"
-        if mode.startswith("d"):
-            directories.add(path)
-        else:
-            files[path] = mode
+    files, directories = listing(package)
     assert files == {path: _mode_string(mode) for path, mode in real["files"].items()}
     parents = {str(p) for path in real["files"] for p in Path(path).parents}
-    assert directories == parents
+    assert set(directories) == parents
     conffiles = control_member(package, "conffiles", tmp_path)
     listed = conffiles.read_text().splitlines() if conffiles.exists() else []
     assert listed == real["conffiles"]
     scripts = {p.name for p in conffiles.parent.iterdir()} - {"control", "conffiles", "md5sums"}
     assert scripts == set(real["scripts"])
+
+
+def listing(package: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The package's files and directories, each with its mode as `ls -l` writes it,
+    as dpkg-deb lists them; every one is root's."""
+    files, directories = {}, {}
+    for line in run("dpkg-deb", "-c", str(package)).splitlines():
+        mode, owner, _size, _day, _time, path = line.split(maxsplit=5)
+        assert owner == "root/root", line
+        path = path.removeprefix(".").rstrip("/") or "/"
+        (directories if mode.startswith("d") else files)[path] = mode
+    return files, directories
 
 
 def _mode_string(octal: str) -> str:
@@ -499,3 +511,166 @@ def test_nccl_tests_defaults_are_the_real_ones(nccl_tests_tree, tmp_path, releas
     database = run("make", "-p", "-n", "-C", str(nccl_tests_tree / "src"), "clean").splitlines()
     for name, value in NCCL_TESTS["variables"].items():
         assert f"{name} = {value}" in database, name
+
+
+@pytest.fixture(scope="module")
+def grafana_repository(tmp_path_factory) -> Path:
+    """The stand-in Grafana repository, as the Molecule scenario `monitoring` builds it."""
+    out = tmp_path_factory.mktemp("grafana")
+    assert standins.main(["grafana-repo", str(out)]) == 0
+    return out
+
+
+def grafana_deb(repository: Path) -> Path:
+    return repository / f"pool/main/g/grafana/grafana_{GRAFANA['version']}_{ARCH}.deb"
+
+
+def test_the_grafana_stand_in_has_the_real_ones_control_fields(grafana_repository):
+    real = {k: v for k, v in GRAFANA["fields"].items() if k not in standins.OWN_FIELDS}
+    assert fields(grafana_deb(grafana_repository)) == {
+        "Package": "grafana",
+        "Version": GRAFANA["version"],  # Grafana's own: no Debian revision
+        "Architecture": ARCH,
+        "Maintainer": standins.MAINTAINER,
+        **real,
+        "Description": standins.GRAFANA_LABEL,
+    }
+
+
+def test_the_grafana_stand_in_has_the_real_ones_files_conffiles_and_scripts(
+    grafana_repository, tmp_path
+):
+    package = grafana_deb(grafana_repository)
+    files, directories = listing(package)
+    assert files == {path: _mode_string(mode) for path, mode in GRAFANA["files"].items()}
+    parents = {str(p) for path in GRAFANA["files"] for p in Path(path).parents}
+    assert directories == {
+        **{path: "drwxr-xr-x" for path in parents},
+        **{path: "d" + _mode_string(mode)[1:] for path, mode in GRAFANA["directories"].items()},
+    }
+    conffiles = control_member(package, "conffiles", tmp_path)
+    assert conffiles.read_text().splitlines() == GRAFANA["conffiles"]
+    scripts = {p.name for p in conffiles.parent.iterdir()} - {"control", "conffiles", "md5sums"}
+    assert scripts == set(GRAFANA["scripts"])
+
+
+def test_the_grafana_stand_ins_unit_defaults_and_settings_are_the_real_ones(
+    grafana_repository, tmp_path
+):
+    run("dpkg-deb", "--extract", str(grafana_deb(grafana_repository)), str(tmp_path))
+    unit = configparser.ConfigParser(interpolation=None, strict=False)
+    unit.optionxform = str  # systemd's keys are CamelCase
+    unit.read(tmp_path / "usr/lib/systemd/system/grafana-server.service")
+    service = {k: v for k, v in unit["Service"].items() if k in GRAFANA["unit"]}
+    assert service | {"WantedBy": unit["Install"]["WantedBy"]} == GRAFANA["unit"]
+    default = (tmp_path / "etc/default/grafana-server").read_text().splitlines()
+    assert dict(line.split("=", 1) for line in default[1:]) == GRAFANA["default"]
+    assert default[0].startswith(f"# {standins.GRAFANA_LABEL}")
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read_string("[_top]\n" + (tmp_path / "usr/share/grafana/conf/defaults.ini").read_text())
+    assert {k: ini["server"][k] for k in GRAFANA["server"]} == {
+        k: str(v) for k, v in GRAFANA["server"].items()
+    }
+    # sample.ini, which the postinst copies to grafana.ini, sets nothing.
+    sample = (tmp_path / "usr/share/grafana/conf/sample.ini").read_text().splitlines()
+    assert [line for line in sample if "=" in line and not line.startswith(";")] == []
+
+
+def test_the_grafana_stand_in_answers_health_where_grafana_ini_says(grafana_repository, tmp_path):
+    run("dpkg-deb", "--extract", str(grafana_deb(grafana_repository)), str(tmp_path))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "grafana.ini"
+    config.write_text(f"[server]\nhttp_addr = 127.0.0.1\nhttp_port = {port}\n")
+    home = tmp_path / "usr/share/grafana"
+    server = subprocess.Popen(
+        [str(tmp_path / "usr/sbin/grafana-server"), f"--config={config}", "--pidfile="],
+        cwd=home,
+        env={**os.environ, "GRAFANA_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        said = server.stdout.readline()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as answer:
+            health = json.loads(answer.read())
+        with pytest.raises(urllib.error.HTTPError) as other:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/dashboards", timeout=5)
+    finally:
+        server.terminate()
+        server.wait(5)
+    assert said == (
+        f"grafana {GRAFANA['version']}: {standins.GRAFANA_LABEL}: listening on"
+        f" 127.0.0.1:{port}, answering /api/health only\n"
+    )
+    assert list(health) == GRAFANA["health"]
+    assert health == {"database": "ok", "version": GRAFANA["version"], "commit": "STAND-IN"}
+    assert other.value.code == 404
+    refused = subprocess.run(
+        [str(home / "bin/grafana"), "cli", "plugins", "ls"], capture_output=True, text=True
+    )
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        f"grafana cli plugins ls: {standins.GRAFANA_LABEL}: it serves /api/health only\n",
+    )
+
+
+def test_the_grafana_stand_in_is_the_same_bytes_every_time(grafana_repository, tmp_path):
+    built = standins.grafana(tmp_path, GRAFANA["version"])
+    assert built.read_bytes() == grafana_deb(grafana_repository).read_bytes()
+
+
+def test_the_stand_in_grafana_repository_is_laid_out_and_signed_as_grafanas(
+    grafana_repository, tmp_path
+):
+    suite = grafana_repository / "dists" / standins.GRAFANA_SUITE
+    lists = suite / "main" / f"binary-{ARCH}"
+    assert sorted(
+        str(p.relative_to(grafana_repository)) for p in grafana_repository.rglob("*") if p.is_file()
+    ) == sorted(
+        [
+            "gpg.key",
+            "dists/stable/InRelease",
+            "dists/stable/Release",
+            "dists/stable/Release.gpg",
+            f"dists/stable/main/binary-{ARCH}/Packages",
+            f"dists/stable/main/binary-{ARCH}/Packages.gz",
+            f"pool/main/g/grafana/grafana_{GRAFANA['version']}_{ARCH}.deb",
+        ]
+    )
+    package = grafana_deb(grafana_repository)
+    [stanza] = (lists / "Packages").read_text().strip().split("\n\n")
+    entry = dict(line.split(": ", 1) for line in stanza.splitlines())
+    assert (entry["Package"], entry["Version"], entry["Filename"], entry["SHA256"]) == (
+        "grafana",
+        GRAFANA["version"],
+        str(package.relative_to(grafana_repository)),
+        hashlib.sha256(package.read_bytes()).hexdigest(),
+    )
+    assert (
+        gzip.decompress((lists / "Packages.gz").read_bytes()) == (lists / "Packages").read_bytes()
+    )
+    release = dict(
+        line.split(": ", 1)
+        for line in (suite / "Release").read_text().splitlines()
+        if not line.startswith(" ") and ": " in line
+    )
+    assert {k: release[k] for k in ("Suite", "Codename", "Components", "Architectures")} == {
+        "Suite": "stable",
+        "Codename": "stable",
+        "Components": "main",
+        "Architectures": ARCH,
+    }
+    # apt's check: InRelease and Release.gpg verify with the key at URL/gpg.key.
+    keyring = tmp_path / "grafana.gpg"
+    keyring.write_bytes(
+        subprocess.run(
+            ["gpg", "--dearmor"],
+            input=(grafana_repository / "gpg.key").read_bytes(),
+            capture_output=True,
+            check=True,
+        ).stdout
+    )
+    run("gpgv", "--keyring", str(keyring), str(suite / "InRelease"))
+    run("gpgv", "--keyring", str(keyring), str(suite / "Release.gpg"), str(suite / "Release"))

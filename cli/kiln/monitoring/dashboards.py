@@ -214,9 +214,11 @@ def provisioning_files(
     """Grafana's provisioning files, by path under its provisioning directory: the
     Prometheus datasource (uid DATASOURCE_UID) and the provider that loads the dashboard
     files from DASHBOARDS_DIR."""
-    if not str(prometheus_url).startswith(("http://", "https://")):
+    # Plain strings: YAML represents no subclass (Ansible hands a filter tagged ones).
+    prometheus_url, dashboards_dir = str(prometheus_url), str(dashboards_dir)
+    if not prometheus_url.startswith(("http://", "https://")):
         raise ValueError(f"not an http(s) URL of Prometheus: {prometheus_url!r}")
-    if not str(dashboards_dir).startswith("/"):
+    if not dashboards_dir.startswith("/"):
         raise ValueError(f"not an absolute directory: {dashboards_dir!r}")
     interval = int(seconds(scrape_interval))
     datasource = {

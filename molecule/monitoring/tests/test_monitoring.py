@@ -1,19 +1,29 @@
 """The monitoring stack as converged: node_exporter on every node on its cluster address
 only, Prometheus and Alertmanager on the first controller, every target up, Kiln's
-rules loaded, and a Kiln textfile metric reaching Prometheus with its node label."""
+rules loaded, a Kiln textfile metric reaching Prometheus with its node label, and
+Grafana on the controller from a STAND-IN of Grafana's repository (tests/standins.py:
+the real package's metadata and maintainer scripts; its server answers /api/health
+only), provisioned with Prometheus and Kiln's dashboards."""
 
+import configparser
+import importlib.util
 import json
 import shlex
 import time
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+import yaml
 
+from kiln.monitoring import dashboards
 from kiln.node import metrics
 
 testinfra_hosts = ["podman://mon-ctl", "podman://mon-n1"]
 ADDRESS = {"mon-ctl": "10.214.0.71", "mon-n1": "10.214.0.72"}
 PROMETHEUS = "http://10.214.0.71:9090"
+GRAFANA_URL = "http://10.214.0.71:3000"
+DASHBOARDS_DIR = "/var/lib/grafana/dashboards/kiln"
 PINS = {
     "trixie": {
         "prometheus": "2.53.3+ds1-2",
@@ -178,3 +188,111 @@ def test_kilns_console_pages_render_with_kilns_library(server):
         server.check_output(f"curl -sf -o /dev/null {PROMETHEUS}/classic/static/{script}")
     overview = server.check_output(f"curl -sf {PROMETHEUS}/consoles/kiln-overview.html")
     assert '<a href="kiln-node.html?node=mon-n1">mon-n1</a>' in overview
+
+
+def _standins():
+    path = Path(__file__).resolve().parents[3] / "tests" / "standins.py"
+    spec = importlib.util.spec_from_file_location("standins", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+STANDINS = _standins()
+GRAFANA = STANDINS.facts("grafana", STANDINS.GRAFANA_FACTS_DOC)
+
+
+def test_grafana_is_installed_from_the_stand_in_repository(server):
+    version = GRAFANA["version"]
+    arch = server.check_output("dpkg --print-architecture")
+    assert server.check_output("apt-cache policy grafana").splitlines() == [
+        "grafana:",
+        f"  Installed: {version}",
+        f"  Candidate: {version}",
+        "  Version table:",
+        f" *** {version} 500",
+        f"        500 file:/srv/standin-grafana stable/main {arch} Packages",
+        "        100 /var/lib/dpkg/status",
+    ]
+    assert server.file("/etc/apt/sources.list.d/kiln-grafana.sources").content_string == (
+        "# Managed by Kiln (monitoring_grafana_repository_url)\n"
+        "Types: deb\nURIs: file:/srv/standin-grafana\nSuites: stable\nComponents: main\n"
+        "Signed-By: /etc/apt/keyrings/kiln-grafana.asc\n"
+    )
+    # The key the role fetched from URL/gpg.key is the one its sha256 pinned.
+    key = server.file("/etc/apt/keyrings/kiln-grafana.asc")
+    assert key.sha256sum == server.file("/srv/standin-grafana/gpg.key").sha256sum
+    assert (key.user, key.group, key.mode) == ("root", "root", 0o644)
+
+
+def test_grafanas_postinst_made_its_user_and_directories(server):
+    group, user = server.group("grafana"), server.user("grafana")
+    assert group.exists and group.gid < 1000  # --system
+    assert (user.uid < 1000, user.group, user.home, user.shell) == (
+        True,
+        "grafana",
+        "/usr/share/grafana",
+        "/bin/false",
+    )
+    for path in ("/var/lib/grafana", "/var/log/grafana"):
+        made = server.file(path)
+        assert (made.is_directory, made.user, made.group, made.mode) == (
+            True,
+            "grafana",
+            "grafana",
+            0o755,
+        ), path
+
+
+def test_grafana_runs_on_the_cluster_address_only_and_answers_health(server):
+    service = server.service("grafana-server")
+    assert service.is_enabled and service.is_running
+    pid = server.check_output("systemctl show -P MainPID grafana-server")
+    assert server.check_output(f"ps -o user=,group= -p {pid}").split() == ["grafana", "grafana"]
+    assert {a for a in listening(server) if a.endswith(":3000")} == {"10.214.0.71:3000"}
+    health = json.loads(server.check_output(f"curl -sf {GRAFANA_URL}/api/health"))
+    assert health == {"database": "ok", "version": GRAFANA["version"], "commit": "STAND-IN"}
+    said = server.check_output("journalctl -u grafana-server -o cat --no-pager")
+    assert f"{STANDINS.GRAFANA_LABEL}: listening on 10.214.0.71:3000" in said
+
+
+def test_grafanas_configuration_is_roots_and_readable_by_grafana(server):
+    found = {}
+    for line in server.check_output("find /etc/grafana -printf '%p %u:%g %m\\n'").splitlines():
+        path, owner, mode = line.split()
+        found[path] = (owner, mode)
+    kinds = ("access-control", "alerting", "dashboards", "datasources", "plugins")
+    provisioning = "/etc/grafana/provisioning"
+    assert found == {
+        "/etc/grafana": ("root:root", "755"),
+        "/etc/grafana/grafana.ini": ("root:grafana", "640"),
+        "/etc/grafana/ldap.toml": ("root:grafana", "640"),
+        provisioning: ("root:grafana", "755"),
+        **{f"{provisioning}/{kind}": ("root:grafana", "755") for kind in kinds},
+        **{f"{provisioning}/{kind}/sample.yaml": ("root:grafana", "640") for kind in kinds},
+        f"{provisioning}/datasources/kiln.yaml": ("root:grafana", "640"),
+        f"{provisioning}/dashboards/kiln.yaml": ("root:grafana", "640"),
+    }
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read_string(server.file("/etc/grafana/grafana.ini").content_string)
+    assert {k: v for k, v in ini["server"].items()} == {
+        "http_addr": "10.214.0.71",
+        "http_port": "3000",
+    }
+
+
+def test_grafana_is_provisioned_with_prometheus_and_kilns_dashboards(server):
+    wanted = dashboards.provisioning_files(PROMETHEUS, DASHBOARDS_DIR, "5s")
+    for path, text in wanted.items():
+        assert server.file(f"/etc/grafana/provisioning/{path}").content_string == text, path
+    datasources = yaml.safe_load(wanted["datasources/kiln.yaml"])["datasources"]
+    assert [(d["type"], d["url"]) for d in datasources] == [("prometheus", PROMETHEUS)]
+    providers = yaml.safe_load(wanted["dashboards/kiln.yaml"])["providers"]
+    assert [p["options"] for p in providers] == [{"path": DASHBOARDS_DIR}]
+    files = dashboards.dashboard_files()
+    directory = server.file(DASHBOARDS_DIR)
+    assert (directory.user, directory.group, directory.mode) == ("root", "root", 0o755)
+    assert sorted(directory.listdir()) == sorted(files) and len(files) == 5
+    for name, text in files.items():
+        written = server.file(f"{DASHBOARDS_DIR}/{name}")
+        assert (written.content_string, written.mode) == (text, 0o644), name
