@@ -607,9 +607,11 @@ def test_a_dry_run_writes_nothing_and_its_probes_read_a_temporary_copy(tmp_path)
         # temporary copy is not one; the later include is one skipped task.
         install = [
             ("Look at the node library's manifest", False),
+            ("Install the library where its manifest differs", False),  # the include
             ("Create the directories of Kiln's node library", True),
             ("Install Kiln's node library", True),
             ("Write the library's manifest", True),
+            ("Copy the node library to a temporary directory for a dry run's probes", False),
             ("Make the temporary directory", False),
             ("Create the temporary copy's directories", False),
             ("Copy the library's files there", False),
