@@ -7,7 +7,7 @@ result, diff included, before Kiln sees it). Tasks that only read the nodes run 
 check mode too (`check_mode: false`, `changed_when: false`), so they are never drift.
 
 Then each node's fingerprint (the versions that decide how jobs behave: the base role's
-kiln_fingerprint local fact) is compared with its peers': a node whose kernel, driver,
+kiln-fingerprint program) is compared with its peers': a node whose kernel, driver,
 firmware or package version differs from the one most nodes of its group have is an
 outlier, field by field.
 

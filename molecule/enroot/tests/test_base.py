@@ -87,10 +87,12 @@ def test_local_fact_records_kiln(host):
     assert fact["first_provisioned"] <= fact["provisioned"]
 
 
-def test_the_fingerprint_fact_answers_the_nodes_versions(host):
-    fact = host.file("/etc/ansible/facts.d/kiln_fingerprint.fact")
-    assert (fact.user, fact.mode) == ("root", 0o755)
-    found = json.loads(host.check_output("/etc/ansible/facts.d/kiln_fingerprint.fact"))
+def test_the_fingerprint_program_answers_the_nodes_versions(host):
+    program = host.file("/usr/local/sbin/kiln-fingerprint")
+    assert (program.user, program.mode) == ("root", 0o755)
+    # Not a local fact: Ansible's gathers do not run it.
+    assert not host.file("/etc/ansible/facts.d/kiln_fingerprint.fact").exists
+    found = json.loads(host.check_output("/usr/local/sbin/kiln-fingerprint"))
     release = host.check_output("uname -r")
     pretty = host.check_output(". /etc/os-release && echo $PRETTY_NAME")
     # The kernel, the distribution and enroot (the package, either flavour): nothing of
