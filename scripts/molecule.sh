@@ -68,12 +68,19 @@ scenario() {
 # network, so any two can run at once (tests/unit/test_molecule_scenarios.py).
 LANES=("nvidia_driver enroot" "storage hpcx monitoring")
 
-# Runs the named scenarios one after another, each line of their output labelled with
-# the scenario's name; a failed one is added to the file $failures.
+# Each line of a scenario's output with the time and the scenario's name: CI's log then
+# says how long each step took.
+label() {
+  local line
+  while IFS= read -r line; do printf '%(%H:%M:%S)T [%s] %s\n' -1 "$1" "$line"; done
+}
+
+# Runs the named scenarios one after another, each line of their output labelled;
+# a failed one is added to the file $failures.
 lane() {
   local name
   for name in "$@"; do
-    scenario "$name" 2>&1 | sed -u "s/^/[$name] /" || echo "$name" >>"$failures"
+    scenario "$name" 2>&1 | label "$name" || echo "$name" >>"$failures"
   done
 }
 
