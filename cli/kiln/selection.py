@@ -31,6 +31,9 @@ def check(
 ) -> None:
     if not (limit or tags or skip_tags):
         return
+    for option, value in (("--tags", tags), ("--skip-tags", skip_tags)):
+        if value is not None and not _split(value):  # "," would mean every task
+            raise InputError(f"{option} {value!r}: names no tag")
     from kiln.run.execute import ansible_env
 
     argv = ["ansible-playbook", "--list-tags", "-i", str(spec.source), str(playbook)]

@@ -1174,6 +1174,67 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "--resume ID carries on with the rollout's own options",
     ),
     ("rollout-nodes-unknown", rollout("--nodes", "gpu009"), BAD, "gpu009"),
+    # An empty value is refused, never read as "not given" (a script's unset variable:
+    # every node, a new rollout, no deadline); every option of every command is walked by
+    # test_no_option_takes_an_empty_value below.
+    *(
+        (
+            f"{words[0]}-{option.strip('-')}-empty",
+            lambda t, words=words, extra=extra, option=option, value=value: [
+                *words,
+                "-i",
+                str(inventory(t)),
+                *extra,
+                option,
+                value,
+            ],
+            BAD,
+            f"kiln: error: {option} {value!r}: an empty value is refused: give one, or leave "
+            f"{option} out",
+        )
+        for words, extra, option, value in (
+            (["rollout"], [], "--resume", ""),
+            (["rollout"], [], "--nodes", ""),
+            (["rollout"], [], "--tags", ""),
+            (["rollout"], [], "--deadline", ""),
+            (["rollout"], [], "--wait-for-jobs", ""),
+            (["rollout"], [], "--max-unavailable", ""),
+            (["validate"], [], "--nodes", ""),
+            (["validate"], [], "--nodes", " "),
+            (["validate"], [], "--suite", ""),
+            (["validate"], [], "--profile", ""),
+            (["burn-in"], ["--duration", "1h"], "--nodes", ""),
+            (["health"], [], "--nodes", ""),
+            (["drift"], [], "--limit", ""),
+            (["provision"], [], "--limit", ""),
+            (["provision"], [], "--tags", ""),
+            (["monitoring", "show"], [], "--url", ""),
+        )
+    ),
+    (
+        "run-limit-empty-short",  # -l names its option by its long name
+        provision("-l", ""),
+        BAD,
+        "kiln: error: --limit '': an empty value is refused: give one, or leave --limit out",
+    ),
+    (
+        "run-tags-no-tag",
+        provision("--tags", ","),
+        BAD,
+        "kiln: error: --tags ',': names no tag",
+    ),
+    (
+        "validate-nodes-no-node",
+        validate("--nodes", ","),
+        BAD,
+        "kiln: error: --nodes ',': names no node",
+    ),
+    (
+        "runs-show-empty-run",
+        lambda t: ["runs", "show", ""],
+        BAD,
+        "kiln: error: RUN '': an empty value is refused: give one",
+    ),
     # validate
     ("validate-nodes-reversed", validate("--nodes", "gpu[003-001]"), BAD, "gpu[003-001]"),
     ("validate-nodes-huge", validate("--nodes", "c[0-99999999]"), BAD, "1,000,000"),
@@ -1896,3 +1957,85 @@ def test_selections_that_match_pass_the_check(tmp_path, limit, tags, skip_tags):
 
     spec = inventory_model.load(inventory(tmp_path))
     selection.check(resolve_playbook("site"), spec, limit, tags, skip_tags)
+
+
+def _value_parameters() -> list[tuple[list[str], str, list[str]]]:
+    """Every option and argument that takes a value, of every command: (the command's
+    words, the parameter's name as an error names it, argv giving it '')."""
+    import click
+
+    from kiln.commands import refuse_empty  # noqa: F401 (what the walk checks)
+
+    ctx = click.Context(cli.cli)
+    found = []
+
+    def walk(words: list[str], command: click.Command) -> None:
+        arguments = [p for p in command.params if isinstance(p, click.Argument)]
+        for param in command.params:
+            if getattr(param, "is_flag", False) or isinstance(
+                param.type, click.types.UnprocessedParamType
+            ):
+                continue
+            if isinstance(param, click.Option):
+                name = max(param.opts, key=len)
+                found.append((words, name, [*words, name, ""]))
+                if name.startswith("--"):
+                    found.append((words, name, [*words, f"{name}="]))
+            else:  # the arguments before it get a value, this one ''
+                before = ["x"] * arguments.index(param)
+                found.append((words, param.human_readable_name, [*words, *before, ""]))
+        if isinstance(command, click.Group):
+            for name in command.list_commands(ctx):
+                walk([*words, name], command.get_command(ctx, name))
+
+    for name in cli.cli.list_commands(ctx):
+        walk([name], cli.cli.get_command(ctx, name))
+    return found
+
+
+VALUE_PARAMETERS = _value_parameters()
+
+
+@pytest.mark.parametrize(
+    ("words", "name", "argv"),
+    VALUE_PARAMETERS,
+    ids=[" ".join(argv) for _, _, argv in VALUE_PARAMETERS],
+)
+def test_no_option_takes_an_empty_value(words, name, argv, tmp_path, monkeypatch, capsys):
+    """Every option and argument of every command, given '', is refused before anything
+    is read or run: one line, exit 2 (a new option cannot forget it: kiln.cli applies
+    the rule to every command it loads)."""
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
+    code, out, err = kiln(argv, capsys)
+    if name.startswith("-"):
+        said = f"an empty value is refused: give one, or leave {name} out"
+    else:
+        said = "an empty value is refused: give one"
+    assert (code, out, err) == (BAD, "", f"kiln: error: {name} '': {said}\n")
+    assert not (tmp_path / "state").exists()
+
+
+def test_the_walk_reaches_every_command_and_option():
+    walked = {(" ".join(words), name) for words, name, _ in VALUE_PARAMETERS}
+    assert walked >= {
+        ("rollout", "--resume"),
+        ("rollout", "--nodes"),
+        ("rollout", "--tags"),
+        ("rollout", "--deadline"),
+        ("rollout", "--wait-for-jobs"),
+        ("rollout", "--suite"),
+        ("rollout", "--profile"),
+        ("validate", "--nodes"),
+        ("burn-in", "--nodes"),
+        ("health", "--nodes"),
+        ("provision", "--limit"),
+        ("drift", "--limit"),
+        ("run", "PLAYBOOK"),
+        ("inventory diff", "AFTER"),
+        ("report compare", "RUN_B"),
+        ("judge nccl-tests", "FILES"),
+        ("monitoring show", "--url"),
+        ("lab up", "--name"),
+        ("topology generate", "--from"),
+    }
+    assert {words[0] for words, _, _ in VALUE_PARAMETERS} == set(cli.COMMANDS)

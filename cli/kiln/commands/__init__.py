@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from kiln import hostlist
 from kiln.errors import ExitCode, InputError
@@ -24,13 +25,60 @@ inventory_option = click.option(
 
 
 def parse_nodes(text: str | None) -> list[str] | None:
-    """--nodes as a Slurm hostlist (gpu[001-004]); None when not given."""
-    if not text:
+    """--nodes as a Slurm hostlist (gpu[001-004]); None when not given. A list that
+    names no node (",") is refused: it never means "every node"."""
+    if text is None:
         return None
     try:
-        return hostlist.expand(text)
+        found = hostlist.expand(text)
     except ValueError as exc:
         raise InputError(f"--nodes {text!r}: {exc}") from None
+    if not found:
+        raise InputError(f"--nodes {text!r}: names no node")
+    return found
+
+
+def refuse_empty(command: click.Command) -> click.Command:
+    """Refuse a blank value for every option and argument of COMMAND and its
+    subcommands (exit 2, one line), before any is used: read as "not given", a
+    script's unset variable (`--nodes "$NEW"`, `--resume "$ID"`) would mean every node
+    or a new rollout. kiln.cli applies it to each command it loads, so a new option
+    cannot forget it. Flags take no value; a command line passed on (`lab ssh HOST --
+    ARGS`) is not Kiln's."""
+    for param in command.params:
+        if (
+            getattr(param, "is_flag", False)
+            or getattr(param, "count", False)
+            or isinstance(param.type, click.types.UnprocessedParamType)
+            or getattr(param, "_kiln_refuses_empty", False)
+        ):
+            continue
+        param.process_value = _non_blank(param, param.process_value)  # type: ignore[method-assign]
+        param._kiln_refuses_empty = True  # type: ignore[attr-defined]
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            refuse_empty(sub)
+    return command
+
+
+def _non_blank(param: click.Parameter, process: Callable[..., Any]) -> Callable[..., Any]:
+    given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+    def checked(ctx: click.Context, value: Any) -> Any:
+        values = value if isinstance(value, tuple | list) else (value,)
+        blank = [v for v in values if isinstance(v, str) and not v.strip()]
+        if blank and ctx.get_parameter_source(param.name or "") in given:
+            if isinstance(param, click.Option):
+                name = max(param.opts, key=len)
+                raise InputError(
+                    f"{name} {blank[0]!r}: an empty value is refused: give one, or leave {name} out"
+                )
+            raise InputError(
+                f"{param.human_readable_name} {blank[0]!r}: an empty value is refused: give one"
+            )
+        return process(ctx, value)
+
+    return checked
 
 
 class Whole(click.IntRange):
