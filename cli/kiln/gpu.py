@@ -561,7 +561,10 @@ def batch_size(batch: str | int, total: int) -> int:
     text = str(batch).strip()
     if not REBOOT_BATCH.fullmatch(text):
         raise ValueError(f"not a node count or a share: {text!r}")
-    count = int(total * float(text[:-1]) / 100) if text.endswith("%") else int(text)
+    if text.endswith("%"):
+        count = int(total * float(text[:-1]) / 100)
+    else:  # a count longer than total's is more than total (and may be past int()'s limit)
+        count = int(text) if len(text) <= len(str(total)) else total
     return max(1, min(count, total)) if total else 0
 
 

@@ -276,3 +276,79 @@ def test_ansible_connection_secrets_url_credentials_and_nested_secrets_are_hidde
     ]
     for output in (shown, as_json):
         assert "PW-" not in output.stdout + output.stderr
+
+
+def receivers(secret: str, opsgenie_host: str) -> list[dict]:
+    """Alertmanager receivers with every <secret> field of its configuration reference
+    set to SECRET (its own value per field), and OpsGenie's api_url, which is no secret."""
+    http = {
+        "basic_auth": {"username": "kiln", "password": f"{secret}-basic"},
+        "authorization": {"type": "Bearer", "credentials": f"{secret}-credentials"},
+        "oauth2": {"client_id": "kiln", "client_secret": f"{secret}-oauth", "token_url": "x"},
+        "bearer_token": f"{secret}-bearer",
+        "proxy_connect_header": {"Proxy-Authorization": [f"{secret}-proxy"]},
+        "http_headers": {"X-Key": {"secrets": [f"{secret}-header"]}},
+    }
+    return [
+        {
+            "name": "ops",
+            "slack_configs": [{"api_url": f"https://hooks.slack.com/services/{secret}-slack",
+                               "channel": "#ops", "http_config": http}],
+            "webhook_configs": [{"url": f"https://hook.example/{secret}-webhook"}],
+            "discord_configs": [{"webhook_url": f"https://discord.example/{secret}-discord"}],
+            "msteams_configs": [{"webhook_url": f"https://teams.example/{secret}-teams"}],
+            "msteamsv2_configs": [{"webhook_url": f"https://flow.example/{secret}-teams2"}],
+            "pagerduty_configs": [{"routing_key": f"{secret}-routing",
+                                   "service_key": f"{secret}-service"}],
+            "opsgenie_configs": [{"api_key": f"{secret}-opsgenie", "api_url": opsgenie_host}],
+            "victorops_configs": [{"api_key": f"{secret}-victorops", "routing_key": "team"}],
+            "pushover_configs": [{"user_key": f"{secret}-user", "token": f"{secret}-token"}],
+            "rocketchat_configs": [{"token": f"{secret}-rc", "token_id": f"{secret}-rcid"}],
+            "telegram_configs": [{"bot_token": f"{secret}-telegram", "chat_id": 1}],
+            "wechat_configs": [{"api_secret": f"{secret}-wechat", "corp_id": "kiln"}],
+            "email_configs": [{"to": "ops@example", "auth_password": f"{secret}-smtp",
+                               "auth_secret": f"{secret}-cram"}],
+            "sns_configs": [{"sigv4": {"access_key": "AKIA", "secret_key": f"{secret}-aws"}}],
+        }
+    ]  # fmt: skip
+
+
+def test_alertmanager_receivers_show_no_secret(write_inventory):
+    """Every field Alertmanager's configuration types <secret> is hidden in a diff: a
+    Slack webhook's secret is its URL. What differs only in secrets says only that."""
+    args = dict(prefix="gpu", mirror="http://m:3142", address="10.1.0.11", key=KEY_A)
+    old = site(
+        write_inventory, "old", **args,
+        extra={"monitoring_alertmanager_receivers": receivers("OLDSECRET", "https://og/")},
+    )  # fmt: skip
+    new = site(
+        write_inventory, "new", **args,
+        extra={"monitoring_alertmanager_receivers": receivers("NEWSECRET", "https://og/")},
+    )  # fmt: skip
+    shown = run_kiln("inventory", "diff", str(old), str(new))
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    assert shown.stdout.splitlines()[1:] == [
+        "group all:",
+        "  monitoring_alertmanager_receivers: differs (secret, not shown)",
+    ]
+    # A setting that is no secret changes too: shown, with every secret hidden.
+    moved = site(
+        write_inventory, "moved", **args,
+        extra={"monitoring_alertmanager_receivers": receivers("NEWSECRET", "https://og.eu/")},
+    )  # fmt: skip
+    for json_mode in ([], ["--json"]):
+        shown = run_kiln("inventory", "diff", str(old), str(moved), *json_mode)
+        assert shown.returncode == ExitCode.OK, shown.stderr
+        assert "SECRET" not in shown.stdout + shown.stderr
+        assert "https://og.eu/" in shown.stdout and "#ops" in shown.stdout
+    data = json.loads(shown.stdout)
+    [change] = data["groups"][0]["variables"]
+    after = change["after"][0]
+    assert after["slack_configs"][0]["api_url"] == "(secret)"
+    assert after["webhook_configs"][0] == {"url": "(secret)"}
+    assert after["opsgenie_configs"][0] == {"api_key": "(secret)", "api_url": "https://og.eu/"}
+    assert after["rocketchat_configs"][0] == {"token": "(secret)", "token_id": "(secret)"}
+    assert after["slack_configs"][0]["http_config"]["basic_auth"] == {
+        "username": "kiln",
+        "password": "(secret)",
+    }

@@ -656,6 +656,15 @@ def test_reboot_room_counts_nodes_already_out():
     assert gpu.reboot_room("10%", COMPUTE[:4], {}) == 1  # at least one node
 
 
+def test_a_count_of_thousands_of_digits_is_every_node():
+    """Read by its length, not int(): Python refuses integers of over 4,300 digits."""
+    assert gpu.batch_size("9" * 5000, 20) == 20
+    assert gpu.reboot_room("9" * 5000, COMPUTE, {}) == 20
+    assert gpu.batch_size("21", 20) == 20
+    assert gpu.batch_size("20", 20) == 20
+    assert gpu.batch_size("3", 20) == 3
+
+
 # /proc/driver/nvidia/version of a node running driver 580.65.06 (open modules).
 PROC_580_65 = (
     "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  "

@@ -23,6 +23,9 @@ PACKAGE_ACTIONS = frozenset(
     {"ansible.builtin.apt", "ansible.builtin.package", "kiln.cluster.apt_present", "apt"}
 )
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+# How long a batch may wait for its jobs, and how far ahead a deadline may be: longer
+# is a typo (999999999999h), and past the calendar's end (year 9999) no time exists.
+LONGEST_WAIT = timedelta(days=365)
 
 
 class BadValue(InputError):
@@ -44,27 +47,38 @@ def max_unavailable(text: str, compute: int) -> int:
             f"{given!r}: expected a node count (2) or a share of the compute nodes (10%), "
             "at least one node",
         )
-    if not given.endswith("%") and int(given) > compute:
+    # By its length first: Python refuses to read an integer of over 4,300 digits.
+    if not given.endswith("%") and (len(given) > len(str(compute)) or int(given) > compute):
         raise BadValue(
             "max_unavailable",
-            f"{given}: more than the {compute} compute node"
+            f"{_shown(given)}: more than the {compute} compute node"
             f"{'' if compute == 1 else 's'} of the rollout",
         )
     return gpu.batch_size(given, compute)
 
 
 def duration(text: str) -> timedelta:
-    """1h30m, 45m, 90s: at least one second."""
+    """1h30m, 45m, 90s: at least one second, at most LONGEST_WAIT."""
     found = _DURATION.fullmatch(text.strip())
-    span = timedelta()
-    if found and any(found.groups()):
-        hours, minutes, seconds = (int(g or 0) for g in found.groups())
-        span = timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    parts = [g or "" for g in found.groups()] if found else []
+    # 365 days is 8,760 hours or 31,536,000 seconds: a longer number is too long, and
+    # not read (Python refuses integers of over 4,300 digits).
+    if any(len(g) > 9 for g in parts):
+        raise BadValue("wait_for_jobs", f"{_shown(text)}: more than {LONGEST_WAIT.days} days")
+    hours, minutes, seconds = (int(g or 0) for g in parts) if any(parts) else (0, 0, 0)
+    span = timedelta(hours=hours, minutes=minutes, seconds=seconds)
     if not span:
         raise BadValue(
             "wait_for_jobs", f"{text!r}: expected a duration such as 2h, 45m, 1h30m or 90s"
         )
+    if span > LONGEST_WAIT:
+        raise BadValue("wait_for_jobs", f"{text}: more than {LONGEST_WAIT.days} days")
     return span
+
+
+def _shown(text: str) -> str:
+    """A value for a one-line message: a number of thousands of digits cut short."""
+    return text if len(text) <= 20 else f"{text[:20]}... ({len(text)} characters)"
 
 
 def deadline(wait_for_jobs: str | None, until: str | None, now: datetime) -> datetime | None:
@@ -93,6 +107,12 @@ def deadline(wait_for_jobs: str | None, until: str | None, now: datetime) -> dat
         when = when.replace(tzinfo=now.tzinfo)
     if when <= now:
         raise BadValue("deadline", f"{until}: that is in the past ({now:%Y-%m-%d %H:%M})")
+    if when - now > LONGEST_WAIT:
+        raise BadValue(
+            "deadline",
+            f"{until}: more than {LONGEST_WAIT.days} days away (leave --deadline out to wait "
+            "for the jobs however long they run)",
+        )
     return when
 
 
