@@ -8,6 +8,7 @@ Prometheus renames `exported_node` where the target's label of the same name win
 compute node); else to the node of its target (`instance`); else to the cluster (an
 `absent()` rule carries no label)."""
 
+import ipaddress
 import json
 import urllib.error
 import urllib.parse
@@ -17,7 +18,7 @@ from typing import Any, Literal
 
 import pydantic
 
-from kiln import hostlist
+from kiln import hostlist, redact
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.inventory import ClusterSpec
 from kiln.validation.verdicts import Verdict, exit_code
@@ -87,21 +88,43 @@ def url_from_inventory(spec: ClusterSpec) -> str:
     host = spec.hosts[(spec.group("monitoring") or spec.group("slurm_controller"))[0]]
     # The inventory's checks refused a port that is none (kiln.monitoring.settings).
     port = host.vars.get("monitoring_prometheus_port", DEFAULT_PORT)
-    # Where the role has Prometheus listen (roles/monitoring/vars/main.yml).
-    address = (
-        host.vars.get("monitoring_listen_address") or host.vars.get("kiln_address") or host.address
-    )
+    # Where the role has Prometheus listen (roles/monitoring/vars/main.yml); a wildcard
+    # (0.0.0.0, ::) is every address of that host, and from here it would be this
+    # machine: then the host's own address.
+    listen = str(host.vars.get("monitoring_listen_address") or "")
+    if _wildcard(listen):
+        listen = ""
+    address = listen or host.vars.get("kiln_address") or host.address
     if ":" in address:  # an IPv6 address
         address = f"[{address}]"
     return check_url(f"http://{address}:{port}", f"{host.name}'s address")
 
 
+def _wildcard(address: str) -> bool:
+    """0.0.0.0, ::, [::] and their other spellings (0:0::0): no one host's address."""
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_unspecified
+    except ValueError:  # a name
+        return False
+
+
 def check_url(url: str, what: str) -> str:
-    """URL as given, without a trailing slash: http(s), a host, no query; WHAT names
-    where it came from in the error."""
+    """URL as given, without a trailing slash: http(s), a host, no query, no user or
+    password; WHAT names where it came from in the error, which never shows a password."""
     try:
         parts = urllib.parse.urlsplit(url)
-        port = parts.port  # ValueError: not a number, or past 65535
+    except ValueError:
+        parts = None
+    if parts is not None and "@" in parts.netloc:
+        # urllib sends no credentials: it would ask the resolver for "user:PW@host".
+        host = parts.netloc.rpartition("@")[2]
+        shown = url.replace(parts.netloc, f"{redact.HIDDEN}@{host}", 1)
+        raise InputError(
+            f"{what} {shown!r}: a user or password in the URL is refused (Kiln sends "
+            "Prometheus no credentials)"
+        )
+    try:
+        port = parts.port if parts else 0  # ValueError: not a number, or past 65535
     except ValueError:
         parts, port = None, 0
     if (
@@ -114,7 +137,7 @@ def check_url(url: str, what: str) -> str:
         or any(c.isspace() or not c.isprintable() for c in url)
     ):
         raise InputError(
-            f"{what} {url!r}: expected Prometheus's address, e.g. http://ctl1:9090 "
+            f"{what} {redact.text(url)!r}: expected Prometheus's address, e.g. http://ctl1:9090 "
             "(http or https, a host, an optional port and path)"
         )
     return url.rstrip("/")
