@@ -11,8 +11,9 @@ import traceback
 
 import click
 
-from kiln import __version__
+from kiln import __version__, redact
 from kiln.errors import ExitCode, KilnError
+from kiln.printable import printable
 
 COMMANDS = {
     "accounting": ("kiln.commands.accounting", "accounting", "Move Slurm accounting to a cluster."),
@@ -78,8 +79,9 @@ def main() -> None:
     except KilnError as exc:
         if debug:
             traceback.print_exc()
-        for line in exc.message.splitlines() or [exc.message]:
-            click.echo(f"kiln: error: {line}", err=True)
+        # Messages quote what nodes, Slurm and files said: no secret, no control character.
+        for line in exc.message.split("\n"):
+            click.echo(f"kiln: error: {printable(redact.text(line))}", err=True)
         sys.exit(int(exc.exit_code))
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -95,7 +97,8 @@ def main() -> None:
     except Exception as exc:  # a bug, not the operator's mistake: still one line
         if debug:
             traceback.print_exc()
+        said = printable(redact.text(str(exc)))
         click.echo(
-            f"kiln: internal error: {type(exc).__name__}: {exc} (--debug shows where)", err=True
+            f"kiln: internal error: {type(exc).__name__}: {said} (--debug shows where)", err=True
         )
         sys.exit(int(ExitCode.FAILED))

@@ -1155,6 +1155,52 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "kiln: error: --wait-for-jobs and --deadline: give one of them",
     ),
     ("rollout-max-failures-zero", rollout("--max-failures", "0"), BAD, "--max-failures 0"),
+    # Numbers past what Python or the calendar can hold: one line, never "internal error".
+    (
+        "rollout-max-unavailable-5000-digits",
+        rollout("--max-unavailable", "9" * 5000),
+        BAD,
+        "kiln: error: --max-unavailable 99999999999999999999... (5000 characters): more than "
+        "the 2 compute nodes of the rollout",
+    ),
+    (
+        "rollout-inventory-max-unavailable-5000-digits",
+        lambda t: [
+            "rollout",
+            "-i",
+            str(
+                inventory(
+                    t, files={"group_vars/all.yml": f"rollout_max_unavailable: '{'9' * 5000}'"}
+                )
+            ),
+        ],
+        BAD,
+        "rollout_max_unavailable 99999999999999999999... (5000 characters): more than the 2 "
+        "compute nodes of the rollout",
+    ),
+    (
+        "rollout-wait-past-a-year",
+        rollout("--wait-for-jobs", "999999999999h"),
+        BAD,
+        "kiln: error: --wait-for-jobs 999999999999h: more than 365 days",
+    ),
+    (
+        "rollout-wait-5000-digits",
+        rollout("--wait-for-jobs", "9" * 5000 + "m"),
+        BAD,
+        "kiln: error: --wait-for-jobs 99999999999999999999... (5001 characters): more than 365 "
+        "days",
+    ),
+    *(
+        (
+            f"rollout-deadline-year-9999{zone}",
+            rollout("--deadline", f"9999-12-31T23:59{zone}"),
+            BAD,
+            f"kiln: error: --deadline 9999-12-31T23:59{zone}: more than 365 days away (leave "
+            "--deadline out to wait for the jobs however long they run)",
+        )
+        for zone in ("", "-12:00", "+14:00")
+    ),
     (
         "rollout-resume-unknown",
         rollout("--resume", "20990101-000000-rollout-beef"),
@@ -1831,6 +1877,22 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
             ("query", "http://ctl1:9090/?query=up"),
         )
     ),
+    # A user and password in --url: refused, never printed nor sent to the resolver.
+    *(
+        (
+            f"monitoring-url-userinfo-{case}",
+            lambda t, url=url: ["monitoring", "show", "--url", url],
+            BAD,
+            f"kiln: error: --url {shown!r}: a user or password in the URL is refused (Kiln "
+            "sends Prometheus no credentials)",
+        )
+        for case, url, shown in (
+            ("password", "http://kiln:hunter2@ctl1:9090", "http://(secret)@ctl1:9090"),
+            ("at-in-password", "https://kiln:hun@ter2@gw/prom", "https://(secret)@gw/prom"),
+            ("bad-port", "http://kiln:hunter2@ctl1:99999", "http://(secret)@ctl1:99999"),
+            ("space", "http://kiln:hun ter2@ctl1", "http://(secret)@ctl1"),
+        )
+    ),
     (
         "monitoring-port-not-a-port",
         lambda t: [
@@ -2039,3 +2101,68 @@ def test_the_walk_reaches_every_command_and_option():
         ("topology generate", "--from"),
     }
     assert {words[0] for words, _, _ in VALUE_PARAMETERS} == set(cli.COMMANDS)
+
+
+# --- scale: answers, not hangs (the 30 s alarm of kiln() bounds each) ----------------------
+
+
+def test_report_compare_of_100000_nodes_answers(tmp_path, monkeypatch, capsys):
+    """Two validation runs of 100,000 nodes: one line per node that changed. Comparing
+    took minutes (a list searched per judgement, and a Rich table)."""
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
+    nodes = [f"gpu{i:06d}" for i in range(100_000)]
+    for run, value in (("20261123-120000-aaaa", 100.0), ("20261124-120000-bbbb", 80.0)):
+        judgement = {"test": "storage.seq_read", "subject": "/shared", "unit": "MB/s"}
+        report = {
+            "id": run,
+            "started": "2026-11-23T12:00:00+00:00",
+            "inventory": "inv",
+            "profile": None,
+            "suites": ["storage"],
+            "nodes": nodes,
+            "judgements": [
+                {**judgement, "node": n, "value": value, "verdict": "pass", "reason": "ok"}
+                for n in nodes
+            ],
+            "node_verdicts": {n: {"verdict": "pass", "reasons": []} for n in nodes},
+        }
+        folder = tmp_path / "state" / "validations" / run
+        folder.mkdir(parents=True)
+        (folder / "report.json").write_text(json.dumps(report))
+    code, out, err = kiln(
+        ["report", "compare", "20261123-120000-aaaa", "20261124-120000-bbbb"], capsys
+    )
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert len(lines) == 1 + 100_000 + 1  # the header, every node, the fleet's median
+    assert lines[1].split() == [
+        "fleet", "median", "storage.seq_read", "/shared", "100", "MB/s", "pass", "80", "MB/s",
+        "pass", "-20%", "worse",
+    ]  # fmt: skip
+    assert lines[-1].split()[0] == "gpu099999"
+
+
+def test_inventory_diff_works_per_host_only_where_a_value_differs(tmp_path, monkeypatch):
+    """Two inventories of 100,001 hosts where one host's address differs: the per-host
+    comparison makes one change, not one per host (at 1,000,000 hosts it had no answer
+    in a minute)."""
+    from kiln import inventory as inventory_model
+    from kiln.inventory import diff
+
+    def site(name: str, address: str) -> Path:
+        hosts = cluster_inventory(compute=())
+        hosts["all"]["children"]["slurm_compute"]["hosts"] = {
+            "gpu[000000:099999]": None,
+            "gpx1": {"ansible_host": address},
+        }
+        (tmp_path / name).mkdir()
+        return inventory(tmp_path / name, hosts)
+
+    old = inventory_model.load(site("old", "10.0.0.1"))
+    new = inventory_model.load(site("new", "10.0.0.2"))
+    made = []
+    real = diff._change
+    monkeypatch.setattr(diff, "_change", lambda *args: made.append(args[0]) or real(*args))
+    found = diff.diff(old, new)
+    assert made == ["ansible_host"]
+    assert found.lines()[1:] == ["host gpx1:", "  ansible_host: '10.0.0.1' -> '10.0.0.2'"]

@@ -288,3 +288,49 @@ def test_the_inventory_names_prometheus(prometheus, write_inventory, capsys):
     assert (code, err) == (ExitCode.VALIDATION_FAILED, "")
     assert out.splitlines()[3] == "gpu002     KilnGpuXid, KilnNodeDrained"
     assert prometheus.asked == ["/api/v1/alerts", "/api/v1/query?query=up"]
+
+
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "::", "[::]", "0:0::0"])
+def test_a_wildcard_listen_address_asks_the_hosts_own_address(write_inventory, wildcard):
+    """Prometheus listening on every address of its host is asked at that host's
+    address: http://0.0.0.0:9090 would be this machine, not the cluster's Prometheus."""
+    host_vars = {"ctl1": {"ansible_host": "10.0.0.5", "monitoring_listen_address": wildcard}}
+    hosts = cluster_inventory(host_vars=host_vars)
+    assert show.url_from_inventory(spec(write_inventory, hosts)) == "http://10.0.0.5:9090"
+    host_vars["ctl1"]["kiln_address"] = "fd00::5"  # its cluster address, where set
+    hosts = cluster_inventory(host_vars=host_vars)
+    assert show.url_from_inventory(spec(write_inventory, hosts)) == "http://[fd00::5]:9090"
+
+
+def test_a_listen_address_of_one_interface_is_asked(write_inventory):
+    host_vars = {"ctl1": {"ansible_host": "10.0.0.5", "monitoring_listen_address": "10.9.0.5"}}
+    hosts = cluster_inventory(host_vars=host_vars)
+    assert show.url_from_inventory(spec(write_inventory, hosts)) == "http://10.9.0.5:9090"
+
+
+# Labels as anyone who can set a Slurm reason or a metric's label can write them.
+CLEAR_SCREEN = "\x1b[2J\x1b[H"
+TITLE = "\x1b]0;owned\x07"
+FORGED = "\rkiln: all clear\nok"
+
+
+def test_labels_from_prometheus_print_their_control_characters_escaped(prometheus, capsys):
+    """An alert's name and node reach the terminal with every control character shown
+    as its escape: no cleared screen, no window title, no forged line."""
+    alert = {
+        "labels": {"alertname": f"Kiln{CLEAR_SCREEN}Drained{TITLE}", "node": f"gpu009{FORGED}"},
+        "annotations": {},
+        "state": "firing",
+        "activeAt": "2026-11-27T11:32:04Z",
+    }
+    body = {"status": "success", "data": {"alerts": [alert]}}
+    prometheus.answers["/api/v1/alerts"] = (200, JSON, json.dumps(body).encode())
+    empty = {"status": "success", "data": {"resultType": "vector", "result": []}}
+    prometheus.answers["/api/v1/query?query=up"] = (200, JSON, json.dumps(empty).encode())
+    code, out, err = kiln(["monitoring", "show", "--url", prometheus.url], capsys)
+    assert (code, err) == (ExitCode.VALIDATION_FAILED, "")
+    assert out == ("gpu009\\rkiln: all clear\\nok  Kiln\\x1b[2J\\x1b[HDrained\\x1b]0;owned\\x07\n")
+    # --json keeps the labels as Prometheus gave them, in JSON's escapes.
+    code, out, err = kiln(["monitoring", "show", "--url", prometheus.url, "--json"], capsys)
+    assert json.loads(out)["nodes"][0]["alerts"][0]["labels"] == alert["labels"]
+    assert "\x1b" not in out and "\r" not in out

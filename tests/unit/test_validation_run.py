@@ -677,12 +677,8 @@ def test_only_a_node_still_drained_with_kilns_reason_is_resumed():
     assert drained_by_kiln(text, nodes) == ["gpu003"]
 
 
-def test_the_terminal_prints_markup_in_names_and_reasons_as_text():
+def test_the_terminal_prints_markup_in_names_and_reasons_as_text(capsys):
     """A reason holding "[/path]" once made `kiln validate` exit 1 after draining."""
-    import io
-
-    from rich.console import Console
-
     from kiln.report import terminal
 
     report = model.Report(
@@ -694,9 +690,8 @@ def test_the_terminal_prints_markup_in_names_and_reasons_as_text():
         Judgement("gpu001", "storage.mount", "[/shared]", None, "", Verdict.FAIL, reason)
     )
     report.node_verdicts["gpu001"] = {"verdict": "fail", "reasons": [reason]}
-    out = io.StringIO()
-    terminal.show(report, Console(file=out, width=200, highlight=False))
-    text = out.getvalue()
+    terminal.show(report)
+    text = capsys.readouterr().out
     assert "gpu001: storage.mount /shared: stale handle on [/scratch] [/bold]" in text
     assert "note: [bold]note[/bold] [/x]" in text
     assert "[/shared]" in text

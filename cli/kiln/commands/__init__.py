@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 from click.core import ParameterSource
 
-from kiln import hostlist
+from kiln import hostlist, redact
 from kiln.errors import ExitCode, InputError
+from kiln.printable import printable
 
 if TYPE_CHECKING:
     from kiln.report.model import Report
@@ -91,6 +92,12 @@ class Whole(click.IntRange):
         if isinstance(value, str) and not re.fullmatch(r"-?[0-9]+", value):
             self.fail(f"{value!r} is not a whole number (digits 0-9)", param, ctx)
         return super().convert(value, param, ctx)
+
+
+def warn(message: str) -> None:
+    """`kiln: warning: MESSAGE` on stderr: one line, whatever the file or node it quotes
+    holds (no control character, no URL's password)."""
+    click.echo(f"kiln: warning: {printable(redact.text(message))}", err=True)
 
 
 def stack(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:

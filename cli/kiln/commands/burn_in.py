@@ -5,7 +5,7 @@ from pathlib import Path
 import click
 
 from kiln import inventory, lock
-from kiln.commands import end_campaign, inventory_option, parse_nodes
+from kiln.commands import end_campaign, inventory_option, parse_nodes, warn
 from kiln.errors import InputError
 from kiln.run import display
 
@@ -44,7 +44,7 @@ def burn_in(
     spec = inventory.load(inventory_path)
     if not json_mode:
         for warning in spec.warnings:
-            click.echo(f"kiln: warning: {warning}", err=True)
+            warn(warning)
     request = burn.Request(
         inventory=spec,
         duration_s=seconds,

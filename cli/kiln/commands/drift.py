@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from kiln import inventory, lock, selection
-from kiln.commands import inventory_option
+from kiln.commands import inventory_option, warn
 from kiln.run import display
 
 
@@ -27,7 +27,7 @@ def drift(inventory_path: Path | None, limit: str | None, json_mode: bool) -> No
     spec = inventory.load(inventory_path)
     if not json_mode:
         for warning in spec.warnings:
-            click.echo(f"kiln: warning: {warning}", err=True)
+            warn(warning)
     selection.check(resolve_playbook("site.yml"), spec, limit, None, None)
     with lock.held(spec.path, "kiln drift") as held:
         result, code = drift_lib.drift(

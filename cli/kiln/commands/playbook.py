@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from kiln import inventory, lock, selection, yaml_input
-from kiln.commands import inventory_option, stack
+from kiln.commands import inventory_option, stack, warn
 from kiln.errors import InputError
 from kiln.run import display
 
@@ -62,7 +62,7 @@ def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options:
     spec = inventory.load(inventory_path)
     if not json_mode:
         for warning in spec.warnings:
-            click.echo(f"kiln: warning: {warning}", err=True)
+            warn(warning)
     selection.check(
         resolve_playbook(playbook), spec, options["limit"], options["tags"], options["skip_tags"]
     )

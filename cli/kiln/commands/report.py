@@ -6,6 +6,8 @@ from pathlib import Path
 import click
 
 from kiln import files
+from kiln.commands import warn
+from kiln.printable import printable
 from kiln.report import compare as comparing
 from kiln.report import model, terminal
 from kiln.run import display
@@ -22,7 +24,7 @@ def list_(json_mode: bool) -> None:
     """Every kept validation run, newest first."""
     found, problems = model.list_reports()
     for problem in problems:
-        click.echo(f"kiln: warning: {problem}; skipped", err=True)
+        warn(f"{problem}; skipped")
     if json_mode:
         display.emit_json(
             [
@@ -38,7 +40,8 @@ def list_(json_mode: bool) -> None:
         )
         return
     for r in found:
-        click.echo(f"{r.id}  {r.verdict.value:<9}  {len(r.nodes):>4} nodes  {r.profile or '-'}")
+        line = f"{r.id}  {r.verdict.value:<9}  {len(r.nodes):>4} nodes  {r.profile or '-'}"
+        click.echo(printable(line))
 
 
 @report.command()

@@ -4,10 +4,9 @@ import sys
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from kiln.commands import Whole
+from kiln.commands import Whole, warn
 from kiln.run import display
 from kiln.run import record as run_records
 
@@ -32,7 +31,7 @@ def list_runs(json_mode: bool, last: int) -> None:
     problems: list[str] = []
     records = run_records.list_records(problems)[:last]
     for problem in problems:
-        click.echo(f"kiln: warning: {problem}; skipped", err=True)
+        warn(f"{problem}; skipped")
     if json_mode:
         display.emit_json({"runs": [r.model_dump() for r in records]})
         return
@@ -42,7 +41,8 @@ def list_runs(json_mode: bool, last: int) -> None:
         table.add_column(column, no_wrap=column != "limit", overflow="fold")
     for r in records:
         exit_code = "" if r.exit_code is None else str(r.exit_code)
-        table.add_row(r.run, r.playbook, r.status, exit_code, r.started, escape(r.limit or ""))
+        cells = (r.run, r.playbook, r.status, exit_code, r.started, r.limit or "")
+        table.add_row(*(display.shown(cell) for cell in cells))
     width = None if sys.stdout.isatty() else 200
     Console(highlight=False, width=width).print(table)
 
@@ -63,7 +63,7 @@ def show(run: str, json_mode: bool, slowest: int | None) -> None:
     problems: list[str] = []
     summary = run_records.replay(record, run_dir, problems)
     for problem in problems:
-        click.echo(f"kiln: warning: {problem}; skipped", err=True)
+        warn(f"{problem}; skipped")
     tasks = timings.slowest(run_records.load_events(run_dir), slowest) if slowest else []
     if json_mode:
         shown = summary.to_json()
@@ -77,7 +77,7 @@ def show(run: str, json_mode: bool, slowest: int | None) -> None:
         for column in ("seconds", "task", "hosts", "slowest host"):
             table.add_column(column, overflow="fold")
         for t in tasks:
-            slow = f"{escape(t.slowest_host)} ({t.slowest_seconds:.1f}s)"
-            table.add_row(f"{t.seconds:.1f}", escape(t.task), str(t.hosts), slow)
+            slow = f"{display.shown(t.slowest_host)} ({t.slowest_seconds:.1f}s)"
+            table.add_row(f"{t.seconds:.1f}", display.shown(t.task), str(t.hosts), slow)
         width = None if sys.stdout.isatty() else 200
         Console(highlight=False, width=width).print(table)

@@ -1,71 +1,71 @@
-"""The terminal summary of a validation run: node x test, value, threshold, verdict."""
+"""The terminal summary of a validation run: node x test, value, threshold, verdict.
 
-import sys
+Plain lines in columns (kiln.run.display.columns), the verdict coloured on a terminal:
+a report of 100,000 nodes prints in seconds (a Rich table took minutes). Names,
+reasons and notes come from the cluster: their control characters are escaped.
+"""
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+import click
 
+from kiln.printable import printable
 from kiln.report.compare import Change
 from kiln.report.model import Report
+from kiln.run.display import columns
 from kiln.validation.verdicts import fmt
 
-STYLES = {
-    "pass": "green",
-    "warn": "yellow",
-    "fail": "bold red",
-    "skip": "dim",
-    "unchecked": "bold magenta",
-    "better": "green",
-    "worse": "red",
+# click.style's arguments; click.echo drops the colours where stdout is no terminal.
+STYLES: dict[str, dict[str, str | bool]] = {
+    "pass": {"fg": "green"},
+    "warn": {"fg": "yellow"},
+    "fail": {"fg": "red", "bold": True},
+    "skip": {"dim": True},
+    "unchecked": {"fg": "magenta", "bold": True},
+    "better": {"fg": "green"},
+    "worse": {"fg": "red"},
 }
 
 
-def _console() -> Console:
-    # Not a terminal (CI logs, pipes): wide enough that test names are not cut.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+def _styled(word: str, shown: str | None = None) -> str:
+    """WORD (a verdict, a direction) in its colour, written as SHOWN."""
+    return click.style(shown or word, **STYLES.get(word, {}))  # type: ignore[arg-type]
 
 
-def show(report: Report, console: Console | None = None) -> None:
-    console = console or _console()
-    table = Table(title=f"{report.kind} {report.id}: profile {report.profile or 'none'}", box=None)
-    for column in ("node", "test", "subject", "value", "threshold", "verdict"):
-        table.add_column(column)
+def _table(rows: list[tuple[str, ...]]) -> None:
+    """Rows under their header, the last column (a verdict, a direction) coloured."""
+    for index, line in enumerate(columns(rows)):
+        last = rows[index][-1]
+        if index and last and line.endswith(last):
+            line = line[: -len(last)] + _styled(last)
+        click.echo(line)
+
+
+def show(report: Report) -> None:
+    click.echo(printable(f"{report.kind} {report.id}: profile {report.profile or 'none'}"))
     # A burn-in judges every device every round: the terminal shows what did not pass
     # (the HTML report and report.json keep them all).
     shown = report.judgements
     if report.kind == "burn-in":
         shown = [j for j in shown if j.verdict.value != "pass"]
+    rows = [("node", "test", "subject", "value", "threshold", "verdict")]
     for j in shown:
-        style = STYLES[j.verdict.value]
         value, limit = j.shown()
-        table.add_row(
-            escape(j.node),
-            escape(j.test),
-            escape(j.subject),
-            value or escape(_said(j.reason)),
-            limit,
-            f"[{style}]{j.verdict.value}[/{style}]",
-        )
+        rows.append((j.node, j.test, j.subject, value or _said(j.reason), limit, j.verdict.value))
     if shown or not report.judgements:
-        console.print(table)
+        _table(rows)
     else:
-        console.print(f"{report.kind} {report.id}: all {len(report.judgements)} judgements passed")
+        passed = f"all {len(report.judgements)} judgements passed"
+        click.echo(printable(f"{report.kind} {report.id}: {passed}"))
     for node in report.nodes:
         entry = report.node_verdict(node)
         if entry["verdict"] in ("warn", "unchecked", "fail") and entry["reasons"]:
-            style = STYLES[entry["verdict"]]
-            # Names and reasons come from the cluster: "[/path]" in one is text, not markup.
-            said = escape(f"{node}: {entry['reasons'][0]}")
-            console.print(f"[{style}]{entry['verdict']}[/{style}] {said}")
+            said = printable(f"{node}: {entry['reasons'][0]}")
+            click.echo(f"{_styled(entry['verdict'])} {said}")
     for line in report.action_lines():
-        console.print(line, markup=False)
+        click.echo(printable(line))
     for note in report.notes:
-        console.print(f"note: {note}", markup=False)
+        click.echo(printable(f"note: {note}"))
     verdict = report.verdict.value
-    console.print(
-        f"[{STYLES[verdict]}]{verdict.upper()}[/{STYLES[verdict]}] {len(report.nodes)} nodes"
-    )
+    click.echo(f"{_styled(verdict, verdict.upper())} {len(report.nodes)} nodes")
 
 
 def _said(reason: str) -> str:
@@ -74,25 +74,20 @@ def _said(reason: str) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def show_changes(changes: list[Change], console: Console | None = None) -> None:
-    console = console or _console()
-    table = Table(box=None)
-    for column in ("node", "test", "subject", "before", "after", "change", ""):
-        table.add_column(column)
+def show_changes(changes: list[Change]) -> None:
+    rows = [("node", "test", "subject", "before", "after", "change", "")]
     for c in changes:
-        percent = f"{c.percent:+.0f}%" if c.percent is not None else ""
-        style = STYLES.get(c.direction, "")
-        table.add_row(
-            escape(f"{c.node_before} -> {c.node}" if c.node_before else c.node),
-            escape(c.test),
-            escape(c.subject),
+        before = (
             f"{fmt(c.before)} {c.unit} {c.verdict_before}"
             if c.before is not None
-            else c.verdict_before or "-",
+            else c.verdict_before or "-"
+        )
+        after = (
             f"{fmt(c.after)} {c.unit} {c.verdict_after}"
             if c.after is not None
-            else c.verdict_after or "-",
-            percent,
-            f"[{style}]{c.direction}[/{style}]" if style else c.direction,
+            else c.verdict_after or "-"
         )
-    console.print(table)
+        percent = f"{c.percent:+.0f}%" if c.percent is not None else ""
+        node = f"{c.node_before} -> {c.node}" if c.node_before else c.node
+        rows.append((node, c.test, c.subject, before, after, percent, c.direction))
+    _table(rows)

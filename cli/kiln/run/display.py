@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kiln import files
+from kiln.printable import printable
 from kiln.run.events import EventAccumulator, RunSummary, failure_message, outcome
 
 
@@ -51,7 +52,7 @@ class PlainDisplay:
         kind = event.get("event", "")
         data = event.get("event_data") or {}
         if kind == "playbook_on_play_start":
-            print(f"PLAY {data.get('play', '')}", file=self.stream, flush=True)
+            print(printable(f"PLAY {data.get('play', '')}"), file=self.stream, flush=True)
             return
         result = outcome(event)
         if result is None:
@@ -59,7 +60,7 @@ class PlainDisplay:
         line = f"{result.label:<11} {result.host}  {result.task}"
         if result.failed:
             line += f": {failure_message(result.res)}"
-        print(line, file=self.stream, flush=True)
+        print(printable(line), file=self.stream, flush=True)
 
 
 class LiveDisplay:
@@ -102,8 +103,8 @@ class LiveDisplay:
             for host, counts in sorted(self.acc.summary.hosts.items()):
                 task = self.acc.current_task.get(host, "")
                 table.add_row(
-                    escape(host),
-                    escape(task[:60]),
+                    shown(host),
+                    shown(task[:60]),
                     str(counts.ok),
                     f"[yellow]{counts.changed}" if counts.changed else "0",
                     f"[red]{counts.failed}" if counts.failed else "0",
@@ -137,9 +138,17 @@ def emit_json(obj: Any) -> None:
     print(files.json_text(obj))
 
 
+def shown(text: str) -> str:
+    """Text from outside (nodes, Ansible, records) for a Rich console: its control
+    characters escaped, its "[...]" text rather than markup."""
+    return escape(printable(text))
+
+
 def columns(rows: list[tuple[str, ...]]) -> list[str]:
     """Rows as lines of left-aligned columns, two spaces apart: plain text, so a table
-    of 100,000 hosts prints in a fraction of a second (a Rich table took some 40 s)."""
+    of 100,000 hosts prints in a fraction of a second (a Rich table took some 40 s).
+    Cells hold names and words from outside: their control characters are escaped."""
+    rows = [tuple(printable(cell) for cell in row) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
     return [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
@@ -149,14 +158,14 @@ def columns(rows: list[tuple[str, ...]]) -> list[str]:
 def run_summary(summary: RunSummary, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=True)
     # Everything here comes from Ansible and the nodes: text, never markup.
-    title = escape(f"run {summary.run}: {summary.playbook} {summary.status}")
+    title = shown(f"run {summary.run}: {summary.playbook} {summary.status}")
     table = Table(title=title, box=None)
     for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
         table.add_column(column, justify="left" if column == "host" else "right")
     for host, c in sorted(summary.hosts.items()):
         bad = c.failed or c.unreachable
         table.add_row(
-            f"[red]{escape(host)}" if bad else escape(host),
+            f"[red]{shown(host)}" if bad else shown(host),
             str(c.ok),
             str(c.changed),
             str(c.failed),
@@ -166,12 +175,12 @@ def run_summary(summary: RunSummary, console: Console | None = None) -> None:
     console.print(table)
     for failure in summary.failures:
         kind = "unreachable" if failure.unreachable else "failed"
-        what = escape(f"{failure.host}: {failure.task}: {failure.message}")
+        what = shown(f"{failure.host}: {failure.task}: {failure.message}")
         console.print(f"[red]{kind}[/red] {what}")
     for host, notes in sorted(summary.notes.items()):
         for note in notes:
-            console.print(f"[cyan]note[/cyan] {escape(f'{host}: {note}')}")
+            console.print(f"[cyan]note[/cyan] {shown(f'{host}: {note}')}")
     if summary.error:
-        console.print(f"[red]error[/red]: {escape(summary.error)}")
+        console.print(f"[red]error[/red]: {shown(summary.error)}")
     total_changed = sum(c.changed for c in summary.hosts.values())
     console.print(f"changed={total_changed} exit={int(summary.exit_code)}")
