@@ -115,3 +115,34 @@ def test_an_event_file_cut_short_is_skipped_and_said_in_one_line(tmp_path, monke
         "notes": {},
         "reboots": {},
     }
+
+
+# What a node (or anyone who names one) can put in its output and names.
+CLEAR_SCREEN = "\x1b[2J\x1b[H"
+TITLE = "\x1b]0;owned\x07"
+
+
+def test_control_characters_from_the_nodes_are_printed_escaped(tmp_path, monkeypatch, capsys):
+    """A host name, a task name and a module's message holding escape sequences and a
+    forged line: shown as their escapes, so they clear no screen, set no window title
+    and print no line of Kiln's own ("kiln: all clear")."""
+    start, end = "2026-11-23T12:00:00+00:00", "2026-11-23T12:00:04+00:00"
+    task = f"Install{TITLE}\rkiln: all clear"
+    failed = result(1, f"gpu{CLEAR_SCREEN}9", task, "u-1", start, end, 4.0)
+    failed["event"] = "runner_on_failed"
+    failed["event_data"]["res"] = {"failed": True, "msg": "disk full\r\nkiln: all clear\rok"}
+    show = kept_run(tmp_path, monkeypatch, [failed])
+    code, out, err = kiln([*show, "--slowest", "1"], capsys)
+    assert (code, err) == (0, "")
+    for raw in ("\x1b", "\x07", "\r"):
+        assert raw not in out
+    assert not any(line.startswith("kiln: all clear") for line in out.splitlines())
+    lines = out.splitlines()
+    assert lines[3] == (
+        "failed gpu\\x1b[2J\\x1b[H9: Install\\x1b]0;owned\\x07\\rkiln: all clear: disk full "
+        "kiln: all clear ok"  # Ansible's message, its white space made one line
+    )
+    assert lines[-1].split() == [
+        "4.0", "slurm", ":", "Install\\x1b]0;owned\\x07\\rkiln:", "all", "clear", "1",
+        "gpu\\x1b[2J\\x1b[H9", "(4.0s)",
+    ]  # fmt: skip

@@ -334,3 +334,15 @@ def test_labels_from_prometheus_print_their_control_characters_escaped(prometheu
     code, out, err = kiln(["monitoring", "show", "--url", prometheus.url, "--json"], capsys)
     assert json.loads(out)["nodes"][0]["alerts"][0]["labels"] == alert["labels"]
     assert "\x1b" not in out and "\r" not in out
+
+
+def test_an_error_from_prometheus_is_one_line_with_its_controls_escaped(prometheus, capsys):
+    """Error text is Prometheus's (or a proxy's): escaped in Kiln's one error line."""
+    said = {"status": "error", "errorType": "bad\x1b]0;owned\x07", "error": f"x{FORGED}"}
+    prometheus.answers["/api/v1/alerts"] = (400, JSON, json.dumps(said).encode())
+    code, out, err = kiln(["monitoring", "show", "--url", prometheus.url], capsys)
+    assert (code, out) == (ExitCode.FAILED, "")
+    assert err == (
+        f"kiln: error: Prometheus at {prometheus.url} refused api/v1/alerts: HTTP 400 "
+        "bad\\x1b]0;owned\\x07: x\\rkiln: all clear\\nok\n"
+    )

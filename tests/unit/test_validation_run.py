@@ -697,6 +697,49 @@ def test_the_terminal_prints_markup_in_names_and_reasons_as_text(capsys):
     assert "[/shared]" in text
 
 
+def test_report_show_and_compare_print_control_characters_escaped(tmp_path, monkeypatch, capsys):
+    """A node named, and a reason and a note written, with escape sequences and a
+    forged line (a report kept from elsewhere, a node's output): `kiln report show`,
+    `compare` and the Markdown rendering print them escaped, whole lines as expected."""
+    from tests.cli.test_bad_input import kiln
+
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
+    node = "gpu\x1b]0;owned\x07"
+    reason = "storage.mount /shared: \x1b[2J\rkiln: all clear\nPASS"
+    for run, value in (("20261123-120000-aaaa", 100.0), ("20261124-120000-bbbb", 50.0)):
+        report = model.Report(
+            id=run, started="s", inventory="inv", profile=None, suites=["storage"],
+            nodes=[node], notes=["\x9b31mred"],
+        )  # fmt: skip
+        report.judgements.append(
+            Judgement(node, "storage.seq_read", "/shared", value, "MB/s", Verdict.FAIL, reason)
+        )
+        report.node_verdicts[node] = {"verdict": "fail", "reasons": [reason]}
+        write.write_all(report)
+    code, out, err = kiln(["report", "show", "20261124-120000-bbbb"], capsys)
+    assert (code, err) == (ExitCode.VALIDATION_FAILED, "")
+    assert out.splitlines() == [
+        "validation 20261124-120000-bbbb: profile none",
+        "node                 test              subject  value    threshold  verdict",
+        "gpu\\x1b]0;owned\\x07  storage.seq_read  /shared  50 MB/s             fail",
+        "fail gpu\\x1b]0;owned\\x07: storage.mount /shared: \\x1b[2J\\rkiln: all clear\\nPASS",
+        "note: \\x9b31mred",
+        "FAIL 1 nodes",
+    ]
+    code, out, err = kiln(["report", "compare", "20261123-120000-aaaa", "latest"], capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "node                 test              subject  before         after         change",
+        "fleet median         storage.seq_read  /shared  100 MB/s fail  50 MB/s fail  -50%"
+        "    worse",
+        "gpu\\x1b]0;owned\\x07  storage.seq_read  /shared  100 MB/s fail  50 MB/s fail  -50%"
+        "    worse",
+    ]
+    code, out, err = kiln(["report", "show", "latest", "--format", "markdown"], capsys)
+    assert "\x1b" not in out and "\r" not in out and "\x9b" not in out
+    assert "| gpu\\x1b]0;owned\\x07 | fail |" in out
+
+
 def test_a_canceled_run_judges_nothing_drains_nothing_and_releases_its_reservation(
     tmp_path, monkeypatch, write_inventory
 ):

@@ -7,6 +7,7 @@ import click
 
 from kiln import inventory, lock, selection
 from kiln.commands import inventory_option, warn
+from kiln.printable import printable
 from kiln.run import display
 
 
@@ -43,6 +44,8 @@ def drift(inventory_path: Path | None, limit: str | None, json_mode: bool) -> No
 
 
 def _show(result) -> None:
+    # Task names, versions, reasons and files' contents come from the nodes: their
+    # control characters are escaped (a diff keeps its line breaks and tabs).
     hosts = result.report.nodes
     width = max((len(h) for h in hosts), default=4)
     click.echo(f"{'host':<{width}} tasks  fingerprint")
@@ -55,13 +58,13 @@ def _show(result) -> None:
         click.echo(f"{host:<{width}} {tasks:<6} {seen}")
     for host in hosts:
         if host in result.unchecked:
-            click.echo(f"{host}: not checked: {result.unchecked[host]}")
+            click.echo(printable(f"{host}: not checked: {result.unchecked[host]}"))
         for one in result.outliers.get(host, []):
-            click.echo(f"{host}: {one.describe()}")
+            click.echo(printable(f"{host}: {one.describe()}"))
         for one in result.tasks.get(host, []):
-            click.echo(f"\n{host}: {one.task} ({one.action})")
+            click.echo("\n" + printable(f"{host}: {one.task} ({one.action})"))
             if one.diff:
-                click.echo(one.diff.rstrip("\n"))
+                click.echo(printable(one.diff.rstrip("\n"), lines=True))
     for note in result.report.notes:
-        click.echo(f"note: {note}")
-    click.echo(f"\n{result.summary()}; report: kiln report show {result.report.id}")
+        click.echo(printable(f"note: {note}"))
+    click.echo("\n" + printable(f"{result.summary()}; report: kiln report show {result.report.id}"))

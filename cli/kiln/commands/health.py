@@ -8,6 +8,7 @@ import click
 from kiln import inventory
 from kiln.commands import inventory_option, parse_nodes
 from kiln.errors import InputError
+from kiln.printable import printable
 from kiln.run import display
 from kiln.validation.verdicts import exit_code
 
@@ -52,22 +53,23 @@ def health(
 
 
 def _print(result) -> None:
-    checks = result.checks
-    width = max([len(n.node) for n in result.nodes] + [4])
-    click.echo(" ".join([f"{'node':<{width}}", f"{'status':<6}", *checks]))
+    # Node names, check names and statuses come from the nodes: escaped, then aligned.
+    checks = {c: printable(c) for c in result.checks}
+    width = max([len(printable(n.node)) for n in result.nodes] + [4])
+    click.echo(" ".join([f"{'node':<{width}}", f"{'status':<6}", *checks.values()]))
     for node in result.nodes:
-        cells = {r.check: r.status for r in node.results}
-        row = [f"{node.node:<{width}}", f"{node.status:<6}"]
-        row += [f"{cells.get(c, '-'):<{len(c)}}" for c in checks]
+        cells = {r.check: printable(r.status) for r in node.results}
+        row = [f"{printable(node.node):<{width}}", f"{printable(node.status):<6}"]
+        row += [f"{cells.get(c, '-'):<{len(shown)}}" for c, shown in checks.items()]
         click.echo(" ".join(row).rstrip())
-    for node in result.nodes:
+    for node in result.nodes:  # what the nodes said: no control character reaches the terminal
         if node.error:
-            click.echo(f"{node.node}: error: {node.error}")
+            click.echo(printable(f"{node.node}: error: {node.error}"))
         for r in node.results:
             if r.status != "OK":
-                click.echo(f"{node.node}: {r.status} {r.check}: {r.reason}")
+                click.echo(printable(f"{node.node}: {r.status} {r.check}: {r.reason}"))
         if node.action:
-            click.echo(f"{node.node}: {node.action}")
+            click.echo(printable(f"{node.node}: {node.action}"))
 
 
 def _show_schedule(spec, json_mode: bool) -> None:
@@ -84,12 +86,11 @@ def _show_schedule(spec, json_mode: bool) -> None:
             "(health_active_schedule is empty, or `kiln provision --tags health` has not run)"
         )
     else:
-        click.echo(
-            f"active check: kiln-health-active.timer on {found.controller} ({timer.calendar})"
-        )
-        click.echo(f"next run: {timer.next_run or 'none'}")
+        said = f"kiln-health-active.timer on {found.controller} ({timer.calendar})"
+        click.echo(printable(f"active check: {said}"))
+        click.echo(printable(f"next run: {timer.next_run or 'none'}"))
     for line in found.unreadable:
-        click.echo(f"warning: {line}")
+        click.echo(printable(f"warning: {line}"))
     if not found.runs:
         click.echo("last run: none yet")
         return
@@ -97,19 +98,21 @@ def _show_schedule(spec, json_mode: bool) -> None:
     tested = last.nodes
     failed = [n for n, r in tested.items() if r["status"] in ("FAIL", "ERROR")]
     click.echo(
-        f"last run: {last.started}: {len(tested)} tested, {len(failed)} failed, "
-        f"{len(last.skipped)} skipped (kiln report show {last.report_id})"
+        printable(
+            f"last run: {last.started}: {len(tested)} tested, {len(failed)} failed, "
+            f"{len(last.skipped)} skipped (kiln report show {last.report_id})"
+        )
     )
     if last.error:
-        click.echo(f"  could not run: {last.error}")
+        click.echo(printable(f"  could not run: {last.error}"))
     for node, record in tested.items():
         bad = [f"{r['status']} {r['check']}: {r['reason']}" for r in record["results"]]
         bad = [line for line in bad if not line.startswith("OK ")] + [record["error"]]
         detail = "; ".join(line for line in bad if line)
-        click.echo(f"  {node} {record['status']}{': ' + detail if detail else ''}")
+        click.echo(printable(f"  {node} {record['status']}{': ' + detail if detail else ''}"))
         if record["action"]:
-            click.echo(f"  {node} {record['action']}")
+            click.echo(printable(f"  {node} {record['action']}"))
     for node, why in last.skipped.items():
-        click.echo(f"  {node} skipped: {why}")
+        click.echo(printable(f"  {node} skipped: {why}"))
     if found.imported:
         click.echo(f"{len(found.imported)} run(s) added to the report history (kiln report list)")

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from kiln import inventory as inventory_model
 from kiln.commands import inventory_option
+from kiln.printable import printable
 from kiln.run import display
 
 
@@ -39,17 +39,17 @@ def check(inventory_path: Path | None, json_mode: bool) -> None:
         return
     console = Console(highlight=False)
     for warning in spec.warnings:
-        console.print(f"[yellow]warning[/yellow]: {escape(warning)}")
+        console.print(f"[yellow]warning[/yellow]: {display.shown(warning)}")
     rows = [("host", "address", "kiln roles", "groups")]
     rows += [
         (name, host.address, ", ".join(spec.kiln_roles(name)) or "-", ", ".join(host.groups))
         for name, host in spec.hosts.items()
     ]
     # Plain text, never markup: host names and addresses are the operator's.
-    click.echo("\n".join([f"inventory {spec.path}: valid", *display.columns(rows)]))
-    click.echo(", ".join(f"{g}: {len(h)}" for g, h in spec.groups.items()))
+    click.echo("\n".join([printable(f"inventory {spec.path}: valid"), *display.columns(rows)]))
+    click.echo(printable(", ".join(f"{g}: {len(h)}" for g, h in spec.groups.items())))
     for name in spec.unchecked:
-        click.echo(f"not checked (ansible-vault; Ansible decrypts it): {name}")
+        click.echo(printable(f"not checked (ansible-vault; Ansible decrypts it): {name}"))
 
 
 @inventory_group.command("diff")
@@ -68,7 +68,7 @@ def diff(before: Path, after: Path, json_mode: bool) -> None:
         display.emit_json(found.to_dict())
         return
     for line in found.lines():
-        click.echo(line)
+        click.echo(printable(line))
 
 
 inventory = inventory_group

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from kiln.node import counted
+from kiln.printable import printable
 from kiln.report import judged, model, write
 from kiln.run import display
 from kiln.validation import nccl_judge, nccl_tests, profiles
@@ -71,11 +72,11 @@ def _print(results: list[nccl_judge.Result], profile: profiles.Profile | None) -
         rows.append((r.source, r.collective or "?", shape, best, largest, r.verdict.value.upper()))
     for line in display.columns(rows):
         click.echo(line)
-    for r in results:
+    for r in results:  # reasons quote the file (NCCL's error text): control characters escaped
         for line in r.reasons:
-            click.echo(f"{r.verdict.value.upper()} {r.source}: {line}")
+            click.echo(printable(f"{r.verdict.value.upper()} {r.source}: {line}"))
         for line in r.notes:
-            click.echo(f"note {r.source}: {line}")
+            click.echo(printable(f"note {r.source}: {line}"))
     judged_by = f"profile {profile.name}" if profile else "no profile: correctness and peers only"
     counts = {v: sum(r.verdict is v for r in results) for v in Verdict}
     click.echo(

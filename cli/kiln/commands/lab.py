@@ -5,7 +5,6 @@ import sys
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from kiln import paths
@@ -96,9 +95,8 @@ def status(name: str, json_mode: bool) -> None:
     for column in ("node", "role", "address", "container", "ssh"):
         table.add_column(column)
     for s in nodes:
-        table.add_row(
-            s.node.name, s.node.role, s.node.address, s.state, "ok" if s.ssh else "[red]no"
-        )
+        cells = (s.node.name, s.node.role, s.node.address, s.state)  # podman's words
+        table.add_row(*(display.shown(c) for c in cells), "ok" if s.ssh else "[red]no")
     Console(highlight=False).print(table)
     if not all(s.ssh and s.state == "running" for s in nodes):
         sys.exit(int(ExitCode.FAILED))
@@ -125,9 +123,9 @@ def doctor() -> None:
     console = Console(highlight=False)
     for check in results:
         mark = "[green]ok" if check.ok else ("[red]FAIL" if check.required else "[yellow]warn")
-        console.print(f"{mark:<14} {check.name:<12} {escape(check.detail)}")
+        console.print(f"{mark:<14} {check.name:<12} {display.shown(check.detail)}")
         if not check.ok:
-            console.print(f"{'':<6} {'fix:':<12} {escape(check.fix)}")
+            console.print(f"{'':<6} {'fix:':<12} {display.shown(check.fix)}")
     if any(c.required and not c.ok for c in results):
         sys.exit(int(ExitCode.BAD_INPUT))
 

@@ -8,6 +8,7 @@ import click
 from kiln import inventory
 from kiln.commands import inventory_option
 from kiln.errors import InputError
+from kiln.printable import printable
 from kiln.run import display
 from kiln.validation.verdicts import Verdict, exit_code
 
@@ -43,19 +44,21 @@ def show(inventory_path: Path | None, node: str | None, json_mode: bool) -> None
 
 
 def _print(shown) -> None:
+    # Settings, notes and errors are what the nodes said: control characters escaped.
     for node in shown.nodes:
         title = f"preset {node.preset}" if node.preset else node.note or node.error
-        click.echo(f"{node.node}: {title}")
+        click.echo(printable(f"{node.node}: {title}"))
         if node.error:
-            click.echo(f"  error: {node.error}")
+            click.echo(printable(f"  error: {node.error}"))
             continue
         if node.note and node.preset:
-            click.echo(f"  {node.note}")
-        width = max((len(e.key) + len(e.value) + 1 for e in node.settings), default=0)
-        for entry in node.settings:
-            click.echo(f"  {entry.key + '=' + entry.value:<{width}}  ({entry.source})")
+            click.echo(printable(f"  {node.note}"))
+        settings = [(printable(f"{e.key}={e.value}"), printable(e.source)) for e in node.settings]
+        width = max((len(setting) for setting, _ in settings), default=0)
+        for setting, source in settings:
+            click.echo(f"  {setting:<{width}}  ({source})")
     if shown.differences:
         for line in shown.differences:
-            click.echo(f"differs: {line}")
+            click.echo(printable(f"differs: {line}"))
     else:
         click.echo("every group's nodes have the same settings")

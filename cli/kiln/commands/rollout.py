@@ -7,6 +7,7 @@ import click
 from kiln import hostlist, inventory, lock
 from kiln.commands import end_campaign, inventory_option, parse_nodes
 from kiln.errors import InputError, KilnError
+from kiln.printable import printable
 from kiln.rollout.plan import BadValue
 from kiln.rollout.record import Resumable
 from kiln.run import display
@@ -84,7 +85,7 @@ def rollout(
     say = (
         (lambda line: None)
         if json_mode
-        else (lambda line: click.echo(f"rollout: {line}", err=True))
+        else (lambda line: click.echo(printable(f"rollout: {line}"), err=True))
     )
     request = rolling.Request(
         inventory=spec,
@@ -147,5 +148,5 @@ def _show_plan(campaign, plan, json_mode: bool) -> None:
         f"rollout plan for {hostlist.compress(campaign.compute)} "
         f"(at most {campaign.options.max_unavailable} out of service at once):"
     )
-    for line in plan.lines():
-        click.echo(f"  {line}")
+    for line in plan.lines():  # hosts' reasons, as Slurm and the nodes gave them
+        click.echo(printable(f"  {line}"))

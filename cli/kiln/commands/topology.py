@@ -7,6 +7,7 @@ import click
 from kiln import files, inventory
 from kiln.commands import Whole, stack
 from kiln.errors import InputError
+from kiln.printable import printable
 from kiln.topology import checks
 from kiln.topology.generate import SOURCES, Request, describe, generate
 from kiln.topology.model import TopologyError
@@ -128,26 +129,26 @@ def generate_command(fmt: str, output: Path | None, **options) -> None:
 def show(**options) -> None:
     """Draw the topology as a tree in the terminal."""
     from rich.console import Console
-    from rich.markup import escape
     from rich.tree import Tree
 
     from kiln import hostlist
+    from kiln.run.display import shown  # names from a dump: no markup, no control character
 
     topo = _generate(_request(**options))
-    root = Tree(f"[bold]{escape(topo.source)}")
+    root = Tree(f"[bold]{shown(topo.source)}")
     if topo.is_block:
         for block in sorted(topo.blocks.values(), key=lambda b: b.name):
-            root.add(escape(f"{block.name}: {hostlist.compress(block.nodes)} ({len(block.nodes)})"))
+            root.add(shown(f"{block.name}: {hostlist.compress(block.nodes)} ({len(block.nodes)})"))
     else:
 
         def add(parent, name):
             switch = topo.switches[name]
             if switch.nodes:
                 parent.add(
-                    escape(f"{name}: {hostlist.compress(switch.nodes)} ({len(switch.nodes)})")
+                    shown(f"{name}: {hostlist.compress(switch.nodes)} ({len(switch.nodes)})")
                 )
                 return
-            branch = parent.add(f"[bold]{escape(name)}")
+            branch = parent.add(f"[bold]{shown(name)}")
             for child in sorted(switch.children):
                 add(branch, child)
 
@@ -160,5 +161,5 @@ def show(**options) -> None:
 
 
 def _summary(topo) -> None:
-    for line in describe(topo):
-        click.echo(line, err=True)
+    for line in describe(topo):  # names from a fabric dump: control characters escaped
+        click.echo(printable(line), err=True)

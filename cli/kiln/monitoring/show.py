@@ -21,6 +21,7 @@ import pydantic
 from kiln import hostlist, redact
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.inventory import ClusterSpec
+from kiln.printable import printable
 from kiln.validation.verdicts import Verdict, exit_code
 
 DEFAULT_PORT = 9090
@@ -186,12 +187,13 @@ def _get(base: str, path: str, query: dict[str, str] | None = None) -> Any:
         refused = _envelope(body)
         why = f"{refused.errorType}: {refused.error}" if refused else exc.reason
         raise KilnError(
-            f"Prometheus at {base} refused {path}: HTTP {exc.code} {why}", ExitCode.FAILED
+            f"Prometheus at {base} refused {path}: HTTP {exc.code} {printable(why)}",
+            ExitCode.FAILED,
         ) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise KilnError(
-            f"Prometheus at {base} cannot be reached: {reason}", ExitCode.FAILED
+            f"Prometheus at {base} cannot be reached: {printable(str(reason))}", ExitCode.FAILED
         ) from None
     found = _envelope(body)
     if found is None:
@@ -201,7 +203,8 @@ def _get(base: str, path: str, query: dict[str, str] | None = None) -> Any:
         )
     if found.status == "error":
         raise KilnError(
-            f"Prometheus at {base} refused {path}: {found.errorType}: {found.error}",
+            f"Prometheus at {base} refused {path}: "
+            + printable(f"{found.errorType}: {found.error}"),
             ExitCode.FAILED,
         )
     return found.data

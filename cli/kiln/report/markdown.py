@@ -2,16 +2,17 @@
 
 import html
 
+from kiln.printable import printable
 from kiln.report.model import Report
 
 
 def render(report: Report) -> str:
     lines = [
-        f"# Kiln {report.kind} {report.id}: {report.verdict.value.upper()}",
+        f"# Kiln {report.kind} {_cell(report.id)}: {report.verdict.value.upper()}",
         "",
-        f"- started {report.started}, inventory `{report.inventory}`",
-        f"- profile: {report.profile or 'none (judged against the fleet only)'}",
-        f"- suites: {', '.join(report.suites)}; nodes: {len(report.nodes)}",
+        f"- started {_cell(report.started)}, inventory `{printable(report.inventory)}`",
+        f"- profile: {_cell(report.profile or 'none (judged against the fleet only)')}",
+        f"- suites: {_cell(', '.join(report.suites))}; nodes: {len(report.nodes)}",
         "",
         "## Nodes",
         "",
@@ -38,6 +39,7 @@ def render(report: Report) -> str:
 
 
 def _cell(text: str) -> str:
-    """Names and reasons come from the cluster: no HTML of theirs is rendered, and a `|`
-    does not split a table cell."""
-    return html.escape(text, quote=False).replace("|", "\\|")
+    """Names and reasons come from the cluster: no HTML of theirs is rendered, a `|`
+    does not split a table cell, and no control character reaches a terminal that
+    shows the file (`kiln report show --format markdown`)."""
+    return html.escape(printable(text), quote=False).replace("|", "\\|")
