@@ -306,6 +306,12 @@ def with_name_map(path: str) -> list[str]:
     return ["topology", "generate", "--from", "ibnetdiscover", str(DUMP), "--node-name-map", path]
 
 
+# The fixture's preamble and footer, every result row taken out.
+NCCL_HEADER_AND_FOOTER = "".join(
+    line for line in NCCL_TEXT.read_text().splitlines(keepends=True) if line[:1] != " "
+)
+
+
 def nccl_with(old: str, new: str) -> Callable[[Path], list[str]]:
     text = NCCL_TEXT.read_text().replace(old, new)
     return with_file("nccl.txt", text, lambda p: ["judge", "nccl-tests", p])
@@ -1516,6 +1522,49 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ),
     ("judge-nan-busbw", nccl_with("366.82", "nan"), BAD, "nan"),
     ("judge-negative-time", nccl_with("5488.47", "-5488.47"), BAD, "negative"),
+    # A benchmark that measured nothing is no result, never a pass.
+    (
+        "judge-header-and-footer-only",
+        lambda t: judge_file(str(a_file("nccl.txt", NCCL_HEADER_AND_FOOTER)(t))),
+        BAD,
+        "kiln: error: {tmp}/nccl.txt:28: a header and a footer but no result row: nothing was "
+        "measured",
+    ),
+    (
+        "judge-json-no-results",
+        with_file(
+            "all_reduce.json",
+            json.dumps({"results": [], "out_of_bounds": {"count": 0, "okay": "true"}}),
+            judge_file,
+        ),
+        BAD,
+        "kiln: error: {tmp}/all_reduce.json: a header and a footer but no result row: nothing "
+        "was measured",
+    ),
+    (
+        "judge-negative-size-and-count",
+        nccl_with("  8589934592    2147483648", " -8589934592   -2147483648"),
+        BAD,
+        "kiln: error: {tmp}/nccl.txt:41: not an nccl-tests result row (size -8589934592 is "
+        "negative): '-8589934592   -2147483648     float     sum      -1  43356.0  198.13  "
+        "371.49    '",
+    ),
+    (
+        "judge-negative-count",
+        nccl_with("  8589934592    2147483648", "  8589934592   -2147483648"),
+        BAD,
+        "(count -2147483648 is negative)",
+    ),
+    (
+        "judge-json-negative-size",
+        with_file(
+            "all_reduce.json",
+            json.dumps({"results": [{"size": -8, "count": 2, "alg_bw": 1, "bus_bw": 1}]}),
+            judge_file,
+        ),
+        BAD,
+        "kiln: error: {tmp}/all_reduce.json: results[0]: unexpected entry (size -8 is negative)",
+    ),
     (
         "judge-profile-nan",
         profile("thresholds:\n  collectives.all_reduce.multi_node: .nan\n"),

@@ -54,8 +54,30 @@ def test_nccl_tests_2_19_healthy_passes_and_one_rank_is_not_judged(tmp_path):
     )  # fmt: skip
     assert alone.returncode == ExitCode.OK, alone.stderr
     assert "1 result (no profile: correctness and peers only): 0 pass, 0 warn, 0 fail, " \
-        "1 not judged" in alone.stdout  # fmt: skip
+        "1 with nothing to judge" in alone.stdout  # fmt: skip
     assert "SKIP" in alone.stdout and "PASS" not in alone.stdout
+
+
+def test_without_a_profile_a_healthy_run_is_measured_not_passed(tmp_path):
+    """No reference number: the figure is measured, not judged; correctness and peers
+    are still checked (a wrong value fails). Exit 0: nothing failed."""
+    result = run_kiln(
+        "judge", "nccl-tests", str(FIXTURES / "all_reduce_2nodes.json"),
+        env={"KILN_STATE_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (ExitCode.OK, "")
+    lines = result.stdout.splitlines()
+    assert lines[1].split()[-1] == "MEASURED" and "PASS" not in result.stdout
+    assert lines[2] == (
+        f"note {FIXTURES / 'all_reduce_2nodes.json'}: collectives.all_reduce.multi_node busbw "
+        "371 GB/s: measured, not judged: no reference number (no --profile)"
+    )
+    assert (
+        "1 result (no profile: correctness and peers only): 0 pass, 0 warn, 0 fail, 1 measured, "
+        "not judged"
+    ) in lines
+    junit = Path(lines[-1].removeprefix("report: ")).with_name("junit.xml").read_text()
+    assert '<skipped message="collectives.all_reduce.multi_node busbw 371 GB/s: measured' in junit
 
 
 def test_failures_exit_5_with_reasons():
@@ -127,7 +149,9 @@ def test_judge_writes_the_report_with_plots_that_report_show_renders():
     report_id = html.parent.name
     shown = run_kiln("report", "show", report_id, "--format", "markdown")
     assert shown.returncode == ExitCode.OK
-    assert "all_reduce_2nodes.json all_reduce | pass" in shown.stdout
+    # No profile: measured, not judged, in the report as on the terminal (exit 0).
+    assert "all_reduce_2nodes.json all_reduce | measured" in shown.stdout
+    assert shown.stdout.startswith("# Kiln validation ") and ": MEASURED\n" in shown.stdout
 
 
 def strict(text: str):

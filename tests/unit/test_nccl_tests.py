@@ -171,9 +171,10 @@ def test_outlier_among_peers_without_a_profile(tmp_path):
     results = {Path(r.source).name: r for r in nccl_judge.judge(files, None)}
     assert results["slow_all_reduce.txt"].verdict is Verdict.FAIL
     assert "15% off the fleet median" in results["slow_all_reduce.txt"].reasons[0]
+    # The others are no outliers; with no reference number they are measured, not judged.
     assert {
         results[n].verdict for n in ("a_all_reduce.txt", "b_all_reduce.txt", "c_all_reduce.txt")
-    } == {Verdict.PASS}
+    } == {Verdict.MEASURED}
 
 
 def _scaled(line: str, scale: float) -> str:
@@ -232,9 +233,18 @@ def test_nccl_tests_2_19_json_and_text_read_whole():
 
 def test_a_healthy_2_19_run_passes():
     """nccl-tests 2.19 writes "errors": [""] on a healthy run: an empty string is no error."""
-    results = nccl_judge.judge(runs(V219 + "all_reduce_2nodes.json"), None)
+    profile = profiles.load("h100-sxm-8x-ib400")
+    results = nccl_judge.judge(runs(V219 + "all_reduce_2nodes.json"), profile)
     assert [(r.verdict, r.reasons) for r in results] == [(Verdict.PASS, [])]
     assert results[0].best_busbw_gbps == pytest.approx(370.74, abs=0.01)
+    # Without a profile the same run is measured, not judged: never a pass.
+    [alone] = nccl_judge.judge(runs(V219 + "all_reduce_2nodes.json"), None)
+    assert (alone.verdict, alone.reasons, alone.notes[0]) == (
+        Verdict.MEASURED,
+        [],
+        "collectives.all_reduce.multi_node busbw 371 GB/s: measured, not judged: no reference "
+        "number (no --profile)",
+    )
 
 
 def test_2_19_text_columns_print_13959_and_2e06():

@@ -31,7 +31,9 @@ def nccl_tests_command(
     files: tuple[Path, ...], profile_name: str | None, collective: str | None, as_json: bool
 ) -> None:
     """Judge nccl-tests output (text or -J JSON): best busbw at >= 1 GiB, busbw at the
-    largest size, correctness; exit 5 when any result fails."""
+    largest size, correctness; exit 5 when any result fails, 2 for a file with no result
+    row. Without a reference number (no --profile) a correct result is "measured", not
+    judged: never a pass (exit 0)."""
     profile = profiles.load(profile_name) if profile_name else None
     runs = [run for path in files for run in nccl_tests.parse_file(path, collective)]
     for run in runs:
@@ -82,5 +84,6 @@ def _print(results: list[nccl_judge.Result], profile: profiles.Profile | None) -
     click.echo(
         f"{counted(len(results), 'result')} ({judged_by}): {counts[Verdict.PASS]} pass, "
         f"{counts[Verdict.WARN]} warn, {counts[Verdict.FAIL]} fail"
-        + (f", {counts[Verdict.SKIP]} not judged" if counts[Verdict.SKIP] else "")
+        + (f", {counts[Verdict.MEASURED]} measured, not judged" if counts[Verdict.MEASURED] else "")
+        + (f", {counts[Verdict.SKIP]} with nothing to judge" if counts[Verdict.SKIP] else "")
     )

@@ -37,7 +37,7 @@ class Change:
     @property
     def direction(self) -> str:
         """better, worse or same, by the test's direction; verdicts first."""
-        order = {"skip": 0, "pass": 0, "warn": 1, "unchecked": 2, "fail": 3, "": 4}
+        order = {"skip": 0, "pass": 0, "measured": 0, "warn": 1, "unchecked": 2, "fail": 3, "": 4}
         if order[self.verdict_after] != order[self.verdict_before]:
             return "better" if order[self.verdict_after] < order[self.verdict_before] else "worse"
         if self.percent is None or abs(self.percent) < 5:

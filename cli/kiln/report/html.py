@@ -14,6 +14,7 @@ VERDICT_COLOURS = {
     "warn": "#e6a700",
     "fail": "#d62728",
     "skip": "#7f7f7f",
+    "measured": "#1f77b4",
     "unchecked": "#9467bd",
 }
 STYLE = """
@@ -22,6 +23,7 @@ table { border-collapse: collapse; margin: 1em 0; }
 td, th { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; font-size: 90%; }
 .pass { color: #2ca02c; } .warn { color: #b38200; } .fail { color: #d62728; font-weight: bold; }
 .skip { color: #7f7f7f; } .unchecked { color: #9467bd; font-weight: bold; }
+.measured { color: #1f77b4; }
 svg { margin: 0.5em 1em 1em 0; } text { font-size: 11px; }
 """
 

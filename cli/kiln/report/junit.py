@@ -24,7 +24,8 @@ def render(report: Report) -> str:
         by_node.setdefault(j.node, []).append(j)
     for node, judgements in sorted(by_node.items()):
         failures = sum(j.verdict is Verdict.FAIL for j in judgements)
-        skipped = sum(j.verdict is Verdict.SKIP for j in judgements)
+        # Measured, not judged: no reference number to test it against, a skipped test.
+        skipped = sum(j.verdict in (Verdict.SKIP, Verdict.MEASURED) for j in judgements)
         errors = sum(j.verdict is Verdict.UNCHECKED for j in judgements)
         suite = ET.SubElement(
             root,
@@ -43,7 +44,7 @@ def render(report: Report) -> str:
                 ET.SubElement(case, "failure", message=reason).text = reason
             elif j.verdict is Verdict.UNCHECKED:  # it could not run: an error, not a failure
                 ET.SubElement(case, "error", message=reason).text = reason
-            elif j.verdict is Verdict.SKIP:
+            elif j.verdict in (Verdict.SKIP, Verdict.MEASURED):
                 ET.SubElement(case, "skipped", message=reason)
             elif j.verdict is Verdict.WARN:
                 ET.SubElement(case, "system-out").text = f"warning: {reason}"

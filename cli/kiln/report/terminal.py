@@ -19,6 +19,7 @@ STYLES: dict[str, dict[str, str | bool]] = {
     "warn": {"fg": "yellow"},
     "fail": {"fg": "red", "bold": True},
     "skip": {"dim": True},
+    "measured": {"fg": "cyan"},
     "unchecked": {"fg": "magenta", "bold": True},
     "better": {"fg": "green"},
     "worse": {"fg": "red"},

@@ -80,7 +80,7 @@ def per_node(
         judgements,
         key=lambda j: (order.index(j.test) if j.test in order else len(order), j.test, j.subject),
     )
-    for verdict in (Verdict.FAIL, Verdict.UNCHECKED, Verdict.WARN):
+    for verdict in (Verdict.FAIL, Verdict.UNCHECKED, Verdict.WARN, Verdict.MEASURED):
         for j in ranked:
             if j.node in found and j.verdict is verdict:
                 entry = found[j.node]

@@ -19,6 +19,7 @@ PLATEAU_BYTES = 1 << 30
 # One rank crosses no link: busbw is 0 by definition (the factor 2(n-1)/n is 0) and
 # all_reduce is a local no-op whose algbw only measures the launch latency.
 ONE_RANK = "1 rank: no link is crossed; nothing to judge"
+NOT_JUDGED = "measured, not judged: no reference number"
 
 
 @dataclass
@@ -103,6 +104,7 @@ def judge(runs: list[Run], profile: Profile | None) -> list[Result]:
         if value is None:
             value = result.largest_size_busbw_gbps
         if value is None or result.test is None:
+            _worsen(result, Verdict.MEASURED, None)  # no reference numbers: not judged
             continue
         threshold = profile.threshold(result.test) if profile else None
         band = profile.warn_band_percent / 100 if profile else 0.05
@@ -115,7 +117,12 @@ def judge(runs: list[Run], profile: Profile | None) -> list[Result]:
     judged = verdicts.outliers([j for _, j in measured], percent, direction)
     for (result, _), judgement in zip(measured, judged, strict=True):
         _worsen(result, judgement.verdict, judgement.reason)
-        if judgement.verdict is Verdict.PASS:
+        if judgement.verdict is Verdict.PASS and judgement.threshold is None:
+            # No reference number held it (an outlier would have failed): measured only.
+            _worsen(result, Verdict.MEASURED, None)
+            why = f"profile {profile.name} has none for it" if profile else "no --profile"
+            result.notes.insert(0, f"{judgement.reason}: {NOT_JUDGED} ({why})")
+        elif judgement.verdict is Verdict.PASS:
             result.notes.insert(0, judgement.reason)
     return results
 

@@ -41,6 +41,10 @@ _DEVICE = re.compile(
 _OUT_OF_BOUNDS = re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _AVERAGE = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|inf)\s*(OK|FAILED)?")
 _TIMESTAMP = re.compile(r"\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+# A result row starts with its size: a whole number (a negative one is a malformed row,
+# refused, not a line to pass over). ASCII digits: str.isdigit() takes "٣" too.
+_ROW = re.compile(r"-?[0-9]+")
+NOTHING_MEASURED = "a header and a footer but no result row: nothing was measured"
 
 
 class NcclTestsError(InputError):
@@ -148,6 +152,8 @@ def parse_text(text: str, source: str, collective: str | None = None) -> list[Ru
                 here.hosts.append(match[2])
         elif match := _OUT_OF_BOUNDS.match(line):
             here = current()
+            if not here.rows:  # a benchmark that measured nothing is no result, never a pass
+                raise NcclTestsError(f"{source}:{number}: {NOTHING_MEASURED}")
             here.out_of_bounds = int(match[1])
             here.out_of_bounds_failed = match[2] == "FAILED" or int(match[1]) > 0
         elif match := _AVERAGE.match(line):
@@ -156,7 +162,7 @@ def parse_text(text: str, source: str, collective: str | None = None) -> list[Ru
             target.average_failed = match[2] == "FAILED"
         elif line.lstrip().startswith("# error:"):
             current().errors.append(line.split(":", 1)[1].strip())
-        elif not line.lstrip().startswith("#") and line.split()[0].isdigit():
+        elif _ROW.fullmatch(line.split()[0]):
             current().rows.append(_row(line, source, number))
         # Anything else (NCCL INFO lines, mpirun chatter, comments) is not ours to judge.
     runs = [r for r in runs if r.rows or r.finished]
@@ -179,11 +185,19 @@ def _row(line: str, source: str, number: int) -> Row:
             out, inp = None, _measure(body)
         else:
             raise ValueError(f"{len(body)} result columns")
-        return Row(int(tokens[0]), int(tokens[1]), tokens[2], tokens[3], tokens[4], out, inp)
+        return _sized(Row(int(tokens[0]), int(tokens[1]), *tokens[2:5], out, inp))
     except (ValueError, IndexError) as exc:
         raise NcclTestsError(
             f"{source}:{number}: not an nccl-tests result row ({exc}): {line.strip()[:80]!r}"
         ) from None
+
+
+def _sized(row: Row) -> Row:
+    """A size and a count are byte and element counts: never negative."""
+    for name in ("size", "count"):
+        if getattr(row, name) < 0:
+            raise ValueError(f"{name} {getattr(row, name)} is negative")
+    return row
 
 
 def _measure(columns: list[str]) -> Measure:
@@ -228,17 +242,16 @@ def parse_json(text: str, source: str, collective: str | None = None) -> Run:
         raise NcclTestsError(f"{source}: config: unexpected entry ({exc})") from None
     for index, result in enumerate(data["results"]):
         try:
-            run.rows.append(
-                Row(
-                    int(result["size"]),
-                    int(result["count"]),
-                    str(result.get("type", "")),
-                    str(result.get("redop", "")),
-                    str(result.get("root", "")).strip(),
-                    _json_measure(result.get("out_of_place")),
-                    _json_measure(result.get("in_place")),
-                )
+            row = Row(
+                int(result["size"]),
+                int(result["count"]),
+                str(result.get("type", "")),
+                str(result.get("redop", "")),
+                str(result.get("root", "")).strip(),
+                _json_measure(result.get("out_of_place")),
+                _json_measure(result.get("in_place")),
             )
+            run.rows.append(_sized(row))
         except (KeyError, OverflowError, TypeError, ValueError) as exc:
             raise NcclTestsError(f"{source}: results[{index}]: unexpected entry ({exc})") from None
     try:
@@ -256,6 +269,10 @@ def parse_json(text: str, source: str, collective: str | None = None) -> Run:
         raise NcclTestsError(f"{source}: footer: unexpected entry ({exc})") from None
     # nccl-tests 2.19 writes ncclGetLastError()'s text even when it is empty: [""]
     run.errors = [text for e in data.get("errors") or [] if (text := str(e).strip())]
+    if not run.rows:
+        raise NcclTestsError(
+            f"{source}: {'no result row' if not run.finished else NOTHING_MEASURED}"
+        )
     return run
 
 

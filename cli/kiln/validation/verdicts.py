@@ -19,13 +19,24 @@ class Verdict(StrEnum):
     WARN = "warn"
     FAIL = "fail"
     SKIP = "skip"  # not judged: nothing meaningful was measured (e.g. a one-rank collective)
+    # Measured, not judged: a figure with no reference number to hold it to (no profile,
+    # or none for that test). Never a pass; it fails nothing either (exit 0).
+    MEASURED = "measured"
     # A node nothing was checked on (unreachable, its run stopped first): never a pass,
     # and no proof of a fault either (it is not drained for it).
     UNCHECKED = "unchecked"
 
 
-# Worst last: a node or a run takes the worst verdict of its parts.
-SEVERITY = (Verdict.SKIP, Verdict.PASS, Verdict.WARN, Verdict.UNCHECKED, Verdict.FAIL)
+# Worst last: a node or a run takes the worst verdict of its parts (a run that judged
+# some figures and only measured others did not pass as a whole).
+SEVERITY = (
+    Verdict.SKIP,
+    Verdict.PASS,
+    Verdict.MEASURED,
+    Verdict.WARN,
+    Verdict.UNCHECKED,
+    Verdict.FAIL,
+)
 
 
 def worst(found: Iterable[Verdict], default: Verdict = Verdict.PASS) -> Verdict:
@@ -35,7 +46,8 @@ def worst(found: Iterable[Verdict], default: Verdict = Verdict.PASS) -> Verdict:
 def exit_code(verdict: Verdict, canceled: bool = False) -> ExitCode:
     """Every command that judges exits by this: 5 when something failed (even in a
     canceled run: what was judged stands), else 130 when the run was canceled, else 4
-    when a node was not checked, else 0 (warnings and skips pass)."""
+    when a node was not checked, else 0 (warnings, skips and figures measured but not
+    judged fail nothing)."""
     if verdict is Verdict.FAIL:
         return ExitCode.VALIDATION_FAILED
     if canceled:
