@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kiln import argspec, hostlist, paths, redact
+from kiln.inventory import _collector_paused
 from kiln.inventory.model import ClusterSpec
 
 PER_HOST = "(per host)"
@@ -87,14 +88,27 @@ def _show(value: Any) -> str:
 
 
 def _in_effect(spec: ClusterSpec, hosts: list[str]) -> dict[str, Any]:
-    """Each variable set on any of HOSTS: its value where all agree, else PER_HOST."""
-    values: dict[str, list[Any]] = {}
+    """Each variable set on any of HOSTS: its value where all agree, else PER_HOST.
+    Hosts of one range share one dict of variables (kiln.inventory.reader): each dict
+    is compared once, however many hosts hold it."""
+    shared: dict[int, tuple[dict[str, Any], int]] = {}
     for host in hosts:
-        for name, value in spec.hosts[host].vars.items():
-            values.setdefault(name, []).append(value)
+        variables = spec.hosts[host].vars
+        held = shared.get(id(variables))
+        shared[id(variables)] = (variables, held[1] + 1 if held else 1)
+    first: dict[str, Any] = {}
+    counts: dict[str, int] = {}
+    varies: set[str] = set()
+    for variables, count in shared.values():
+        for name, value in variables.items():
+            if name not in first:
+                first[name], counts[name] = value, 0
+            elif name not in varies and value != first[name]:
+                varies.add(name)
+            counts[name] += count
     return {
-        name: seen[0] if len(seen) == len(hosts) and all(v == seen[0] for v in seen) else PER_HOST
-        for name, seen in values.items()
+        name: PER_HOST if name in varies or counts[name] != len(hosts) else value
+        for name, value in first.items()
     }
 
 
@@ -103,10 +117,18 @@ def _groups(spec: ClusterSpec) -> dict[str, list[str]]:
 
 
 def diff(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
+    # As in reading: a diff of 1,000,000 hosts makes millions of objects, none in a
+    # cycle, and the cycle collector walking them took over half its time.
+    with _collector_paused():
+        return _diff(before, after)
+
+
+def _diff(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
     catalogue = argspec.load_catalogue(paths.roles_dir())  # which variables are no_log
     old_groups, new_groups = _groups(before), _groups(after)
     found: list[GroupDiff] = []
     everywhere: list[Change] = []
+    in_all: list[dict[str, Any]] = []  # group all's values in effect, before and after
     for group in sorted(set(old_groups) | set(new_groups), key=lambda g: (g != "all", g)):
         old_hosts, new_hosts = old_groups.get(group, []), new_groups.get(group, [])
         result = GroupDiff(
@@ -124,20 +146,27 @@ def diff(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
                 continue  # said once, for all hosts
             result.variables.append(change)
         if group == "all":
-            everywhere = result.variables
+            everywhere, in_all = result.variables, [old_vars, new_vars]
         found.append(result)
     # Values that differ host by host (addresses, labels): compared on the hosts both keep.
-    per_host = {n for n, c in _in_effect(before, list(before.hosts)).items() if c == PER_HOST}
-    per_host |= {n for n, c in _in_effect(after, list(after.hosts)).items() if c == PER_HOST}
+    per_host = {n for values in in_all for n, c in values.items() if c == PER_HOST}
     said_for = {g.group: g.variables for g in found}  # not `found`, which grows per host
     names = sorted(per_host)
-    # Work per host only where a value differs: at 1,000,000 hosts, a step per host and
-    # variable is all the time there is.
-    for host in sorted(set(before.hosts) & set(after.hosts), key=hostlist.sort_key):
+    # Work per host only where a value differs, and sort only those hosts: at 1,000,000
+    # hosts, a step per host and variable is all the time there is.
+    differing = {}
+    for host in before.hosts.keys() & after.hosts.keys():
         old_vars, new_vars = before.hosts[host].vars, after.hosts[host].vars
-        differ = [n for n in names if old_vars.get(n) != new_vars.get(n)]
-        if not differ:
+        if old_vars is new_vars:
             continue
+        if differ := [n for n in names if old_vars.get(n) != new_vars.get(n)]:
+            differing[host] = differ
+    for host in sorted(differing, key=hostlist.sort_key):
+        old_vars, new_vars, differ = (
+            before.hosts[host].vars,
+            after.hosts[host].vars,
+            differing[host],
+        )
         result = GroupDiff(f"host {host}")
         member = {"all", *before.hosts[host].groups, *after.hosts[host].groups}
         said = [c for g in member for c in said_for.get(g, [])]
