@@ -2075,8 +2075,6 @@ def _value_parameters() -> list[tuple[list[str], str, list[str]]]:
     words, the parameter's name as an error names it, argv giving it '')."""
     import click
 
-    from kiln.commands import refuse_empty  # noqa: F401 (what the walk checks)
-
     ctx = click.Context(cli.cli)
     found = []
 

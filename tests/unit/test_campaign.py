@@ -23,11 +23,13 @@ def test_one_mapping_from_a_verdict_to_the_exit_code():
         ("pass", False): 0,
         ("warn", False): 0,
         ("skip", False): 0,
+        ("measured", False): 0,  # measured, not judged: it fails nothing
         ("unchecked", False): 4,
         ("fail", False): 5,
         ("pass", True): 130,
         ("warn", True): 130,
         ("skip", True): 130,
+        ("measured", True): 130,
         ("unchecked", True): 130,
         ("fail", True): 5,  # what was judged before the cancel stands
     }
