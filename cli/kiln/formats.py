@@ -119,3 +119,11 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return value if isinstance(value, str) else str(value)
+
+
+def printable(text: str) -> str:
+    """Text from outside (nodes, Slurm, files) as a terminal line: every control
+    character escaped (an escape sequence would clear the screen or forge a line)."""
+    return "".join(
+        c if (32 <= ord(c) != 127 and not 0x80 <= ord(c) < 0xA0) else repr(c)[1:-1] for c in text
+    )

@@ -10,8 +10,33 @@ RELEASE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
+# A sha256 has 16 hex digits to choose from at each of 64 places: one written with four
+# or fewer different digits (all zeros, 1234...) is a placeholder, never a real digest.
+_PLACEHOLDER_DIGITS = 4
+PINS_HINT = "`kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
+
+
 def is_sha256(value: Any) -> bool:
-    return bool(SHA256.fullmatch(str(value or "")))
+    return isinstance(value, str) and sha256_problem("", value, "") == ""
+
+
+def sha256_problem(variable: str, value: Any, what: str, needed_by: str = "") -> str:
+    """Why VALUE is no sha256 of WHAT ("" when it is one), one line naming VARIABLE and
+    the command that fills it in. A YAML number (64 unquoted zeros read as 0) or a
+    placeholder gets its own words: the setting is there, but is no digest."""
+    if value is None or value == "":
+        return f"{needed_by or 'the version'} needs {variable}: {what} sha256 (64 hex digits); {PINS_HINT}"
+    if isinstance(value, bool) or not isinstance(value, str):
+        return (
+            f"{variable} is {type(value).__name__} {value!r}, not a sha256: YAML reads unquoted "
+            f"digits as a number; quote it, or {PINS_HINT}"
+        )
+    if not SHA256.fullmatch(value):
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        return f"{variable} {shown!r} is not a sha256 (64 hex digits, lower case); {PINS_HINT}"
+    if len(set(value)) <= _PLACEHOLDER_DIGITS:
+        return f"{variable} {value[:12]}... is a placeholder, not {what} sha256; {PINS_HINT}"
+    return ""
 
 
 def named(version: str, release: re.Pattern[str] = RELEASE) -> str:
@@ -34,11 +59,10 @@ def problems(
     shown = named(version, release)
     if not release.fullmatch(version):
         found.append(f"{role}_version {version!r}: expected a release such as {example}")
-    if not is_sha256(settings.get("sha256")):
-        found.append(
-            f"{role}_version {shown} needs {role}_sha256: {artifact} sha256 "
-            "(64 hex digits), pinned with the version"
-        )
+    if wrong := sha256_problem(
+        f"{role}_sha256", settings.get("sha256"), artifact, f"{role}_version {shown}"
+    ):
+        found.append(wrong)
     fetch = settings.get("fetch", "control")
     if fetch not in FETCH_MODES:
         found.append(f"{role}_fetch {fetch!r}: expected one of {', '.join(FETCH_MODES)}")

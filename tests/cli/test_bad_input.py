@@ -366,9 +366,12 @@ def generate_into(path: str) -> Callable[[Path], list[str]]:
 
 BAD = ExitCode.BAD_INPUT
 ARABIC = "\u0660\u0660\u0661-\u0660\u0660\u0662"  # 001-002 in Arabic-Indic digits
-SHA = "a" * 64
+SHA = "f0a5b505df371643d8c1b2ae5b1c0df7f5f68c41d0334ed9c6926fb3797b55ae"
 ENROOT = {"enroot_version": "3.5.0", "enroot_sha256": SHA, "enroot_caps": False}
-CUDA_REPO = {"nvidia_driver_source": "cuda-repo", "nvidia_driver_cuda_repo_key_sha256": "0" * 64}
+CUDA_REPO = {
+    "nvidia_driver_source": "cuda-repo",
+    "nvidia_driver_cuda_repo_key_sha256": "d8f9a6d443303de93238800628107e0e10181bd4def8b53d52b9999ca92bc0fc",
+}
 ALL = "group_vars/all.yml"
 COMPUTE = "gpu[001-002]"  # the settings checked per host name the hosts
 WORD = "must be one word of printable ASCII: no spaces, line breaks, '\"', '#' or '\\'"
@@ -563,8 +566,8 @@ TRAILING_NEWLINES = [
         "enroot-sha256",
         {**ENROOT, "enroot_sha256": SHA + "\n"},
         COMPUTE,
-        "enroot_version 3.5.0 needs enroot_sha256: the enroot package's sha256 (64 hex "
-        "digits), pinned with the version",
+        f"enroot_sha256 {SHA + chr(10)!r} is not a sha256 (64 hex digits, lower case)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
     ),
     (
         "enroot-hook",
@@ -619,15 +622,19 @@ TRAILING_NEWLINES = [
         "grafana-key-sha256",
         {"monitoring_grafana": True, "monitoring_grafana_repository_key_sha256": "0" * 63},
         "ctl1,gpu[001-002]",
-        "monitoring_grafana needs monitoring_grafana_repository_key_sha256: the sha256 "
-        "(64 hex digits) of the repository's signing key",
+        f"monitoring_grafana_repository_key_sha256 {'0' * 63!r} is not a sha256 (64 hex "
+        "digits, lower case); `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
     ),
     (
         "cuda-key-sha256",
-        {**CUDA_REPO, "nvidia_driver_cuda_repo_key_sha256": "0" * 64 + "\n"},
+        {
+            **CUDA_REPO,
+            "nvidia_driver_cuda_repo_key_sha256": "d8f9a6d443303de93238800628107e0e10181bd4def8b53d52b9999ca92bc0fc"
+            + "\n",
+        },
         COMPUTE,
-        "nvidia_driver_source cuda-repo needs nvidia_driver_cuda_repo_key_sha256: the sha256 "
-        "(64 hex digits) of the repository's signing key",
+        "nvidia_driver_cuda_repo_key_sha256 'd8f9a6d443303de93238800628107e0e10181bd4def8b53d5"
+        "2b9999ca92bc0fc\\n' is not a sha256 (64 hex digits, lower case); `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
     ),
     (
         "mpi-module-path",
@@ -801,7 +808,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars(
             {
                 "nvidia_driver_source": "cuda-repo",
-                "nvidia_driver_cuda_repo_key_sha256": "0" * 64,
+                "nvidia_driver_cuda_repo_key_sha256": "d8f9a6d443303de93238800628107e0e10181bd4def8b53d52b9999ca92bc0fc",
                 "nvidia_driver_fabric_manager": "install",
                 "nvidia_driver_version": "580",
             }
@@ -861,7 +868,12 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ),
     (
         "inv-enroot-caps-without-its-sha256",
-        all_vars({"enroot_version": "3.5.0", "enroot_sha256": "a" * 64}),
+        all_vars(
+            {
+                "enroot_version": "3.5.0",
+                "enroot_sha256": "f0a5b505df371643d8c1b2ae5b1c0df7f5f68c41d0334ed9c6926fb3797b55ae",
+            }
+        ),
         BAD,
         "enroot_version 3.5.0 with enroot_caps needs enroot_caps_sha256",
     ),
@@ -876,7 +888,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars({"nccl_tests_version": "2.19.6"}),
         BAD,
         "kiln: error: gpu[001-002]: nccl_tests_version 2.19.6 needs nccl_tests_sha256: the "
-        "source tarball's sha256 (64 hex digits), pinned with the version",
+        "source tarball's sha256 (64 hex digits); `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
     ),
     (
         "inv-nccl-tests-archs-not-compute-capabilities",
@@ -1016,15 +1028,15 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "inv-hpcx-version-without-sha256",
         all_vars({"hpcx_version": "2.22.1"}),
         BAD,
-        "hpcx_version 2.22.1 needs hpcx_sha256: the tarball's sha256 (64 hex digits), pinned "
-        "with the version",
+        "hpcx_version 2.22.1 needs hpcx_sha256: the tarball's sha256 (64 hex digits); `kiln "
+        "inventory pins -i INVENTORY --write` fetches it and fills it in",
     ),
     (
         "inv-hpcx-url-of-another-version",
         all_vars(
             {
                 "hpcx_version": "2.22.1",
-                "hpcx_sha256": "ab" * 32,
+                "hpcx_sha256": "1c3d5f7a9b2e4c6d8f0a1b3c5d7e9f2a4b6c8d0e1f3a5b7c9d2e4f6a8b0c1d3e",
                 "hpcx_url": "https://mirror/hpcx-v2.21-gcc-inbox-ubuntu24.04-cuda12-x86_64.tbz",
             }
         ),
@@ -1036,7 +1048,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars(
             {
                 "hpcx_version": "2.22.1",
-                "hpcx_sha256": "ab" * 32,
+                "hpcx_sha256": "1c3d5f7a9b2e4c6d8f0a1b3c5d7e9f2a4b6c8d0e1f3a5b7c9d2e4f6a8b0c1d3e",
                 "hpcx_url": "https://mirror/hpcx-v2.22.1-gcc-inbox-ubuntu24.04-cuda13-x86_64.tbz",
             }
         ),

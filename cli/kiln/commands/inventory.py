@@ -72,3 +72,86 @@ def diff(before: Path, after: Path, json_mode: bool) -> None:
 
 
 inventory = inventory_group
+
+
+@inventory_group.command("discover")
+@inventory_option
+@click.option("--write", is_flag=True, help="Write the proposed settings into group_vars.")
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
+def discover(inventory_path: Path | None, write: bool, json_mode: bool) -> None:
+    """Read every host (OS, CPUs, memory, disks, GPUs by PCI id, NVSwitches, RDMA ports)
+    and propose the settings that follow: the validation profile, the GPUs and
+    compute-rail ports the health check expects, the topology source. Changes nothing on
+    the hosts; --write writes the proposals into group_vars.
+
+    Exit 0 when every host was read, 4 when one could not be (the others are still
+    shown and written)."""
+    import sys
+
+    from kiln.errors import ExitCode
+    from kiln.inventory import discover as discovery
+    from kiln.inventory import edit
+
+    spec = inventory_model.load(inventory_path)
+    found, _summary = discovery.discover(spec, display.for_output(json_mode))
+    differences = discovery.differences(spec, found)
+    written: list[Path] = []
+    if write and differences:
+        changes = [
+            edit.Change(d.setting.group, d.setting.name, d.setting.value, d.setting.reason)
+            for d in differences
+        ]
+        texts = edit.plan(spec.path, changes, discovery.NEW_FILE)
+        written = edit.apply(texts, lambda: inventory_model.load(inventory_path))
+    if json_mode:
+        display.emit_json(
+            {
+                "nodes": {h: n.to_json() for h, n in found.nodes.items()},
+                "unreachable": found.unreachable,
+                "proposals": [
+                    {
+                        "group": d.setting.group,
+                        "name": d.setting.name,
+                        "value": d.setting.value,
+                        "reason": d.setting.reason,
+                        "current": d.current,
+                        "current_from": d.source,
+                    }
+                    for d in differences
+                ],
+                "notes": found.notes,
+                "written": [str(p) for p in written],
+            }
+        )
+    else:
+        _print_discovery(found, differences, written, write)
+    sys.exit(int(ExitCode.HOSTS_FAILED if found.unreachable else ExitCode.OK))
+
+
+def _print_discovery(found, differences, written: list[Path], write: bool) -> None:
+    from kiln.inventory import edit
+    from kiln.formats import printable
+
+    for node in found.nodes.values():
+        click.echo(printable(node.line()))
+    for host, why in found.unreachable.items():
+        click.echo(printable(f"{host}: not read: {why}"))
+    for note in found.notes:
+        click.echo(printable(f"note: {note}"))
+    if not differences:
+        click.echo("the inventory already holds every proposed setting")
+        return
+    for group in dict.fromkeys(d.setting.group for d in differences):
+        click.echo(f"group_vars/{group}:")
+        for d in (d for d in differences if d.setting.group == group):
+            was = edit.line(d.setting.name, d.current) + f"   ({d.source})"
+            click.echo(printable(f"  - {was}"))
+            click.echo(
+                printable(
+                    f"  + {edit.line(d.setting.name, d.setting.value)}   # {d.setting.reason}"
+                )
+            )
+    if written:
+        click.echo("written: " + ", ".join(str(p) for p in written))
+    elif not write:
+        click.echo("not written: run again with --write to write them")

@@ -12,12 +12,16 @@ expects, the topology source, and the clock and sysctl settings of container nod
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiln import gpu, gpu_models, hostlist, nccl
 from kiln.inventory.model import ClusterSpec
 from kiln.node import counted
 from kiln.validation import profiles
+
+if TYPE_CHECKING:
+    from kiln.run.display import Displays
+    from kiln.run.events import RunSummary
 
 # Ansible's virtualization_type values for a node that is a container, not a machine.
 CONTAINER_TYPES = ("container", "docker", "podman", "lxc", "systemd-nspawn", "containerd")
@@ -70,6 +74,34 @@ class NodeHardware:
     @property
     def preset(self) -> str:
         return nccl.preset(self.fabric)[0]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "os": self.os,
+            "architecture": self.architecture,
+            "sockets": self.sockets,
+            "cores_per_socket": self.cores,
+            "threads_per_core": self.threads_per_core,
+            "vcpus": self.vcpus,
+            "memory_mb": self.memory_mb,
+            "disks": [vars(d) for d in self.disks],
+            "container": self.container,
+            "gpus": len(self.gpu_ids),
+            "gpu_model": self.gpu_model,
+            "gpu_pci_ids": self.gpu_ids,
+            "nvswitches": self.nvswitches,
+            "ports": [
+                {
+                    "name": p.name,
+                    "state": p.state,
+                    "link_layer": p.link_layer,
+                    "rate_gbps": p.rate_gbps,
+                    "compute_rail": p in self.rails,
+                }
+                for p in self.ports
+            ],
+            "nccl_preset": self.preset,
+        }
 
     def line(self) -> str:
         """The host in one line, as `kiln inventory discover` prints it."""
@@ -182,7 +214,9 @@ class Discovery:
     notes: list[str] = field(default_factory=list)  # what an operator should look at
 
 
-def propose(spec: ClusterSpec, nodes: dict[str, NodeHardware], unreachable: dict[str, str]) -> Discovery:
+def propose(
+    spec: ClusterSpec, nodes: dict[str, NodeHardware], unreachable: dict[str, str]
+) -> Discovery:
     """The settings the hosts call for. Compute nodes are judged by their majority: a node
     that differs (a GPU or a port missing) is named in a note, never the norm."""
     found = Discovery(nodes, unreachable)
@@ -341,3 +375,47 @@ def _propose_topology(found: Discovery, node: NodeHardware, hosts: list[str]) ->
                 "the compute rails' HCAs (a storage rail stays out of the tree)",
             ),
         ]
+
+
+def discover(spec: ClusterSpec, display: "Displays") -> tuple[Discovery, "RunSummary"]:
+    """Read every host of the inventory (playbooks/discover.yml) and propose."""
+    import json
+
+    from kiln.run.gather import gather
+
+    gathered = gather("discover.yml", spec, list(spec.hosts), display, "discover_dir")
+    nodes = {host: read_node(host, json.loads(text)) for host, text in gathered.texts.items()}
+    return propose(spec, nodes, gathered.errors), gathered.summary
+
+
+# --- what changes in the inventory -------------------------------------------------------
+
+# Where `--write` adds a proposal its group does not set yet (group_vars/GROUP/FILE).
+NEW_FILE = "discovered.yml"
+
+
+@dataclass(frozen=True)
+class Difference:
+    setting: Setting
+    current: Any  # the value the group's hosts resolve now (None: not set, no default)
+    source: str  # where that value comes from: the inventory, or the role's default
+
+
+def differences(spec: ClusterSpec, found: Discovery) -> list[Difference]:
+    """The proposals whose value the inventory does not hold yet, each with the value its
+    group's first host has now (set in the inventory, or the role's default)."""
+    from kiln import argspec, paths, roles
+
+    catalogue = argspec.load_catalogue(paths.roles_dir())
+    changed = []
+    for setting in found.settings:
+        members = spec.group(setting.group) if setting.group != "all" else list(spec.hosts)
+        host = spec.hosts[members[0]] if members else None
+        if host is not None and setting.name in host.vars:
+            current, source = host.vars[setting.name], "inventory"
+        else:
+            role = catalogue[setting.name].role if setting.name in catalogue else ""
+            current, source = roles.defaults(role).get(setting.name) if role else None, "default"
+        if current != setting.value:
+            changed.append(Difference(setting, current, source))
+    return changed
