@@ -25,7 +25,8 @@ def sha256_problem(variable: str, value: Any, what: str, needed_by: str = "") ->
     the command that fills it in. A YAML number (64 unquoted zeros read as 0) or a
     placeholder gets its own words: the setting is there, but is no digest."""
     if value is None or value == "":
-        return f"{needed_by or 'the version'} needs {variable}: {what} sha256 (64 hex digits); {PINS_HINT}"
+        needer = needed_by or "the version"
+        return f"{needer} needs {variable}: {what} sha256 (64 hex digits); {PINS_HINT}"
     if isinstance(value, bool) or not isinstance(value, str):
         return (
             f"{variable} is {type(value).__name__} {value!r}, not a sha256: YAML reads unquoted "

@@ -366,11 +366,13 @@ def generate_into(path: str) -> Callable[[Path], list[str]]:
 
 BAD = ExitCode.BAD_INPUT
 ARABIC = "\u0660\u0660\u0661-\u0660\u0660\u0662"  # 001-002 in Arabic-Indic digits
+# A digest of nothing Kiln downloads: the wrong sha256 of a real-looking value.
+WRONG_SHA = "d8f9a6d443303de93238800628107e0e10181bd4def8b53d52b9999ca92bc0fc"
 SHA = "f0a5b505df371643d8c1b2ae5b1c0df7f5f68c41d0334ed9c6926fb3797b55ae"
 ENROOT = {"enroot_version": "3.5.0", "enroot_sha256": SHA, "enroot_caps": False}
 CUDA_REPO = {
     "nvidia_driver_source": "cuda-repo",
-    "nvidia_driver_cuda_repo_key_sha256": "d8f9a6d443303de93238800628107e0e10181bd4def8b53d52b9999ca92bc0fc",
+    "nvidia_driver_cuda_repo_key_sha256": WRONG_SHA,
 }
 ALL = "group_vars/all.yml"
 COMPUTE = "gpu[001-002]"  # the settings checked per host name the hosts
@@ -567,6 +569,7 @@ TRAILING_NEWLINES = [
         {**ENROOT, "enroot_sha256": SHA + "\n"},
         COMPUTE,
         f"enroot_sha256 {SHA + chr(10)!r} is not a sha256 (64 hex digits, lower case)"
+        ""
         "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
     ),
     (
@@ -623,18 +626,19 @@ TRAILING_NEWLINES = [
         {"monitoring_grafana": True, "monitoring_grafana_repository_key_sha256": "0" * 63},
         "ctl1,gpu[001-002]",
         f"monitoring_grafana_repository_key_sha256 {'0' * 63!r} is not a sha256 (64 hex "
-        "digits, lower case); `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
+        "digits, lower case)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
     ),
     (
         "cuda-key-sha256",
         {
             **CUDA_REPO,
-            "nvidia_driver_cuda_repo_key_sha256": "d8f9a6d443303de93238800628107e0e10181bd4def8b53d52b9999ca92bc0fc"
-            + "\n",
+            "nvidia_driver_cuda_repo_key_sha256": WRONG_SHA + "\n",
         },
         COMPUTE,
         "nvidia_driver_cuda_repo_key_sha256 'd8f9a6d443303de93238800628107e0e10181bd4def8b53d5"
-        "2b9999ca92bc0fc\\n' is not a sha256 (64 hex digits, lower case); `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
+        "2b9999ca92bc0fc\\n' is not a sha256 (64 hex digits, lower case)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
     ),
     (
         "mpi-module-path",
@@ -808,7 +812,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars(
             {
                 "nvidia_driver_source": "cuda-repo",
-                "nvidia_driver_cuda_repo_key_sha256": "d8f9a6d443303de93238800628107e0e10181bd4def8b53d52b9999ca92bc0fc",
+                "nvidia_driver_cuda_repo_key_sha256": WRONG_SHA,
                 "nvidia_driver_fabric_manager": "install",
                 "nvidia_driver_version": "580",
             }
@@ -888,7 +892,8 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars({"nccl_tests_version": "2.19.6"}),
         BAD,
         "kiln: error: gpu[001-002]: nccl_tests_version 2.19.6 needs nccl_tests_sha256: the "
-        "source tarball's sha256 (64 hex digits); `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
+        "source tarball's sha256 (64 hex digits)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
     ),
     (
         "inv-nccl-tests-archs-not-compute-capabilities",

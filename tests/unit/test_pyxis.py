@@ -45,7 +45,8 @@ def test_every_problem_is_named():
     }
     assert pyxis.settings_problems(bad) == [
         "pyxis_version 'v0.24': expected a release such as 0.24.0",
-        "pyxis_sha256 'abc' is not a sha256 (64 hex digits, lower case); `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
+        "pyxis_sha256 'abc' is not a sha256 (64 hex digits, lower case)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
         "pyxis_fetch 'mirror': expected one of control, node",
         "pyxis_container_scope 'node': expected one of job, global",
         "pyxis_runtime_path 'run/pyxis': expected an absolute path",

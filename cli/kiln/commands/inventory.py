@@ -129,8 +129,8 @@ def discover(inventory_path: Path | None, write: bool, json_mode: bool) -> None:
 
 
 def _print_discovery(found, differences, written: list[Path], write: bool) -> None:
-    from kiln.inventory import edit
     from kiln.formats import printable
+    from kiln.inventory import edit
 
     for node in found.nodes.values():
         click.echo(printable(node.line()))
