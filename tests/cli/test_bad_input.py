@@ -1017,6 +1017,43 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "dcgm-exporter, got 'DCGM' (role monitoring)",
     ),
     (
+        "inv-typo-in-a-roles-variable",
+        all_vars({"hpcx_verison": "2.21"}),
+        BAD,
+        "kiln: error: group_vars/all.yml: hpcx_verison is not a setting of role hpcx; did you "
+        "mean hpcx_version?",
+    ),
+    (
+        "inv-misspelt-validation-profile",
+        all_vars({"validate_profile": "h100-sxm-8x-ib40"}),
+        BAD,
+        "kiln: error: group_vars/all.yml: validate_profile: unknown profile "
+        "'h100-sxm-8x-ib40'; did you mean 'h100-sxm-8x-ib400'? shipped: a100-sxm-8x, "
+        "h100-sxm-8x-ib400, h200-sxm-8x-ib400, lab-cpu (or give a path to your own YAML file)",
+    ),
+    (
+        "inv-sha256-of-zeros-read-as-a-number",
+        check(
+            files={
+                "group_vars/all.yml": "nccl_tests_version: 2.19.6\nnccl_tests_sha256: "
+                + "0" * 64
+                + "\n"
+            }
+        ),
+        BAD,
+        "kiln: error: gpu[001-002]: nccl_tests_sha256 is int 0, not a sha256: YAML reads "
+        "unquoted digits as a number; quote it, or `kiln inventory pins -i INVENTORY --write` "
+        "fetches it and fills it in",
+    ),
+    (
+        "inv-sha256-placeholder",
+        all_vars({"pyxis_version": "0.24.0", "pyxis_sha256": "0123" * 16}),
+        BAD,
+        "kiln: error: ctl1,gpu[001-002]: pyxis_sha256 012301230123... is a placeholder, not the "
+        "source tarball's sha256; `kiln inventory pins -i INVENTORY --write` fetches it and "
+        "fills it in",
+    ),
+    (
         "inv-nccl-override-with-spaces",
         all_vars({"nccl_env_overrides": {"NCCL_DEBUG": " INFO"}}),
         BAD,

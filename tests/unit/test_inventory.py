@@ -241,7 +241,7 @@ def _ansible_view(directory) -> tuple[dict[str, list[str]], dict[str, dict]]:
 def test_kiln_reads_the_same_hosts_groups_and_variables_as_ansible(write_inventory):
     """Several files, a top-level group outside `all`, the same group in two files,
     skipped files and group_vars: Kiln's view equals ansible-core's."""
-    hosts = cluster_inventory(host_vars={"gpu001": {"slurm_node_weight": 5}})
+    hosts = cluster_inventory(host_vars={"gpu001": {"site_node_weight": 5}})
     files = {
         "extra.yml": {
             "slurm_compute": {
@@ -253,8 +253,8 @@ def test_kiln_reads_the_same_hosts_groups_and_variables_as_ansible(write_invento
         "zz-more.yaml": {"all": {"hosts": {"gpu004": {"base_apt_proxy": "http://later"}}}},
         "notes.md": "# not read\n",
         "group_vars/all.yml": {"base_apt_proxy": "http://all"},
-        "group_vars/slurm_compute.yml": {"base_timezone": "UTC"},
-        "host_vars/gpu003.yml": {"base_timezone": "Europe/Paris"},
+        "group_vars/slurm_compute.yml": {"site_timezone": "UTC"},
+        "host_vars/gpu003.yml": {"site_timezone": "Europe/Paris"},
     }
     directory = write_inventory(hosts, files)
     spec = inventory.load(directory)

@@ -298,8 +298,10 @@ def _read(name_or_path: str) -> tuple[str, str, str]:
     if path.suffix in (".yaml", ".yml") or "/" in name_or_path:
         return read_text(path, f"profile {path}"), str(path), path.stem
     if name_or_path not in shipped():
+        close = difflib.get_close_matches(name_or_path, shipped(), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise ProfileError(
-            f"unknown profile {name_or_path!r}; shipped: {', '.join(shipped())} "
+            f"unknown profile {name_or_path!r}; {hint}shipped: {', '.join(shipped())} "
             "(or give a path to your own YAML file)"
         )
     folder = resources.files("kiln.validation") / "profiles"
