@@ -92,7 +92,7 @@ def discover(inventory_path: Path | None, write: bool, json_mode: bool) -> None:
     from kiln.inventory import discover as discovery
     from kiln.inventory import edit
 
-    spec = inventory_model.load(inventory_path)
+    spec = inventory_model.load(inventory_path, unpinned_ok=True)
     found, _summary = discovery.discover(spec, display.for_output(json_mode))
     differences = discovery.differences(spec, found)
     written: list[Path] = []
@@ -102,7 +102,7 @@ def discover(inventory_path: Path | None, write: bool, json_mode: bool) -> None:
             for d in differences
         ]
         texts = edit.plan(spec.path, changes, discovery.NEW_FILE)
-        written = edit.apply(texts, lambda: inventory_model.load(inventory_path))
+        written = edit.apply(texts, lambda: inventory_model.load(inventory_path, unpinned_ok=True))
     if json_mode:
         display.emit_json(
             {
@@ -154,4 +154,61 @@ def _print_discovery(found, differences, written: list[Path], write: bool) -> No
     if written:
         click.echo("written: " + ", ".join(str(p) for p in written))
     elif not write:
+        click.echo("not written: run again with --write to write them")
+
+
+@inventory_group.command("pins")
+@inventory_option
+@click.option("--write", is_flag=True, help="Write the sha256 values into group_vars.")
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
+def pins(inventory_path: Path | None, write: bool, json_mode: bool) -> None:
+    """Fetch every release the inventory pins by version without its sha256 (from the
+    URL the role would use: NVIDIA's, or your mirror), check it is what the version says,
+    and propose its sha256; --write writes them where each version is set.
+
+    Exit 0; 2 when a download fails or is not what the version says (nothing written)."""
+    from kiln.inventory import edit, reader
+    from kiln.inventory import pins as pinning
+
+    spec = inventory_model.load(inventory_path, unpinned_ok=True)
+    nodes = pinning.nodes(spec)
+    found = pinning.plan(spec, nodes.arch, nodes.flavour, nodes.cuda_distro)
+    for wanted in found.wanted:
+        if not json_mode:
+            click.echo(f"fetching {wanted.variable}: {pinning.shown(wanted.url)}")
+        pinning.fetch(wanted)
+    written: list[Path] = []
+    if write and found.wanted:
+        _, definitions = reader.read(inventory_path)
+        changes = [
+            edit.Change(pinning.group_of(w.variable, definitions), w.variable, w.sha256, w.note)
+            for w in found.wanted
+        ]
+        texts = edit.plan(spec.path, changes, "pins.yml")
+        written = edit.apply(texts, lambda: inventory_model.load(inventory_path, unpinned_ok=True))
+    if json_mode:
+        display.emit_json(
+            {
+                "pins": {
+                    w.variable: {"sha256": w.sha256, "url": pinning.shown(w.url), "checked": w.note}
+                    for w in found.wanted
+                },
+                "not_pinned": found.skipped,
+                "notes": list(nodes.notes),
+                "written": [str(p) for p in written],
+            }
+        )
+        return
+    for wanted in found.wanted:
+        click.echo(f"  + {wanted.variable}: {wanted.sha256}   # {wanted.note}")
+    if not found.wanted and not found.skipped:
+        click.echo("every pinned release has its sha256")
+        return
+    for line in found.skipped:
+        click.echo(f"not pinned: {line}")
+    for line in nodes.notes:
+        click.echo(f"note: {line}")
+    if written:
+        click.echo("written: " + ", ".join(str(p) for p in written))
+    elif found.wanted and not write:
         click.echo("not written: run again with --write to write them")

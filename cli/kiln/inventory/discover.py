@@ -20,6 +20,8 @@ from kiln.node import counted
 from kiln.validation import profiles
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from kiln.run.display import Displays
     from kiln.run.events import RunSummary
 
@@ -44,6 +46,9 @@ class NodeHardware:
 
     host: str
     os: str = ""  # Ubuntu 24.04
+    distribution: str = ""  # Ubuntu
+    major: str = ""  # 24
+    rdma_stack: str = ""  # kiln.gpu.rdma_stack: doca-ofed, mlnx-ofed, inbox, none
     architecture: str = ""
     sockets: int = 0
     cores: int = 0  # per socket
@@ -78,6 +83,9 @@ class NodeHardware:
     def to_json(self) -> dict[str, Any]:
         return {
             "os": self.os,
+            "distribution": self.distribution,
+            "major": self.major,
+            "rdma_stack": self.rdma_stack,
             "architecture": self.architecture,
             "sockets": self.sockets,
             "cores_per_socket": self.cores,
@@ -127,7 +135,8 @@ class NodeHardware:
 def read_node(host: str, raw: dict[str, Any]) -> NodeHardware:
     """A host from what playbooks/discover.yml brought back."""
     facts = raw.get("facts") or {}
-    detected = gpu.detect((raw.get("gpu_detect") or {}).get("pci") or [])
+    detected_raw = raw.get("gpu_detect") or {}
+    detected = gpu.detect(detected_raw.get("pci") or [])
     probe = raw.get("nccl_probe") or {}
     fabric = nccl.fabric_of(probe)
     os_name = " ".join(
@@ -136,6 +145,9 @@ def read_node(host: str, raw: dict[str, Any]) -> NodeHardware:
     return NodeHardware(
         host=host,
         os=os_name,
+        distribution=str(facts.get("distribution") or ""),
+        major=str(facts.get("distribution_version") or "").split(".")[0],
+        rdma_stack=gpu.rdma_stack(detected_raw.get("packages") or {}),
         architecture=str(facts.get("architecture") or ""),
         sockets=_int(facts.get("processor_count")),
         cores=_int(facts.get("processor_cores")),
@@ -385,7 +397,41 @@ def discover(spec: ClusterSpec, display: "Displays") -> tuple[Discovery, "RunSum
 
     gathered = gather("discover.yml", spec, list(spec.hosts), display, "discover_dir")
     nodes = {host: read_node(host, json.loads(text)) for host, text in gathered.texts.items()}
+    _save(spec, nodes)
     return propose(spec, nodes, gathered.errors), gathered.summary
+
+
+def _record_path(spec: ClusterSpec) -> "Path":
+    import hashlib
+
+    from kiln import paths
+
+    digest = hashlib.sha256(str(spec.path.absolute()).encode()).hexdigest()[:16]
+    return paths.state_dir() / "discover" / f"{digest}.json"
+
+
+def _save(spec: ClusterSpec, nodes: dict[str, NodeHardware]) -> None:
+    """What was read, kept for `kiln inventory pins`: the artifacts named for the nodes'
+    OS (HPC-X's tarball, NVIDIA's repository) follow the last discovery."""
+    from kiln import files
+
+    path = _record_path(spec)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(files.json_text({h: n.to_json() for h, n in nodes.items()}))
+
+
+def last(spec: ClusterSpec) -> dict[str, dict[str, Any]]:
+    """The last discovery's nodes ({host: NodeHardware.to_json()}), {} without one."""
+    import json
+
+    path = _record_path(spec)
+    if not path.is_file():
+        return {}
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 # --- what changes in the inventory -------------------------------------------------------
