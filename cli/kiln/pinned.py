@@ -79,3 +79,15 @@ def tag_archive(project: str, version: str, sha256: str, base_url: str) -> dict[
         "top": f"{project}-{version}",
         "sha256": sha256,
     }
+
+
+# The releases `kiln inventory new` pins (each role's README names the same).
+DEFAULT_VERSIONS = {"nccl_tests": "2.19.6", "pyxis": "0.24.0", "enroot": "4.1.2", "hpcx": "2.22.1"}
+# The sha256 of releases Kiln documents (docs/inventory.md, "Pinned releases", where each
+# comes from): GitHub's tag archives are `git archive --prefix=<project>-<version>/` of
+# the tag through `gzip -n`, which gives Spack's published digests of nccl-tests byte
+# for byte. `kiln inventory pins` checks any other against the download itself.
+KNOWN_SHA256 = {
+    ("nccl_tests", "2.19.6"): "adbd3d27ba6c00bd7b7cf98cc8811c6ad860427ecd5de59527466b21472c0d93",
+    ("pyxis", "0.24.0"): "9c4cdb79a67301d8ea05951aa4d2c205f40cf6145e338214b0191add8b36d6c4",
+}

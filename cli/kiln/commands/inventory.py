@@ -1,6 +1,9 @@
 """`kiln inventory check` and `diff`: validate an inventory and show what it declares;
 compare two."""
 
+import re
+import shlex
+import sys
 from pathlib import Path
 
 import click
@@ -86,7 +89,6 @@ def discover(inventory_path: Path | None, write: bool, json_mode: bool) -> None:
 
     Exit 0 when every host was read, 4 when one could not be (the others are still
     shown and written)."""
-    import sys
 
     from kiln.errors import ExitCode
     from kiln.inventory import discover as discovery
@@ -190,7 +192,12 @@ def pins(inventory_path: Path | None, write: bool, json_mode: bool) -> None:
         display.emit_json(
             {
                 "pins": {
-                    w.variable: {"sha256": w.sha256, "url": pinning.shown(w.url), "checked": w.note}
+                    w.variable: {
+                        "sha256": w.sha256,
+                        "url": pinning.shown(w.url),
+                        "checked": w.note,
+                        "warning": w.warning,
+                    }
                     for w in found.wanted
                 },
                 "not_pinned": found.skipped,
@@ -201,6 +208,8 @@ def pins(inventory_path: Path | None, write: bool, json_mode: bool) -> None:
         return
     for wanted in found.wanted:
         click.echo(f"  + {wanted.variable}: {wanted.sha256}   # {wanted.note}")
+        if wanted.warning:
+            click.echo(f"warning: {wanted.warning}")
     if not found.wanted and not found.skipped:
         click.echo("every pinned release has its sha256")
         return
@@ -212,3 +221,119 @@ def pins(inventory_path: Path | None, write: bool, json_mode: bool) -> None:
         click.echo("written: " + ", ".join(str(p) for p in written))
     elif found.wanted and not write:
         click.echo("not written: run again with --write to write them")
+
+
+@inventory_group.command("new")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--name", default="", help="The cluster's name (default: the directory's).")
+@click.option(
+    "--controller",
+    multiple=True,
+    required=True,
+    metavar="NAME[=ADDRESS]",
+    help="The Slurm controller; twice for a backup controller.",
+)
+@click.option(
+    "--compute",
+    multiple=True,
+    required=True,
+    metavar="HOSTLIST[=ADDRESSES]",
+    help="Compute nodes, e.g. 'gpu[001-016]' or 'gpu[01-02]=10.0.0.[11-12]'.",
+)
+@click.option("--login", multiple=True, metavar="HOSTLIST[=ADDRESSES]", help="Login nodes.")
+@click.option(
+    "--storage",
+    default="none",
+    show_default=True,
+    help="Shared storage at --shared-path: none, nfs:SERVER:/EXPORT, or glusterfs "
+    "(served by --storage-host).",
+)
+@click.option(
+    "--storage-host",
+    multiple=True,
+    metavar="HOSTLIST[=ADDRESSES]",
+    help="Hosts that serve a GlusterFS volume (--storage glusterfs).",
+)
+@click.option(
+    "--shared-path",
+    default="/shared",
+    show_default=True,
+    help="Where every node mounts the shared storage.",
+)
+@click.option(
+    "--gpu",
+    default="auto",
+    show_default=True,
+    help="The compute nodes' GPUs: auto (discover reads them), none, or "
+    "a100, h100, h200, b200, gb200.",
+)
+@click.option(
+    "--fabric",
+    type=click.Choice(["auto", "infiniband", "roce", "none"]),
+    default="auto",
+    show_default=True,
+    help="The compute fabric.",
+)
+@click.option(
+    "--driver-source",
+    type=click.Choice(["debian", "cuda-repo", "ubuntu", "preinstalled"]),
+    default="cuda-repo",
+    show_default=True,
+    help="Where the NVIDIA driver comes from.",
+)
+@click.option(
+    "--containers/--no-containers",
+    default=True,
+    show_default=True,
+    help="enroot and pyxis for containers in jobs.",
+)
+@click.option(
+    "--monitoring/--no-monitoring",
+    default=True,
+    show_default=True,
+    help="Prometheus, Alertmanager and Kiln's metrics.",
+)
+@click.option("--ssh-user", default="root", show_default=True, help="Ansible's SSH user.")
+@click.option("--ssh-key", default="", help="The SSH private key Ansible uses.")
+@click.option("--ssh-args", default="", help="More ssh options (-o ProxyJump=bastion).")
+@click.option("--apt-proxy", default="", help="An apt cache or mirror near the nodes (URL).")
+@click.option(
+    "--mirror",
+    default="",
+    help="A mirror of NVIDIA's releases (URL): enroot/, "
+    "pyxis/, nccl-tests/ and hpcx/ below it, each in the layout of its origin.",
+)
+@click.option("--force", is_flag=True, help="Write into a directory that is not empty.")
+def new(directory: Path, **answers) -> None:
+    """Write a complete, commented starting inventory into DIRECTORY: hosts.yml from the
+    host lists, and every role's settings with their defaults, those the answers decide
+    set. `kiln inventory check` accepts it as written, but for the releases' sha256
+    (`kiln inventory pins --write`)."""
+    from kiln.inventory import scaffold
+
+    force = answers.pop("force")
+    # The command as the README records it: the directory by its name, no --force.
+    given = sys.argv[sys.argv.index("new") + 1 :] if "new" in sys.argv else []
+    flags = [a for a in given if a not in (str(directory), "--force")]
+    cluster = scaffold.NewCluster(
+        command=shlex.join(["kiln", "inventory", "new", directory.name, *flags]),
+        name=answers["name"] or re.sub(r"[^A-Za-z0-9_-]", "-", directory.absolute().name),
+        controllers=scaffold.hosts("--controller", answers["controller"]),
+        compute=scaffold.hosts("--compute", answers["compute"]),
+        login=scaffold.hosts("--login", answers["login"]),
+        storage_hosts=scaffold.hosts("--storage-host", answers["storage_host"]),
+        storage=answers["storage"],
+        shared_path=answers["shared_path"],
+        gpu=answers["gpu"],
+        fabric=answers["fabric"],
+        driver_source=answers["driver_source"],
+        containers=answers["containers"],
+        monitoring=answers["monitoring"],
+        ssh_user=answers["ssh_user"],
+        ssh_key=answers["ssh_key"],
+        ssh_args=answers["ssh_args"],
+        apt_proxy=answers["apt_proxy"],
+        mirror=answers["mirror"],
+    )
+    written = scaffold.write(directory, scaffold.files(cluster), force)
+    click.echo(f"wrote {len(written)} files to {directory}; next: {directory}/README.md")

@@ -242,6 +242,12 @@ def propose(
         found.settings += [
             Setting("all", "base_chrony_control_clock", False, reason),
             Setting("all", "base_sysctl_apply", False, reason),
+            Setting(
+                "all",
+                "slurm_cgroup_enabled",
+                False,
+                "every host is a container: Slurm cannot constrain jobs with cgroups there",
+            ),
         ]
     return found
 

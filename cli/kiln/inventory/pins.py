@@ -63,6 +63,8 @@ class Wanted:
     verify: Callable[[Path], tuple[str, str]]
     sha256: str = ""
     note: str = ""  # what the check found (a key's fingerprint)
+    documented: str = ""  # the sha256 Kiln documents for this release, if any
+    warning: str = ""  # the download differs from the documented sha256
 
 
 @dataclass
@@ -285,6 +287,13 @@ def fetch(wanted: Wanted, cache: Path | None = None) -> Wanted:
         for chunk in iter(lambda: data.read(1 << 20), b""):
             digest.update(chunk)
     wanted.sha256 = digest.hexdigest()
+    if wanted.documented and wanted.sha256 != wanted.documented:
+        # Not refused: a lab's stand-ins differ by design. A real mirror should not.
+        wanted.warning = (
+            f"{wanted.variable}: {where} is not the release Kiln documents (sha256 "
+            f"{wanted.documented}): it unpacks as the version says, but its bytes differ; "
+            "check your mirror before you pin it"
+        )
     return wanted
 
 
