@@ -24,11 +24,11 @@ def load(path: Path | str | None = None, unpinned_ok: bool = False) -> ClusterSp
     with _collector_paused():
         spec, definitions = reader.read(path)
         problems = checks.run(spec, definitions)
-    if path is not None:  # the command that fills a pin in, as the operator would type it
-        problems = [p.replace("-i INVENTORY", f"-i {path}") for p in problems]
     if unpinned_ok:
         spec.warnings += [p for p in problems if pinned.PINS_HINT in p]
         problems = [p for p in problems if pinned.PINS_HINT not in p]
+    if path is not None:  # the command that fills a pin in, as the operator would type it
+        problems = [p.replace("-i INVENTORY", f"-i {path}") for p in problems]
     if problems:
         raise InventoryError(problems)
     return spec

@@ -274,7 +274,7 @@ def fetch(wanted: Wanted, cache: Path | None = None) -> Wanted:
         handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{wanted.file}.")
         try:
             with open(handle, "wb") as out:
-                _download(wanted.url, out, where)
+                _download(wanted.url, out, f"{wanted.variable}: {where}")
             Path(temporary).replace(target)
         finally:
             Path(temporary).unlink(missing_ok=True)
