@@ -570,7 +570,7 @@ TRAILING_NEWLINES = [
         COMPUTE,
         f"enroot_sha256 {SHA + chr(10)!r} is not a sha256 (64 hex digits, lower case)"
         ""
-        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
+        "; `kiln inventory pins -i {tmp}/inv --write` fetches it and fills it in",
     ),
     (
         "enroot-hook",
@@ -627,7 +627,7 @@ TRAILING_NEWLINES = [
         "ctl1,gpu[001-002]",
         f"monitoring_grafana_repository_key_sha256 {'0' * 63!r} is not a sha256 (64 hex "
         "digits, lower case)"
-        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
+        "; `kiln inventory pins -i {tmp}/inv --write` fetches it and fills it in",
     ),
     (
         "cuda-key-sha256",
@@ -638,7 +638,7 @@ TRAILING_NEWLINES = [
         COMPUTE,
         "nvidia_driver_cuda_repo_key_sha256 'd8f9a6d443303de93238800628107e0e10181bd4def8b53d5"
         "2b9999ca92bc0fc\\n' is not a sha256 (64 hex digits, lower case)"
-        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
+        "; `kiln inventory pins -i {tmp}/inv --write` fetches it and fills it in",
     ),
     (
         "mpi-module-path",
@@ -893,7 +893,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "kiln: error: gpu[001-002]: nccl_tests_version 2.19.6 needs nccl_tests_sha256: the "
         "source tarball's sha256 (64 hex digits)"
-        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
+        "; `kiln inventory pins -i {tmp}/inv --write` fetches it and fills it in",
     ),
     (
         "inv-nccl-tests-archs-not-compute-capabilities",
@@ -1017,6 +1017,95 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "dcgm-exporter, got 'DCGM' (role monitoring)",
     ),
     (
+        "new-into-a-directory-that-is-not-empty",
+        lambda t: ["inventory", "new", str(inventory(t)), "--controller", "a", "--compute", "b"],
+        BAD,
+        "kiln: error: {tmp}/inv: not empty (--force writes over the files Kiln writes)",
+    ),
+    (
+        "new-a-range-past-100000-hosts",
+        lambda t: [
+            "inventory",
+            "new",
+            str(t / "n"),
+            "--controller",
+            "a",
+            "--compute",
+            "g[1-100001]",
+        ],
+        BAD,
+        "kiln: error: --compute 'g[1-100001]': more than 100,000 hosts",
+    ),
+    (
+        "new-fewer-addresses-than-names",
+        lambda t: [
+            "inventory",
+            "new",
+            str(t / "n"),
+            "--controller",
+            "a",
+            "--compute",
+            "g[1-3]=10.0.0.[1-2]",
+        ],
+        BAD,
+        "kiln: error: --compute 'g[1-3]=10.0.0.[1-2]': 3 names but 2 addresses",
+    ),
+    (
+        "new-storage-of-an-unknown-kind",
+        lambda t: [
+            "inventory",
+            "new",
+            str(t / "n"),
+            "--controller",
+            "a",
+            "--compute",
+            "b",
+            "--storage",
+            "ceph:mon1:/",
+        ],
+        BAD,
+        "kiln: error: --storage 'ceph:mon1:/': expected none, glusterfs or nfs:SERVER:/EXPORT",
+    ),
+    (
+        "new-a-gpu-kiln-does-not-know",
+        lambda t: [
+            "inventory",
+            "new",
+            str(t / "n"),
+            "--controller",
+            "a",
+            "--compute",
+            "b",
+            "--gpu",
+            "h800",
+        ],
+        BAD,
+        "kiln: error: --gpu 'h800': expected auto, none or one of a100, h100, h200, b200, gb200",
+    ),
+    (
+        "pins-a-mirror-without-the-release",
+        lambda t: [
+            "inventory",
+            "pins",
+            "-i",
+            str(
+                inventory(
+                    t,
+                    files={
+                        "group_vars/all.yml": {
+                            "pyxis_version": "0.24.0",
+                            "pyxis_base_url": "file:///nonexistent/pyxis",
+                        }
+                    },
+                )
+            ),
+        ],
+        BAD,
+        "kiln: error: pyxis_sha256: file:///nonexistent/pyxis/v0.24.0.tar.gz: cannot fetch it "
+        "([Errno 2] No such file or directory: '/nonexistent/pyxis/v0.24.0.tar.gz'); nothing "
+        "written",
+    ),
+    (
         "inv-typo-in-a-roles-variable",
         all_vars({"hpcx_verison": "2.21"}),
         BAD,
@@ -1029,7 +1118,8 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "kiln: error: group_vars/all.yml: validate_profile: unknown profile "
         "'h100-sxm-8x-ib40'; did you mean 'h100-sxm-8x-ib400'? shipped: a100-sxm-8x, "
-        "h100-sxm-8x-ib400, h200-sxm-8x-ib400, lab-cpu (or give a path to your own YAML file)",
+        "h100-sxm-8x-ib400, h100-sxm-8x-roce400, h200-sxm-8x-ib400, lab-cpu (or give a path to "
+        "your own YAML file)",
     ),
     (
         "inv-sha256-of-zeros-read-as-a-number",
@@ -1042,7 +1132,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         ),
         BAD,
         "kiln: error: gpu[001-002]: nccl_tests_sha256 is int 0, not a sha256: YAML reads "
-        "unquoted digits as a number; quote it, or `kiln inventory pins -i INVENTORY --write` "
+        "unquoted digits as a number; quote it, or `kiln inventory pins -i {tmp}/inv --write` "
         "fetches it and fills it in",
     ),
     (
@@ -1050,7 +1140,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars({"pyxis_version": "0.24.0", "pyxis_sha256": "0123" * 16}),
         BAD,
         "kiln: error: ctl1,gpu[001-002]: pyxis_sha256 012301230123... is a placeholder, not the "
-        "source tarball's sha256; `kiln inventory pins -i INVENTORY --write` fetches it and "
+        "source tarball's sha256; `kiln inventory pins -i {tmp}/inv --write` fetches it and "
         "fills it in",
     ),
     (
@@ -1071,7 +1161,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars({"hpcx_version": "2.22.1"}),
         BAD,
         "hpcx_version 2.22.1 needs hpcx_sha256: the tarball's sha256 (64 hex digits); `kiln "
-        "inventory pins -i INVENTORY --write` fetches it and fills it in",
+        "inventory pins -i {tmp}/inv --write` fetches it and fills it in",
     ),
     (
         "inv-hpcx-url-of-another-version",
@@ -1364,7 +1454,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "kiln: error: burn-in needs a profile with a burn_in: section: none was named and the "
         "inventory sets no validate_profile (shipped: a100-sxm-8x, h100-sxm-8x-ib400, "
-        "h200-sxm-8x-ib400, lab-cpu); name one with --profile NAME",
+        "h100-sxm-8x-roce400, h200-sxm-8x-ib400, lab-cpu); name one with --profile NAME",
     ),
     ("burn-profile-unknown", burn_in("--profile", "h900"), BAD, "unknown profile 'h900'"),
     (
@@ -1926,6 +2016,8 @@ def test_the_table_covers_every_command():
         "judge",
         "topo",
         "report",
+        "new",
+        "pins",
         "runs",
         "lab",
         "rollout",

@@ -17,7 +17,7 @@ from tests.conftest import REPO, cluster_inventory
 FIXTURES = REPO / "tests" / "fixtures"
 H100 = FIXTURES / "gpu" / "h100-80gb-hbm3-580.159.04"
 H200 = FIXTURES / "gpu" / "h200-141gb-580.159.04"
-LAB_NODE = FIXTURES / "discover" / "lab-compute01.json"
+LAB_NODE = FIXTURES / "discover" / "debian12-container.json"
 
 
 def _dgx_h100(port_11: str = "4: ACTIVE", gpus: int = 8) -> dict:
@@ -80,7 +80,10 @@ def test_a_lab_node_as_the_playbook_brought_it_back():
     assert node.os == f"{report['distribution']} {report['distribution_version']}"
     assert (node.container, node.gpu_ids, node.ports) == (True, [], [])
     assert node.vcpus == report["processor_vcpus"] and node.memory_mb == report["memtotal_mb"]
-    assert node.line().startswith(f"compute01: {node.os}; x86_64;")
+    assert node.line() == (
+        "compute01: Debian 12.11; x86_64; 1x2 cores, 2 threads; 24 GiB; no GPU; vda 274.9 GB; "
+        "container"
+    )
 
 
 def test_three_dgx_h100_one_with_a_port_down(tmp_path):
@@ -139,12 +142,10 @@ def test_three_dgx_h100_one_with_a_port_down(tmp_path):
         ),
     ]
     assert nodes["gpu001"].preset == "infiniband"
-    assert nodes["gpu001"].line() == (
-        f"gpu001: {nodes['gpu001'].os}; x86_64; "
-        + nodes["gpu001"].line().split("; x86_64; ")[1].split("; 8x")[0]
-        + "; 8x NVIDIA H100 80GB HBM3; 4 NVSwitches; 8x InfiniBand 400 Gb/s "
-        "(mlx5_[0,3-6,9-11]); 4x Ethernet 200 Gb/s (mlx5_[1-2,7-8])"
-        + nodes["gpu001"].line().split("(mlx5_[1-2,7-8])")[1]
+    assert nodes["gpu003"].line() == (
+        "gpu003: Debian 12.11; x86_64; 1x2 cores, 2 threads; 24 GiB; 8x NVIDIA H100 80GB HBM3; "
+        "4 NVSwitches; 7x InfiniBand 400 Gb/s (mlx5_[0,3-6,9-10]); also 4x Ethernet 200 Gb/s "
+        "(mlx5_[1-2,7-8]); also 1x InfiniBand 400 Gb/s (mlx5_11, DOWN); vda 274.9 GB"
     )
 
 
@@ -163,6 +164,7 @@ def test_a_node_missing_a_gpu_is_named_and_no_profile_fits_a_single_gpu(tmp_path
             "h200", {"gpu_detect": json.loads((H200 / "kiln-gpu-detect.json").read_text())}
         )
     }
+    (tmp_path / "b").mkdir()
     alone = discover.propose(_spec(tmp_path / "b", ("h200",)), single, {})
     assert alone.notes == [
         "no shipped validation profile fits 1x NVIDIA H200 with none: write your own "

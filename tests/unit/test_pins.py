@@ -40,7 +40,7 @@ def _inventory(tmp_path: Path, **answers) -> Path:
         **answers,
     )
     directory = tmp_path / "inv"
-    scaffold.write(directory, scaffold.files(cluster), force=False)
+    scaffold.write(directory, scaffold.files(cluster))
     return directory
 
 

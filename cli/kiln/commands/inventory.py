@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from kiln import inventory as inventory_model
 from kiln.commands import inventory_option
+from kiln.errors import InputError
 from kiln.run import display
 
 
@@ -312,28 +313,35 @@ def new(directory: Path, **answers) -> None:
     from kiln.inventory import scaffold
 
     force = answers.pop("force")
+    if directory.is_dir() and any(directory.iterdir()) and not force:
+        raise InputError(f"{directory}: not empty (--force writes over the files Kiln writes)")
     # The command as the README records it: the directory by its name, no --force.
     given = sys.argv[sys.argv.index("new") + 1 :] if "new" in sys.argv else []
     flags = [a for a in given if a not in (str(directory), "--force")]
-    cluster = scaffold.NewCluster(
-        command=shlex.join(["kiln", "inventory", "new", directory.name, *flags]),
-        name=answers["name"] or re.sub(r"[^A-Za-z0-9_-]", "-", directory.absolute().name),
-        controllers=scaffold.hosts("--controller", answers["controller"]),
-        compute=scaffold.hosts("--compute", answers["compute"]),
-        login=scaffold.hosts("--login", answers["login"]),
-        storage_hosts=scaffold.hosts("--storage-host", answers["storage_host"]),
-        storage=answers["storage"],
-        shared_path=answers["shared_path"],
-        gpu=answers["gpu"],
-        fabric=answers["fabric"],
-        driver_source=answers["driver_source"],
-        containers=answers["containers"],
-        monitoring=answers["monitoring"],
-        ssh_user=answers["ssh_user"],
-        ssh_key=answers["ssh_key"],
-        ssh_args=answers["ssh_args"],
-        apt_proxy=answers["apt_proxy"],
-        mirror=answers["mirror"],
-    )
-    written = scaffold.write(directory, scaffold.files(cluster), force)
+    try:
+        cluster = scaffold.NewCluster(
+            command=shlex.join(["kiln", "inventory", "new", directory.name, *flags]),
+            name=answers["name"] or re.sub(r"[^A-Za-z0-9_-]", "-", directory.absolute().name),
+            controllers=scaffold.hosts("controller", answers["controller"]),
+            compute=scaffold.hosts("compute", answers["compute"]),
+            login=scaffold.hosts("login", answers["login"]),
+            storage_hosts=scaffold.hosts("storage-host", answers["storage_host"]),
+            storage=answers["storage"],
+            shared_path=answers["shared_path"],
+            gpu=answers["gpu"],
+            fabric=answers["fabric"],
+            driver_source=answers["driver_source"],
+            containers=answers["containers"],
+            monitoring=answers["monitoring"],
+            ssh_user=answers["ssh_user"],
+            ssh_key=answers["ssh_key"],
+            ssh_args=answers["ssh_args"],
+            apt_proxy=answers["apt_proxy"],
+            mirror=answers["mirror"],
+        )
+        texts = scaffold.files(cluster)
+    except scaffold.AnswerError as exc:
+        gap = "" if exc.message.startswith(":") else " "
+        raise InputError(f"--{exc.answer}{gap}{exc.message}") from None
+    written = scaffold.write(directory, texts)
     click.echo(f"wrote {len(written)} files to {directory}; next: {directory}/README.md")

@@ -125,6 +125,11 @@ class NodeHardware:
             parts.append(counted(self.nvswitches, "NVSwitch", "NVSwitches"))
         for (layer, rate), ports in _rates(self.rails).items():
             parts.append(f"{len(ports)}x {layer} {rate:g} Gb/s ({_names(ports)})")
+        others = [p for p in self.ports if p not in self.rails]
+        for state in dict.fromkeys(p.state for p in others):
+            for (layer, rate), ports in _rates([p for p in others if p.state == state]).items():
+                shown = "" if state == "ACTIVE" else f", {state}"
+                parts.append(f"also {len(ports)}x {layer} {rate:g} Gb/s ({_names(ports)}{shown})")
         if self.disks:
             parts.append(", ".join(f"{d.name} {_size(d.size_bytes)}" for d in self.disks))
         if self.container:

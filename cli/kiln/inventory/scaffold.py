@@ -46,6 +46,14 @@ KILN_SETTINGS = {
 KILN_DEFAULTS = {"validate_schedule": "Sun *-*-* 05:00:00"}  # kiln.schedules.VALIDATE
 
 
+class AnswerError(InputError):
+    """An answer `kiln inventory new` cannot use; the command names its option."""
+
+    def __init__(self, answer: str, message: str) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
 @dataclass(frozen=True)
 class Node:
     name: str
@@ -76,29 +84,29 @@ class NewCluster:
     command: str = ""  # the command that wrote it, for the README
 
 
-def hosts(option: str, values: tuple[str, ...]) -> list[Node]:
-    """--compute 'gpu[001-004]=10.0.0.[11-14]': hostlists, each optionally with as many
-    addresses; a name or address no shell may see is refused."""
+def hosts(answer: str, values: tuple[str, ...]) -> list[Node]:
+    """Hostlists, each optionally with as many addresses ('gpu[001-004]=10.0.0.[11-14]');
+    a name or address no shell may see is refused."""
     found: list[Node] = []
     for value in values:
         names_text, _, addresses_text = value.partition("=")
         try:
             if hostlist.total(names_text) + len(found) > MAX_HOSTS:
-                raise InputError(f"{option} {value!r}: more than {MAX_HOSTS:,} hosts")
+                raise AnswerError(answer, f"{value!r}: more than {MAX_HOSTS:,} hosts")
             names = hostlist.expand(names_text)
             addresses = hostlist.expand(addresses_text) if addresses_text else []
         except ValueError as exc:
-            raise InputError(f"{option} {value!r}: {exc}") from None
+            raise AnswerError(answer, f"{value!r}: {exc}") from None
         if addresses and len(addresses) != len(names):
-            raise InputError(
-                f"{option} {value!r}: {len(names)} names but {len(addresses)} addresses"
+            raise AnswerError(
+                answer, f"{value!r}: {len(names)} names but {len(addresses)} addresses"
             )
         for index, name in enumerate(names):
             if not formats.is_name(name):
-                raise InputError(f"{option} {name!r}: host names {formats.NAME_RULE}")
+                raise AnswerError(answer, f"{name!r}: host names {formats.NAME_RULE}")
             address = addresses[index] if addresses else ""
             if address and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.:_-]*", address):
-                raise InputError(f"{option} {address!r}: not an address or host name")
+                raise AnswerError(answer, f"{address!r}: not an address or host name")
             found.append(Node(name, address))
     return found
 
@@ -123,32 +131,36 @@ def files(cluster: NewCluster) -> dict[str, str]:
 
 def _check(cluster: NewCluster) -> None:
     if not formats.is_name(cluster.name):
-        raise InputError(f"--name {cluster.name!r}: cluster names {formats.NAME_RULE}")
+        raise AnswerError("name", f"{cluster.name!r}: cluster names {formats.NAME_RULE}")
     if len(cluster.controllers) not in (1, 2):
-        raise InputError("--controller: give 1, or 2 for a backup controller")
+        raise AnswerError("controller", ": give 1, or 2 for a backup controller")
     if not cluster.compute:
-        raise InputError("--compute: give at least one compute node")
+        raise AnswerError("compute", ": give at least one compute node")
     every = [n.name for n in [*cluster.controllers, *cluster.login, *cluster.compute]]
     twice = sorted({n for n in every if every.count(n) > 1})
     if twice:
-        raise InputError(
-            f"{hostlist.compress(twice)}: named more than once in --controller, --login, --compute"
+        raise AnswerError(
+            "compute",
+            f"{hostlist.compress(twice)}: named twice among the controllers, "
+            "login and compute nodes",
         )
     if cluster.gpu not in ("auto", "none", *GPUS):
-        raise InputError(f"--gpu {cluster.gpu!r}: expected auto, none or one of {', '.join(GPUS)}")
+        raise AnswerError(
+            "gpu", f"{cluster.gpu!r}: expected auto, none or one of {', '.join(GPUS)}"
+        )
     if cluster.storage.startswith("nfs:"):
         server, _, export = cluster.storage.removeprefix("nfs:").partition(":")
         if not server or not export.startswith("/") or formats.autofs_word(export):
-            raise InputError(f"--storage {cluster.storage!r}: expected nfs:SERVER:/EXPORT")
+            raise AnswerError("storage", f"{cluster.storage!r}: expected nfs:SERVER:/EXPORT")
     elif cluster.storage == "glusterfs" and not cluster.storage_hosts:
-        raise InputError("--storage glusterfs: name its server(s) with --storage-host")
+        raise AnswerError("storage", "glusterfs: name its server(s), storage hosts")
     elif cluster.storage not in ("none", "glusterfs"):
-        raise InputError(
-            f"--storage {cluster.storage!r}: expected none, glusterfs or nfs:SERVER:/EXPORT"
+        raise AnswerError(
+            "storage", f"{cluster.storage!r}: expected none, glusterfs or nfs:SERVER:/EXPORT"
         )
-    for option, url in (("--apt-proxy", cluster.apt_proxy), ("--mirror", cluster.mirror)):
+    for answer, url in (("apt-proxy", cluster.apt_proxy), ("mirror", cluster.mirror)):
         if url and (why := formats.url(url)):
-            raise InputError(f"{option} {url!r}: {why}")
+            raise AnswerError(answer, f"{url!r}: {why}")
 
 
 def decisions(cluster: NewCluster) -> dict[str, tuple[Any, str]]:
@@ -349,12 +361,10 @@ Ansible skips this file (`.md`). Next:
 """
 
 
-def write(directory: Path, texts: dict[str, str], force: bool) -> list[Path]:
-    """Write the files into DIRECTORY, which must be empty or missing unless FORCE."""
+def write(directory: Path, texts: dict[str, str]) -> list[Path]:
+    """Write the files into DIRECTORY (made where missing)."""
     if directory.exists() and not directory.is_dir():
         raise InputError(f"{directory}: not a directory")
-    if directory.is_dir() and any(directory.iterdir()) and not force:
-        raise InputError(f"{directory}: not empty (--force writes over the files Kiln writes)")
     written = []
     for relative, text in texts.items():
         path = directory / relative
