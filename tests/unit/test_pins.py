@@ -111,6 +111,12 @@ def test_what_an_inventory_new_wrote_asks_for(tmp_path, monkeypatch):
             "enroot+caps_4.1.2-1_amd64.deb",
         ),
     ]
+    assert [w.documented for w in found.wanted] == [
+        "adbd3d27ba6c00bd7b7cf98cc8811c6ad860427ecd5de59527466b21472c0d93",
+        "9c4cdb79a67301d8ea05951aa4d2c205f40cf6145e338214b0191add8b36d6c4",
+        "",
+        "",
+    ]
     assert found.skipped == [
         "hpcx_sha256: HPC-X's tarball depends on the nodes' OS and RDMA stack: run "
         "`kiln inventory discover` first, or set hpcx_url",

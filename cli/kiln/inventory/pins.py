@@ -120,6 +120,7 @@ def plan(spec: ClusterSpec, arch: str, flavour: hpcx.Flavour | None, cuda_distro
                     archive["file"],
                     role,
                     _top_dir(archive["top"]),
+                    documented=pinned.KNOWN_SHA256.get((role, version), ""),
                 )
             )
     settings = settings_of(spec, "enroot")
