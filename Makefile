@@ -8,7 +8,7 @@ GPU_PYTHON := $(shell command -v python3)
 endif
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: lab test prereqs venv standins lint unit molecule e2e e2e-migration lab-down docs collection gpu-check
+.PHONY: lab test prereqs venv standins lint unit molecule e2e e2e-migration e2e-newuser lab-down docs collection gpu-check
 
 ## Bring up the local lab cluster and provision it.
 lab: prereqs venv standins
@@ -65,11 +65,15 @@ molecule: prereqs venv
 
 e2e: prereqs venv
 	scripts/setup-host.sh chromium
-	pytest tests/e2e -m "not migration" --durations=0
+	pytest tests/e2e -m "not migration and not newuser" --durations=0
 
 ## The region migration between two labs (about 15 minutes): not in `make test`.
 e2e-migration: prereqs venv
 	pytest tests/e2e -m migration --durations=0
+
+## A new user's first hour on a lab of its own (about 8 minutes): not in `make test`.
+e2e-newuser: prereqs venv standins
+	pytest tests/e2e -m newuser --durations=0
 
 ## The collection kiln.cluster and the kiln wheel in dist/: what
 ## execution-environment.yml builds from (docs/ansible.md).

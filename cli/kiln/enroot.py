@@ -107,11 +107,15 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
     if not version:
         return []
     problems = pinned.problems("enroot", settings, "4.1.2", "the enroot package's")
-    if settings.get("caps", True) and not pinned.is_sha256(settings.get("caps_sha256")):
-        problems.append(
-            f"enroot_version {pinned.named(version)} with enroot_caps needs "
-            "enroot_caps_sha256: the enroot+caps package's sha256, pinned with the version"
+    if settings.get("caps", True) and (
+        wrong := pinned.sha256_problem(
+            "enroot_caps_sha256",
+            settings.get("caps_sha256"),
+            "the enroot+caps package's",
+            f"enroot_version {pinned.named(version)} with enroot_caps",
         )
+    ):
+        problems.append(wrong)
     for hook in settings.get("extra_hooks") or []:
         if not isinstance(hook, str) or not _HOOK.fullmatch(hook):
             problems.append(f"enroot_extra_hooks: {hook!r} is not a hook file name (NAME.sh)")

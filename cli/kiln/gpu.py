@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kiln import formats
+from kiln import formats, pinned
 from kiln.node import nvidia_smi, slurm_state
 
 NVIDIA = "0x10de"
@@ -403,7 +403,6 @@ def exact_mismatch(what: str, names: list[str], pinned: str, policies: dict[str,
 
 # --- inventory pre-flight ---------------------------------------------------------------
 
-SHA256 = re.compile(r"[0-9a-f]{64}")
 # The settings written as URIs of a deb822 sources file.
 URL_SETTINGS = ("cuda_repo_url", "debian_mirror", "debian_security_mirror")
 # A kernel module parameter (NVreg_EnableStreamMemOPs), written into modprobe.d's
@@ -434,12 +433,15 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             "nvidia_driver_fabric_manager install: Debian does not package the fabric "
             "manager (use nvidia_driver_source cuda-repo)"
         )
-    key_sha256 = str(settings.get("cuda_repo_key_sha256") or "")
-    if source == "cuda-repo" and not SHA256.fullmatch(key_sha256):
-        problems.append(
-            "nvidia_driver_source cuda-repo needs nvidia_driver_cuda_repo_key_sha256: the "
-            "sha256 (64 hex digits) of the repository's signing key"
+    if source == "cuda-repo" and (
+        wrong := pinned.sha256_problem(
+            "nvidia_driver_cuda_repo_key_sha256",
+            settings.get("cuda_repo_key_sha256"),
+            "the repository's signing key's",
+            "nvidia_driver_source cuda-repo",
         )
+    ):
+        problems.append(wrong)
     if source == "ubuntu" and not version:
         problems.append(
             "nvidia_driver_source ubuntu needs nvidia_driver_version: Canonical's packages "

@@ -31,13 +31,35 @@ MODELS: dict[str, GpuModel] = {
         # B200 (HGX/DGX B200, 1,000 W): NVLink 5, 18 links x 100 GB/s. The package holds
         # 192 GB; NVIDIA's DGX/HGX B200 datasheets state 180 GB usable per GPU.
         GpuModel("NVIDIA B200", 180, 18, 1800, 2250),
+        # GB200 (NVL72 compute trays, 4 GPUs beside 2 Grace CPUs, 1,200 W): NVLink 5 to
+        # the rack's NVSwitch trays, which sit off the node's PCI bus. 13.4 TB HBM3e per
+        # 72 GPUs; 180 PFLOP/s dense BF16 per 72 (the datasheet's 360 is sparse).
+        GpuModel("NVIDIA GB200", 186, 18, 1800, 2500),
     )
+}
+
+# PCI device ids (vendor 0x10de) of the models above, as the PCI ID Repository
+# (pci.ids 2025.06.09, Debian's pci.ids package) lists them, so a node's GPUs are known
+# from sysfs before any driver is installed (`kiln inventory discover`).
+PCI_DEVICE_IDS: dict[str, str] = {
+    "0x20b0": "NVIDIA A100-SXM4-40GB",  # GA100 [A100 SXM4 40GB]
+    "0x20b2": "NVIDIA A100-SXM4-80GB",  # GA100 [A100 SXM4 80GB]
+    "0x2330": "NVIDIA H100 80GB HBM3",  # GH100 [H100 SXM5 80GB]
+    "0x2335": "NVIDIA H200",  # GH100 [H200 SXM 141GB]
+    "0x2901": "NVIDIA B200",  # GB100 [B200]
+    "0x2941": "NVIDIA GB200",  # GB100 [HGX GB200]
 }
 
 
 def model(name: str) -> GpuModel | None:
     """The model nvidia-smi names, or None for one this table does not hold."""
     return MODELS.get(name.strip())
+
+
+def by_pci_id(device: str) -> GpuModel | None:
+    """The model of an NVIDIA PCI device id (sysfs' `device`, 0x2330), or None."""
+    name = PCI_DEVICE_IDS.get(device.strip().lower())
+    return MODELS[name] if name else None
 
 
 def nvlinks_expected(name: str, nvswitches: int) -> int:

@@ -78,6 +78,11 @@ def expand(hostlist: str) -> list[str]:
     return names
 
 
+def total(hostlist: str) -> int:
+    """How many names a hostlist expands to, without expanding it."""
+    return sum(count(item) for item in _split_top_level(hostlist))
+
+
 def check_range(low: int, high: int, where: str) -> None:
     """A numeric range of a hostlist or an Ansible host pattern: ascending and bounded."""
     if high < low:

@@ -10,8 +10,34 @@ RELEASE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
+# A sha256 has 16 hex digits to choose from at each of 64 places: one written with four
+# or fewer different digits (all zeros, 1234...) is a placeholder, never a real digest.
+_PLACEHOLDER_DIGITS = 4
+PINS_HINT = "`kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
+
+
 def is_sha256(value: Any) -> bool:
-    return bool(SHA256.fullmatch(str(value or "")))
+    return isinstance(value, str) and sha256_problem("", value, "") == ""
+
+
+def sha256_problem(variable: str, value: Any, what: str, needed_by: str = "") -> str:
+    """Why VALUE is no sha256 of WHAT ("" when it is one), one line naming VARIABLE and
+    the command that fills it in. A YAML number (64 unquoted zeros read as 0) or a
+    placeholder gets its own words: the setting is there, but is no digest."""
+    if value is None or value == "":
+        needer = needed_by or "the version"
+        return f"{needer} needs {variable}: {what} sha256 (64 hex digits); {PINS_HINT}"
+    if isinstance(value, bool) or not isinstance(value, str):
+        return (
+            f"{variable} is {type(value).__name__} {value!r}, not a sha256: YAML reads unquoted "
+            f"digits as a number; quote it, or {PINS_HINT}"
+        )
+    if not SHA256.fullmatch(value):
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        return f"{variable} {shown!r} is not a sha256 (64 hex digits, lower case); {PINS_HINT}"
+    if len(set(value)) <= _PLACEHOLDER_DIGITS:
+        return f"{variable} {value[:12]}... is a placeholder, not {what} sha256; {PINS_HINT}"
+    return ""
 
 
 def named(version: str, release: re.Pattern[str] = RELEASE) -> str:
@@ -34,11 +60,10 @@ def problems(
     shown = named(version, release)
     if not release.fullmatch(version):
         found.append(f"{role}_version {version!r}: expected a release such as {example}")
-    if not is_sha256(settings.get("sha256")):
-        found.append(
-            f"{role}_version {shown} needs {role}_sha256: {artifact} sha256 "
-            "(64 hex digits), pinned with the version"
-        )
+    if wrong := sha256_problem(
+        f"{role}_sha256", settings.get("sha256"), artifact, f"{role}_version {shown}"
+    ):
+        found.append(wrong)
     fetch = settings.get("fetch", "control")
     if fetch not in FETCH_MODES:
         found.append(f"{role}_fetch {fetch!r}: expected one of {', '.join(FETCH_MODES)}")
@@ -54,3 +79,15 @@ def tag_archive(project: str, version: str, sha256: str, base_url: str) -> dict[
         "top": f"{project}-{version}",
         "sha256": sha256,
     }
+
+
+# The releases `kiln inventory new` pins (each role's README names the same).
+DEFAULT_VERSIONS = {"nccl_tests": "2.19.6", "pyxis": "0.24.0", "enroot": "4.1.2", "hpcx": "2.22.1"}
+# The sha256 of releases Kiln documents (docs/inventory.md, "Pinned releases", where each
+# comes from): GitHub's tag archives are `git archive --prefix=<project>-<version>/` of
+# the tag through `gzip -n`, which gives Spack's published digests of nccl-tests byte
+# for byte. `kiln inventory pins` checks any other against the download itself.
+KNOWN_SHA256 = {
+    ("nccl_tests", "2.19.6"): "adbd3d27ba6c00bd7b7cf98cc8811c6ad860427ecd5de59527466b21472c0d93",
+    ("pyxis", "0.24.0"): "9c4cdb79a67301d8ea05951aa4d2c205f40cf6145e338214b0191add8b36d6c4",
+}

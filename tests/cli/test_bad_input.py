@@ -372,9 +372,14 @@ def generate_into(path: str) -> Callable[[Path], list[str]]:
 
 BAD = ExitCode.BAD_INPUT
 ARABIC = "\u0660\u0660\u0661-\u0660\u0660\u0662"  # 001-002 in Arabic-Indic digits
-SHA = "a" * 64
+# A digest of nothing Kiln downloads: the wrong sha256 of a real-looking value.
+WRONG_SHA = "d8f9a6d443303de93238800628107e0e10181bd4def8b53d52b9999ca92bc0fc"
+SHA = "f0a5b505df371643d8c1b2ae5b1c0df7f5f68c41d0334ed9c6926fb3797b55ae"
 ENROOT = {"enroot_version": "3.5.0", "enroot_sha256": SHA, "enroot_caps": False}
-CUDA_REPO = {"nvidia_driver_source": "cuda-repo", "nvidia_driver_cuda_repo_key_sha256": "0" * 64}
+CUDA_REPO = {
+    "nvidia_driver_source": "cuda-repo",
+    "nvidia_driver_cuda_repo_key_sha256": WRONG_SHA,
+}
 ALL = "group_vars/all.yml"
 COMPUTE = "gpu[001-002]"  # the settings checked per host name the hosts
 WORD = "must be one word of printable ASCII: no spaces, line breaks, '\"', '#' or '\\'"
@@ -569,8 +574,9 @@ TRAILING_NEWLINES = [
         "enroot-sha256",
         {**ENROOT, "enroot_sha256": SHA + "\n"},
         COMPUTE,
-        "enroot_version 3.5.0 needs enroot_sha256: the enroot package's sha256 (64 hex "
-        "digits), pinned with the version",
+        f"enroot_sha256 {SHA + chr(10)!r} is not a sha256 (64 hex digits, lower case)"
+        ""
+        "; `kiln inventory pins -i {tmp}/inv --write` fetches it and fills it in",
     ),
     (
         "enroot-hook",
@@ -625,15 +631,20 @@ TRAILING_NEWLINES = [
         "grafana-key-sha256",
         {"monitoring_grafana": True, "monitoring_grafana_repository_key_sha256": "0" * 63},
         "ctl1,gpu[001-002]",
-        "monitoring_grafana needs monitoring_grafana_repository_key_sha256: the sha256 "
-        "(64 hex digits) of the repository's signing key",
+        f"monitoring_grafana_repository_key_sha256 {'0' * 63!r} is not a sha256 (64 hex "
+        "digits, lower case)"
+        "; `kiln inventory pins -i {tmp}/inv --write` fetches it and fills it in",
     ),
     (
         "cuda-key-sha256",
-        {**CUDA_REPO, "nvidia_driver_cuda_repo_key_sha256": "0" * 64 + "\n"},
+        {
+            **CUDA_REPO,
+            "nvidia_driver_cuda_repo_key_sha256": WRONG_SHA + "\n",
+        },
         COMPUTE,
-        "nvidia_driver_source cuda-repo needs nvidia_driver_cuda_repo_key_sha256: the sha256 "
-        "(64 hex digits) of the repository's signing key",
+        "nvidia_driver_cuda_repo_key_sha256 'd8f9a6d443303de93238800628107e0e10181bd4def8b53d5"
+        "2b9999ca92bc0fc\\n' is not a sha256 (64 hex digits, lower case)"
+        "; `kiln inventory pins -i {tmp}/inv --write` fetches it and fills it in",
     ),
     (
         "mpi-module-path",
@@ -807,7 +818,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars(
             {
                 "nvidia_driver_source": "cuda-repo",
-                "nvidia_driver_cuda_repo_key_sha256": "0" * 64,
+                "nvidia_driver_cuda_repo_key_sha256": WRONG_SHA,
                 "nvidia_driver_fabric_manager": "install",
                 "nvidia_driver_version": "580",
             }
@@ -867,7 +878,12 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ),
     (
         "inv-enroot-caps-without-its-sha256",
-        all_vars({"enroot_version": "3.5.0", "enroot_sha256": "a" * 64}),
+        all_vars(
+            {
+                "enroot_version": "3.5.0",
+                "enroot_sha256": "f0a5b505df371643d8c1b2ae5b1c0df7f5f68c41d0334ed9c6926fb3797b55ae",
+            }
+        ),
         BAD,
         "enroot_version 3.5.0 with enroot_caps needs enroot_caps_sha256",
     ),
@@ -882,7 +898,8 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars({"nccl_tests_version": "2.19.6"}),
         BAD,
         "kiln: error: gpu[001-002]: nccl_tests_version 2.19.6 needs nccl_tests_sha256: the "
-        "source tarball's sha256 (64 hex digits), pinned with the version",
+        "source tarball's sha256 (64 hex digits)"
+        "; `kiln inventory pins -i {tmp}/inv --write` fetches it and fills it in",
     ),
     (
         "inv-nccl-tests-archs-not-compute-capabilities",
@@ -1006,6 +1023,133 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "dcgm-exporter, got 'DCGM' (role monitoring)",
     ),
     (
+        "new-into-a-directory-that-is-not-empty",
+        lambda t: ["inventory", "new", str(inventory(t)), "--controller", "a", "--compute", "b"],
+        BAD,
+        "kiln: error: {tmp}/inv: not empty (--force writes over the files Kiln writes)",
+    ),
+    (
+        "new-a-range-past-100000-hosts",
+        lambda t: [
+            "inventory",
+            "new",
+            str(t / "n"),
+            "--controller",
+            "a",
+            "--compute",
+            "g[1-100001]",
+        ],
+        BAD,
+        "kiln: error: --compute 'g[1-100001]': more than 100,000 hosts",
+    ),
+    (
+        "new-fewer-addresses-than-names",
+        lambda t: [
+            "inventory",
+            "new",
+            str(t / "n"),
+            "--controller",
+            "a",
+            "--compute",
+            "g[1-3]=10.0.0.[1-2]",
+        ],
+        BAD,
+        "kiln: error: --compute 'g[1-3]=10.0.0.[1-2]': 3 names but 2 addresses",
+    ),
+    (
+        "new-storage-of-an-unknown-kind",
+        lambda t: [
+            "inventory",
+            "new",
+            str(t / "n"),
+            "--controller",
+            "a",
+            "--compute",
+            "b",
+            "--storage",
+            "ceph:mon1:/",
+        ],
+        BAD,
+        "kiln: error: --storage 'ceph:mon1:/': expected none, glusterfs or nfs:SERVER:/EXPORT",
+    ),
+    (
+        "new-a-gpu-kiln-does-not-know",
+        lambda t: [
+            "inventory",
+            "new",
+            str(t / "n"),
+            "--controller",
+            "a",
+            "--compute",
+            "b",
+            "--gpu",
+            "h800",
+        ],
+        BAD,
+        "kiln: error: --gpu 'h800': expected auto, none or one of a100, h100, h200, b200, gb200",
+    ),
+    (
+        "pins-a-mirror-without-the-release",
+        lambda t: [
+            "inventory",
+            "pins",
+            "-i",
+            str(
+                inventory(
+                    t,
+                    files={
+                        "group_vars/all.yml": {
+                            "pyxis_version": "0.24.0",
+                            "pyxis_base_url": "file:///nonexistent/pyxis",
+                        }
+                    },
+                )
+            ),
+        ],
+        BAD,
+        "kiln: error: pyxis_sha256: file:///nonexistent/pyxis/v0.24.0.tar.gz: cannot fetch it "
+        "([Errno 2] No such file or directory: '/nonexistent/pyxis/v0.24.0.tar.gz'); nothing "
+        "written",
+    ),
+    (
+        "inv-typo-in-a-roles-variable",
+        all_vars({"hpcx_verison": "2.21"}),
+        BAD,
+        "kiln: error: group_vars/all.yml: hpcx_verison is not a setting of role hpcx; did you "
+        "mean hpcx_version?",
+    ),
+    (
+        "inv-misspelt-validation-profile",
+        all_vars({"validate_profile": "h100-sxm-8x-ib40"}),
+        BAD,
+        "kiln: error: group_vars/all.yml: validate_profile: unknown profile "
+        "'h100-sxm-8x-ib40'; did you mean 'h100-sxm-8x-ib400'? shipped: a100-sxm-8x, "
+        "h100-sxm-8x-ib400, h100-sxm-8x-roce400, h200-sxm-8x-ib400, lab-cpu (or give a path to "
+        "your own YAML file)",
+    ),
+    (
+        "inv-sha256-of-zeros-read-as-a-number",
+        check(
+            files={
+                "group_vars/all.yml": "nccl_tests_version: 2.19.6\nnccl_tests_sha256: "
+                + "0" * 64
+                + "\n"
+            }
+        ),
+        BAD,
+        "kiln: error: gpu[001-002]: nccl_tests_sha256 is int 0, not a sha256: YAML reads "
+        "unquoted digits as a number; quote it, or `kiln inventory pins -i {tmp}/inv --write` "
+        "fetches it and fills it in",
+    ),
+    (
+        "inv-sha256-placeholder",
+        all_vars({"pyxis_version": "0.24.0", "pyxis_sha256": "0123" * 16}),
+        BAD,
+        "kiln: error: ctl1,gpu[001-002]: pyxis_sha256 012301230123... is a placeholder, not the "
+        "source tarball's sha256; `kiln inventory pins -i {tmp}/inv --write` fetches it and "
+        "fills it in",
+    ),
+    (
         "inv-nccl-override-with-spaces",
         all_vars({"nccl_env_overrides": {"NCCL_DEBUG": " INFO"}}),
         BAD,
@@ -1022,15 +1166,15 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "inv-hpcx-version-without-sha256",
         all_vars({"hpcx_version": "2.22.1"}),
         BAD,
-        "hpcx_version 2.22.1 needs hpcx_sha256: the tarball's sha256 (64 hex digits), pinned "
-        "with the version",
+        "hpcx_version 2.22.1 needs hpcx_sha256: the tarball's sha256 (64 hex digits); `kiln "
+        "inventory pins -i {tmp}/inv --write` fetches it and fills it in",
     ),
     (
         "inv-hpcx-url-of-another-version",
         all_vars(
             {
                 "hpcx_version": "2.22.1",
-                "hpcx_sha256": "ab" * 32,
+                "hpcx_sha256": "1c3d5f7a9b2e4c6d8f0a1b3c5d7e9f2a4b6c8d0e1f3a5b7c9d2e4f6a8b0c1d3e",
                 "hpcx_url": "https://mirror/hpcx-v2.21-gcc-inbox-ubuntu24.04-cuda12-x86_64.tbz",
             }
         ),
@@ -1042,7 +1186,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         all_vars(
             {
                 "hpcx_version": "2.22.1",
-                "hpcx_sha256": "ab" * 32,
+                "hpcx_sha256": "1c3d5f7a9b2e4c6d8f0a1b3c5d7e9f2a4b6c8d0e1f3a5b7c9d2e4f6a8b0c1d3e",
                 "hpcx_url": "https://mirror/hpcx-v2.22.1-gcc-inbox-ubuntu24.04-cuda13-x86_64.tbz",
             }
         ),
@@ -1423,7 +1567,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         BAD,
         "kiln: error: burn-in needs a profile with a burn_in: section: none was named and the "
         "inventory sets no validate_profile (shipped: a100-sxm-8x, h100-sxm-8x-ib400, "
-        "h200-sxm-8x-ib400, lab-cpu); name one with --profile NAME",
+        "h100-sxm-8x-roce400, h200-sxm-8x-ib400, lab-cpu); name one with --profile NAME",
     ),
     ("burn-profile-unknown", burn_in("--profile", "h900"), BAD, "unknown profile 'h900'"),
     (
@@ -2044,6 +2188,8 @@ def test_the_table_covers_every_command():
         "judge",
         "topo",
         "report",
+        "new",
+        "pins",
         "runs",
         "lab",
         "rollout",

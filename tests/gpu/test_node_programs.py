@@ -258,3 +258,34 @@ def default_route_interface() -> str:
             if fields[1] == "00000000":
                 return fields[0]
     return ""
+
+
+def test_discover_names_the_gpus_as_nvidia_smi_does(gpu_machine, detected, summary):
+    """`kiln inventory discover` knows the GPUs from their PCI ids alone (before any
+    driver): the model and count it reads from sysfs are nvidia-smi's; the RDMA ports it
+    reads are sysfs's; the profile it proposes fits what it found, or it says none does."""
+    from kiln.inventory import discover
+    from kiln.inventory.model import ClusterSpec, Host
+
+    done = run_program("nccl_probe", timeout=60)
+    assert done.returncode == 0, done.stderr
+    node = discover.read_node(
+        "this", {"facts": {}, "gpu_detect": detected, "nccl_probe": json.loads(done.stdout)}
+    )
+    names = [g["name"] for g in gm.query(("name",))]
+    assert (node.gpu_model, len(node.gpu_ids)) == (names[0], len(names))
+    ib = "/sys/class/infiniband"
+    devices = sorted(os.listdir(ib)) if os.path.isdir(ib) else []
+    assert sorted({p.device for p in node.ports}) == devices
+    spec = ClusterSpec(
+        path=gm.REPO,
+        source=gm.REPO,
+        hosts={"this": Host("this", ["slurm_compute"], {})},
+        groups={"slurm_compute": ["this"]},
+    )
+    found = discover.propose(spec, {"this": node}, {})
+    profile = [s.value for s in found.settings if s.name == "validate_profile"]
+    summary.append(f"- discover: {node.line()}; profile {profile or 'none'}; {found.notes}")
+    assert ("health_gpus", len(names)) in [(s.name, s.value) for s in found.settings]
+    if not profile:
+        assert any("no shipped validation profile fits" in note for note in found.notes)

@@ -364,6 +364,7 @@ def test_every_shipped_profile_but_none_has_a_burn_in_section():
     assert {n: profiles.load(n).burn_in is not None for n in profiles.shipped()} == {
         "a100-sxm-8x": True,
         "h100-sxm-8x-ib400": True,
+        "h100-sxm-8x-roce400": True,
         "h200-sxm-8x-ib400": True,
         "lab-cpu": True,
     }

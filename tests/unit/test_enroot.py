@@ -10,11 +10,12 @@ import pytest
 from kiln import enroot
 from tests import standins
 
-SHA = "a" * 64
+SHA = "f0a5b505df371643d8c1b2ae5b1c0df7f5f68c41d0334ed9c6926fb3797b55ae"
 PINNED_SHA256 = (
-    "enroot_version 4.1.2 needs enroot_sha256: the enroot package's sha256 (64 hex digits), "
-    "pinned with the version"
+    "enroot_version 4.1.2 needs enroot_sha256: the enroot package's sha256 (64 hex digits)"
+    "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
 )
+HINT = "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
 PATH_RULE = (
     "expected an absolute path (or one from ${VARIABLE}) of letters, digits and ._/+@%:,=- "
     "with no '..', which may use "
@@ -24,7 +25,7 @@ VALUE_RULE = (
     "may hold only letters, digits, spaces and ._/+@%:,=-, and $(id -u), $(id -g) and "
     "${VARIABLE} (enroot expands it in a shell)"
 )
-CAPS_SHA = "b" * 64
+CAPS_SHA = "d4d48a41ae43f7883f6262a37dea95b0e866ea3397ca370d0fd1ab0936c3a996"
 SETTINGS = {
     "version": "4.1.2",
     "sha256": SHA,
@@ -147,16 +148,13 @@ def test_an_apt_failure_without_unmet_dependencies_gives_apts_error():
         ({}, []),
         (
             {"sha256": ""},
-            [
-                "enroot_version 4.1.2 needs enroot_sha256: the enroot package's sha256 (64 hex "
-                "digits), pinned with the version"
-            ],
+            [PINNED_SHA256],
         ),
         (
             {"caps_sha256": "short"},
             [
-                "enroot_version 4.1.2 with enroot_caps needs enroot_caps_sha256: the "
-                "enroot+caps package's sha256, pinned with the version"
+                "enroot_caps_sha256 'short' is not a sha256 (64 hex digits, lower case)"
+                "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
             ],
         ),
         ({"caps": False, "caps_sha256": ""}, []),
@@ -171,7 +169,10 @@ def test_an_apt_failure_without_unmet_dependencies_gives_apts_error():
             ["enroot_extra_hooks: 'x.sh\\n' is not a hook file name (NAME.sh)"],
         ),
         ({"version": "3.5.0\n"}, ["enroot_version '3.5.0\\n': expected a release such as 4.1.2"]),
-        ({"sha256": SHA + "\n"}, [PINNED_SHA256]),
+        (
+            {"sha256": SHA + "\n"},
+            [f"enroot_sha256 {SHA + chr(10)!r} is not a sha256 (64 hex digits, lower case){HINT}"],
+        ),
         # enroot expands each value in a shell: its documented expansions only.
         ({"runtime_path": "/e/${ENROOT_RUNTIME_USER}/$(id -u)/$(id -g)"}, []),
         ({"runtime_path": "/e/$(reboot)"}, [f"enroot_runtime_path '/e/$(reboot)': {PATH_RULE}"]),

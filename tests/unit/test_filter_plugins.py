@@ -229,7 +229,7 @@ def test_hpcx_plan_refusals_and_module_files():
     offered = filters("kiln_hpcx")
     settings = {
         "version": "2.22.1",
-        "sha256": "ab" * 32,
+        "sha256": "1c3d5f7a9b2e4c6d8f0a1b3c5d7e9f2a4b6c8d0e1f3a5b7c9d2e4f6a8b0c1d3e",
         "url": "",
         "base_url": "http://mirror",
         "cuda": "12",
@@ -314,7 +314,7 @@ def test_enroot_plan_for_a_node():
     plan = filters("kiln_enroot")["kiln_enroot_plan"]
     settings = {
         "version": "4.1.2",
-        "sha256": "a" * 64,
+        "sha256": "f0a5b505df371643d8c1b2ae5b1c0df7f5f68c41d0334ed9c6926fb3797b55ae",
         "caps": False,
         "caps_sha256": "",
         "base_url": "http://mirror",
@@ -359,8 +359,8 @@ def test_enroot_plan_for_a_node():
     assert sorted(found["mounts"]) == ["50-kiln-nccl.fstab", "50-kiln-storage.fstab"]
     assert found["problems"] == [] and "ENROOT_MOUNT_HOME yes" in found["conf"]
     assert plan({**settings, "sha256": ""}, "amd64", [], [], [])["problems"] == [
-        "enroot_version 4.1.2 needs enroot_sha256: the enroot package's sha256 (64 hex digits), "
-        "pinned with the version"
+        "enroot_version 4.1.2 needs enroot_sha256: the enroot package's sha256 (64 hex digits)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
     ]
     # The role's "Refuse settings" task fails on these before anything is written.
     assert plan({**settings, "extra_config": {"X": 1}}, "amd64", [], [], []) == {
@@ -385,7 +385,7 @@ def test_pyxis_plan_for_a_node():
     offered = filters("kiln_pyxis")
     settings = {
         "version": "0.24.0",
-        "sha256": "d" * 64,
+        "sha256": "000152b48de54df78fd12b22a1f0c50b5505cdf0b4e7ad75e01f8bf820fe7181",
         "base_url": "http://mirror/pyxis",
         "fetch": "node",
         "runtime_path": "/run/pyxis",
@@ -401,7 +401,7 @@ def test_pyxis_plan_for_a_node():
             "url": "http://mirror/pyxis/v0.24.0.tar.gz",
             "file": "pyxis-0.24.0.tar.gz",
             "top": "pyxis-0.24.0",
-            "sha256": "d" * 64,
+            "sha256": "000152b48de54df78fd12b22a1f0c50b5505cdf0b4e7ad75e01f8bf820fe7181",
         },
         "build_dir": "/usr/local/lib/pyxis/0.24.0-slurm-24.11.5",
         "plugin": "/usr/local/lib/pyxis/0.24.0-slurm-24.11.5/slurm/spank_pyxis.so",
@@ -413,8 +413,8 @@ def test_pyxis_plan_for_a_node():
         "stale": [old],
     }
     assert offered["kiln_pyxis_problems"]({**settings, "sha256": ""}) == [
-        "pyxis_version 0.24.0 needs pyxis_sha256: the source tarball's sha256 (64 hex digits), "
-        "pinned with the version"
+        "pyxis_version 0.24.0 needs pyxis_sha256: the source tarball's sha256 (64 hex digits)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
     ]
     with pytest.raises(AnsibleFilterError, match=r"has no SLURM_VERSION_NUMBER"):
         offered["kiln_pyxis_plan"](settings, "", [])
@@ -424,7 +424,7 @@ def test_nccl_tests_plan_as_the_role_hands_it_over():
     offered = filters("kiln_nccl_tests")
     settings = {
         "version": "2.19.6",
-        "sha256": "e" * 64,
+        "sha256": "4df15e9cdf7714b65dd4ff9979a1663b8efaac2d1c91296593e6387b044bd393",
         "base_url": "http://mirror/nccl-tests",
         "fetch": "control",
         "cuda_archs": [],
@@ -451,7 +451,7 @@ def test_nccl_tests_plan_as_the_role_hands_it_over():
     }
     assert offered["kiln_nccl_tests_problems"]({**settings, "sha256": ""}) == [
         "nccl_tests_version 2.19.6 needs nccl_tests_sha256: the source tarball's sha256 "
-        "(64 hex digits), pinned with the version"
+        "(64 hex digits); `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
     ]
     # validate_nccl_tests_dir's default, with nccl_tests_version set or not.
     assert offered["kiln_nccl_tests_bin_dir"]("2.19.6") == "/opt/nccl-tests/2.19.6/bin"
@@ -596,7 +596,10 @@ def test_value_problems_check_the_slurm_roles_values_as_the_inventory_check_does
 
 def test_gpu_settings_problems_refuse_a_url_apt_would_read_as_more_fields():
     problems = filters("kiln_gpu")["kiln_gpu_settings_problems"]
-    settings = {"source": "cuda-repo", "cuda_repo_key_sha256": "0" * 64}
+    settings = {
+        "source": "cuda-repo",
+        "cuda_repo_key_sha256": "d8f9a6d443303de93238800628107e0e10181bd4def8b53d52b9999ca92bc0fc",
+    }
     assert (
         problems({**settings, "cuda_repo_url": "https://mirror.site/cuda/debian12/x86_64/"}) == []
     )

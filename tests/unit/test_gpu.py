@@ -365,7 +365,10 @@ def test_the_fabric_manager_must_be_offered_at_the_drivers_exact_version():
 
 
 def test_settings_that_cannot_go_together_are_named_before_any_node_is_touched():
-    key = {"source": "cuda-repo", "cuda_repo_key_sha256": "ab" * 32}
+    key = {
+        "source": "cuda-repo",
+        "cuda_repo_key_sha256": "1c3d5f7a9b2e4c6d8f0a1b3c5d7e9f2a4b6c8d0e1f3a5b7c9d2e4f6a8b0c1d3e",
+    }
     assert gpu.settings_problems({}) == []
     assert gpu.settings_problems({**key, "fabric_manager": "install", "version": "580.95.05"}) == []
     assert gpu.settings_problems({"source": "ubuntu", "version": "580"}) == []
@@ -379,8 +382,8 @@ def test_settings_that_cannot_go_together_are_named_before_any_node_is_touched()
         "(use nvidia_driver_source cuda-repo)",
     ]
     assert gpu.settings_problems({"source": "cuda-repo", "cuda_repo_key_sha256": "AB"}) == [
-        "nvidia_driver_source cuda-repo needs nvidia_driver_cuda_repo_key_sha256: the sha256 "
-        "(64 hex digits) of the repository's signing key"
+        "nvidia_driver_cuda_repo_key_sha256 'AB' is not a sha256 (64 hex digits, lower "
+        "case); `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
     ]
     assert gpu.settings_problems({"source": "ubuntu"}) == [
         "nvidia_driver_source ubuntu needs nvidia_driver_version: Canonical's packages are "

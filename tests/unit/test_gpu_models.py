@@ -14,6 +14,7 @@ def test_each_model_as_nvidias_datasheets_state_it():
         "NVIDIA H100 80GB HBM3": GpuModel("NVIDIA H100 80GB HBM3", 80, 18, 900, 989),
         "NVIDIA H200": GpuModel("NVIDIA H200", 141, 18, 900, 989),
         "NVIDIA B200": GpuModel("NVIDIA B200", 180, 18, 1800, 2250),
+        "NVIDIA GB200": GpuModel("NVIDIA GB200", 186, 18, 1800, 2500),
     }
 
 
@@ -72,3 +73,18 @@ def test_a_profiles_burn_in_floor_is_below_its_models_peak(profile, name):
 
     floor = profiles.load(profile).burn_in["tflops_min"]
     assert 0 <= floor < gpu_models.MODELS[name].bf16_tflops
+
+
+def test_each_pci_id_names_a_model_as_pci_ids_does():
+    """PCI device ids from the PCI ID Repository (pci.ids 2025.06.09); each one's model is
+    in MODELS, and the recorded GPUs' sysfs ids give nvidia-smi's names."""
+    assert {i: m.name for i in gpu_models.PCI_DEVICE_IDS if (m := gpu_models.by_pci_id(i))} == {
+        "0x20b0": "NVIDIA A100-SXM4-40GB",
+        "0x20b2": "NVIDIA A100-SXM4-80GB",
+        "0x2330": "NVIDIA H100 80GB HBM3",
+        "0x2335": "NVIDIA H200",
+        "0x2901": "NVIDIA B200",
+        "0x2941": "NVIDIA GB200",
+    }
+    assert gpu_models.by_pci_id("0x2331") is None  # H100 PCIe: not in the table
+    assert gpu_models.by_pci_id(" 0X2335\n").name == "NVIDIA H200"

@@ -190,16 +190,16 @@ def test_module_files_whole():
         (
             {"version": "2.22.1"},
             [
-                "hpcx_version 2.22.1 needs hpcx_sha256: the tarball's sha256 (64 hex digits), "
-                "pinned with the version"
+                "hpcx_version 2.22.1 needs hpcx_sha256: the tarball's sha256 (64 hex digits)"
+                "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
             ],
         ),
         (
             {"version": "latest", "sha256": SHA.upper(), "cuda": "10", "fetch": "rsync"},
             [
                 "hpcx_version 'latest': expected a release such as 2.22.1",
-                "hpcx_version 'latest' needs hpcx_sha256: the tarball's sha256 (64 hex digits), "
-                "pinned with the version",
+                f"hpcx_sha256 {SHA.upper()!r} is not a sha256 (64 hex digits, lower case)"
+                "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
                 "hpcx_fetch 'rsync': expected one of control, node",
                 "hpcx_cuda '10': HPC-X is built for CUDA 11, 12, 13",
             ],

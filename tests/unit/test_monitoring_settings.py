@@ -21,6 +21,9 @@ def test_anything_else_is_not_a_retention(value):
     ]
 
 
+OTHER_SHA = "f0a5b505df371643d8c1b2ae5b1c0df7f5f68c41d0334ed9c6926fb3797b55ae"
+
+
 def test_the_scrape_interval_is_a_duration_too():
     assert checks.value_problems("monitoring_scrape_interval", "30 s", GROUPS) == [
         f"monitoring_scrape_interval '30 s': {settings.DURATION_RULE}"
@@ -72,16 +75,25 @@ def test_grafana_needs_its_keys_sha256():
     """Grafana's repository key is trusted by its sha256 alone: without one (or with
     something else), monitoring_grafana is refused; without Grafana, nothing is asked."""
     needs = [
-        "monitoring_grafana needs monitoring_grafana_repository_key_sha256: the sha256 "
-        "(64 hex digits) of the repository's signing key"
+        "monitoring_grafana needs monitoring_grafana_repository_key_sha256: the repository's "
+        "signing key's sha256 (64 hex digits)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
     ]
     assert settings.settings_problems({"grafana": True}) == needs
+    assert settings.settings_problems(
+        {"grafana": True, "grafana_repository_key_sha256": "A" * 64}
+    ) == [
+        f"monitoring_grafana_repository_key_sha256 {'A' * 64!r} is not a sha256 (64 hex "
+        "digits, lower case)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
+    ]
     assert (
-        settings.settings_problems({"grafana": True, "grafana_repository_key_sha256": "A" * 64})
-        == needs
-    )
-    assert (
-        settings.settings_problems({"grafana": True, "grafana_repository_key_sha256": "a" * 64})
+        settings.settings_problems(
+            {
+                "grafana": True,
+                "grafana_repository_key_sha256": OTHER_SHA,
+            }
+        )
         == []
     )
     assert settings.settings_problems({"grafana": False}) == []

@@ -54,8 +54,8 @@ def test_every_problem_is_named():
     bad = {"version": "v2.19", "sha256": "abc", "fetch": "mirror", "cuda_archs": ["sm_90"]}
     assert nccl_tests.settings_problems(bad) == [
         "nccl_tests_version 'v2.19': expected a release such as 2.19.6",
-        "nccl_tests_version 'v2.19' needs nccl_tests_sha256: the source tarball's sha256 "
-        "(64 hex digits), pinned with the version",
+        "nccl_tests_sha256 'abc' is not a sha256 (64 hex digits, lower case)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
         "nccl_tests_fetch 'mirror': expected one of control, node",
         "nccl_tests_cuda_archs ['sm_90']: expected a list of compute capabilities such as "
         "['90', '100']",

@@ -7,7 +7,7 @@ import yaml
 from kiln import pyxis
 from tests import standins
 
-SHA = "c" * 64
+SHA = "092c9c86c357a057ca561efd9fb3b705aa1e3b41fec3fa602e0be6ae21a8ba4a"
 SETTINGS = {
     "version": "0.24.0",
     "sha256": SHA,
@@ -45,8 +45,8 @@ def test_every_problem_is_named():
     }
     assert pyxis.settings_problems(bad) == [
         "pyxis_version 'v0.24': expected a release such as 0.24.0",
-        "pyxis_version 'v0.24' needs pyxis_sha256: the source tarball's sha256 (64 hex digits), "
-        "pinned with the version",
+        "pyxis_sha256 'abc' is not a sha256 (64 hex digits, lower case)"
+        "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
         "pyxis_fetch 'mirror': expected one of control, node",
         "pyxis_container_scope 'node': expected one of job, global",
         "pyxis_runtime_path 'run/pyxis': expected an absolute path",

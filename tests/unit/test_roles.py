@@ -138,7 +138,7 @@ def test_each_roles_module_and_checks():
                 "monitoring_storage_path",
             ],
         ),
-        "validate": ("kiln.validation", None, []),
+        "validate": ("kiln.validation", None, ["validate_profile"]),
     }
 
 

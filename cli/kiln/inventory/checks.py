@@ -4,6 +4,7 @@ role's own pre-flights (kiln.roles: its module's `INVENTORY_CHECKS`, one value a
 time, and `settings_problems`, its settings taken together on each host it runs on),
 and the topology the slurm role would write."""
 
+import difflib
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,8 @@ from kiln.topology.sources import LABEL_VARIABLE
 
 # Variables whose value must be the name of a host in the inventory.
 HOST_REFERENCES = ("base_ntp_server_host", "munge_key_host", "slurm_dbd_host")
+# Variables a playbook reads with a default, which no role declares.
+PLAYBOOK_VARIABLES = ("health_program",)  # playbooks/health-check.yml: the check to run
 # Variables that name things Kiln writes into shell commands and Slurm's files.
 NAME_VARIABLES = ("slurm_cluster_name",)
 
@@ -80,8 +83,13 @@ def _check_structure(spec: ClusterSpec, definitions: list[Definition]) -> list[s
 @check
 def _check_variables(spec: ClusterSpec, definitions: list[Definition]) -> list[str]:
     catalogue = argspec.load_catalogue(paths.roles_dir())
+    known = {*catalogue, *VALUE_CHECKS, *roles.CLUSTER_WIDE, *PLAYBOOK_VARIABLES}
+    declaring = {variable.role for variable in catalogue.values()}
     problems = []
     for definition in definitions:
+        if (unknown := _unknown_setting(definition.name, known, declaring)) is not None:
+            problems.append(f"{definition.source}: {unknown}")
+            continue
         declared = catalogue.get(definition.name)
         if declared is not None:
             wrong_type = [
@@ -99,6 +107,26 @@ def _check_variables(spec: ClusterSpec, definitions: list[Definition]) -> list[s
                 " which is not a host in the inventory"
             )
     return problems
+
+
+def _unknown_setting(name: str, known: set[str], declaring: set[str]) -> str | None:
+    """A variable with the prefix of a Kiln role that declares its settings, which no
+    role declares, is a typo (Ansible would ignore it and the role use its default):
+    the message says what was meant."""
+    owner = max(
+        (
+            role
+            for role in roles.ROLES.values()
+            if name.startswith(role.prefix) and role.name in declaring
+        ),
+        key=lambda role: len(role.prefix),
+        default=None,
+    )
+    if owner is None or name in known:
+        return None
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]}?" if close else f"; see roles/{owner.name}/README.md"
+    return f"{name} is not a setting of role {owner.name}{hint}"
 
 
 @check

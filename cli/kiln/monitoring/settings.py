@@ -103,11 +103,13 @@ INVENTORY_CHECKS = {
 def settings_problems(settings: dict[str, Any]) -> list[str]:
     """The settings taken together (without the monitoring_ prefix): Grafana's
     repository key is trusted only by its sha256, as NVIDIA's CUDA repository's is."""
-    if settings.get("grafana") is True and not pinned.is_sha256(
-        settings.get("grafana_repository_key_sha256")
+    if settings.get("grafana") is True and (
+        wrong := pinned.sha256_problem(
+            "monitoring_grafana_repository_key_sha256",
+            settings.get("grafana_repository_key_sha256"),
+            "the repository's signing key's",
+            "monitoring_grafana",
+        )
     ):
-        return [
-            "monitoring_grafana needs monitoring_grafana_repository_key_sha256: the sha256 "
-            "(64 hex digits) of the repository's signing key"
-        ]
+        return [wrong]
     return []

@@ -155,6 +155,32 @@ FIO_SIZE = re.compile(r"[1-9][0-9]*([kmgtp]i?b?)?", re.IGNORECASE)
 PERCENTS = {"warn_band_percent": (0, 100), "outlier_percent": (1, 1000)}
 
 
+@dataclass(frozen=True)
+class Hardware:
+    """The nodes a shipped profile is written for (`hardware:`), which `kiln inventory
+    discover` proposes it for: GPU models as nvidia-smi names them and how many per node,
+    the compute rails' link layer and rate, and whether the nodes are containers (the
+    lab). Never inherited through `extends`: each profile states its own."""
+
+    gpu: tuple[str, ...] = ()
+    gpus: int = 0
+    fabric: str = ""  # InfiniBand, Ethernet; "": none
+    rail_gbps: float = 0
+    container: bool = False
+
+    def fits(self, model: str, gpus: int, fabric: str, rail_gbps: float, container: bool) -> bool:
+        return (
+            (not self.gpu or model in self.gpu)
+            and gpus == self.gpus
+            and fabric == self.fabric
+            and rail_gbps == self.rail_gbps
+            and container == self.container
+        )
+
+
+HARDWARE_KEYS = {"gpu", "gpus", "fabric", "rail_gbps", "container"}
+
+
 class ProfileError(InputError):
     """A profile that does not exist or does not make sense."""
 
@@ -169,6 +195,7 @@ class Profile:
     storage: dict[str, object] = field(default_factory=lambda: dict(STORAGE_DEFAULTS))
     collectives: dict[str, object] = field(default_factory=lambda: dict(COLLECTIVES_DEFAULTS))
     burn_in: dict[str, object] | None = None  # None: the profile has no `burn_in:` section
+    hardware: Hardware | None = None  # None: proposed for no hardware
 
     def threshold(self, test: str) -> Threshold | None:
         if test not in self.thresholds:
@@ -205,11 +232,14 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Profile:
         "storage",
         "collectives",
         "burn_in",
+        "hardware",
     }
     if unknown_keys:
         raise ProfileError(f"{label}: unknown key {sorted(unknown_keys)[0]!r}")
     base = load(str(data["extends"]), (*_seen, name_or_path)) if data.get("extends") else None
     profile = Profile(name=name, description=str(data.get("description", "")))
+    if "hardware" in data:
+        profile.hardware = _hardware(data["hardware"], label)
     if base:
         profile.thresholds.update(base.thresholds)
         profile.warn_band_percent = base.warn_band_percent
@@ -245,13 +275,33 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Profile:
     return profile
 
 
+def _hardware(data: object, label: str) -> Hardware:
+    if not isinstance(data, dict) or set(data) - HARDWARE_KEYS:
+        raise ProfileError(
+            f"{label}: 'hardware' must map some of {', '.join(sorted(HARDWARE_KEYS))}"
+        )
+    models = data.get("gpu", [])
+    models = [models] if isinstance(models, str) else models
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        raise ProfileError(f"{label}: hardware.gpu must be a GPU model or a list of them")
+    return Hardware(
+        gpu=tuple(models),
+        gpus=int(_number(data.get("gpus", 0), f"{label}: hardware.gpus")),
+        fabric=str(data.get("fabric", "")),
+        rail_gbps=_number(data.get("rail_gbps", 0), f"{label}: hardware.rail_gbps"),
+        container=data.get("container", False) is True,
+    )
+
+
 def _read(name_or_path: str) -> tuple[str, str, str]:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or "/" in name_or_path:
         return read_text(path, f"profile {path}"), str(path), path.stem
     if name_or_path not in shipped():
+        close = difflib.get_close_matches(name_or_path, shipped(), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise ProfileError(
-            f"unknown profile {name_or_path!r}; shipped: {', '.join(shipped())} "
+            f"unknown profile {name_or_path!r}; {hint}shipped: {', '.join(shipped())} "
             "(or give a path to your own YAML file)"
         )
     folder = resources.files("kiln.validation") / "profiles"
