@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from kiln import pinned
+from kiln import cuda_toolkit, pinned
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/nccl-tests/archive/refs/tags"
 INSTALL_ROOT = "/opt/nccl-tests"
@@ -48,6 +48,7 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
     if not settings.get("version"):
         return []
     found = pinned.problems("nccl_tests", settings, "2.19.6", "the source tarball's")
+    found += cuda_toolkit.settings_problems(settings)
     archs = settings.get("cuda_archs") or []
     if not isinstance(archs, list) or not all(_ARCH.fullmatch(str(a)) for a in archs):
         found.append(
