@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from kiln import cuda_toolkit, pinned
+from kiln.node import cuda_toolchain
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/nccl-tests/archive/refs/tags"
 INSTALL_ROOT = "/opt/nccl-tests"
@@ -153,21 +154,9 @@ def programs(build: str) -> list[str]:
     return [f"{build}/bin/{name}_perf" for name in PROGRAMS]
 
 
-def toolchain_missing(toolchain: dict[str, Any]) -> str:
-    """What of building nccl-tests a node lacks, kiln.node.cuda_toolchain's report read
-    ("no CUDA toolkit (bin/nvcc) and no NCCL (nccl.h)"), or "": the nccl_tests role's
-    note and the validate role's reason for a node it could not measure say the same."""
-    missing = [
-        what
-        for name, what in (("cuda", "CUDA toolkit (bin/nvcc)"), ("nccl", "NCCL (nccl.h)"))
-        if not toolchain.get(name)
-    ]
-    return f"no {' and no '.join(missing)}" if missing else ""
-
-
 def skip_reason(toolchain: dict[str, Any]) -> str:
     """Why a node cannot build nccl-tests (no CUDA compiler, no NCCL), or ""."""
-    missing = toolchain_missing(toolchain)
+    missing = cuda_toolchain.missing(toolchain)
     return f"{missing} on this node: nccl-tests not built" if missing else ""
 
 

@@ -144,6 +144,18 @@ def find(cuda_home: str = "", nccl_home: str = "", mpi_home: str = "") -> dict:
     }
 
 
+def missing(report: dict) -> str:
+    """What of building nccl-tests a report of find() lacks ("no CUDA toolkit
+    (bin/nvcc) and no NCCL (nccl.h)"), or "": the nccl_tests role's note and the
+    validate role's reason for a node it could not measure say the same."""
+    lacking = [
+        what
+        for name, what in (("cuda", "CUDA toolkit (bin/nvcc)"), ("nccl", "NCCL (nccl.h)"))
+        if not report.get(name)
+    ]
+    return f"no {' and no '.join(lacking)}" if lacking else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cuda-home", default="")

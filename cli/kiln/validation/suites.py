@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kiln import nccl_tests
+from kiln.node import cuda_toolchain
 from kiln.node.slurm_jobs import Srun
 from kiln.validation import profiles
 
@@ -98,7 +98,7 @@ def nccl_tests_missing(hostvars: Mapping, node: str, settings: Mapping) -> str:
         toolchain = None
     if not isinstance(toolchain, dict):
         return where
-    lacks = nccl_tests.toolchain_missing(toolchain)
+    lacks = cuda_toolchain.missing(toolchain)
     if lacks:
         return f"{where}: {lacks} on the node"
     if not settings.get("nccl_tests_version"):
