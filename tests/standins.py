@@ -20,6 +20,11 @@ checks every stand-in against); none of them runs a container or measures anythi
     python tests/standins.py grafana-repo OUT [VERSION]
         a signed apt repository in Grafana's layout under OUT holding that package
         (VERSION: the facts' own), OUT/gpg.key its key
+    python tests/standins.py cuda-toolkit OUT
+        OUT/<package>_<version>_<arch>.deb: the CUDA compiler's and NCCL's packages of
+        NVIDIA's CUDA repository that the nccl_tests role installs, and what they pull
+        in (docs/nccl.md's facts), for a flat repository such as the nvidia_driver
+        scenario's; `nvcc` answers --version only, NCCL is its header and names
     python tests/standins.py lab
         the lab's: built into build/standins/, pinned in
         inventories/lab/group_vars/all/standins.yml (git-ignored), which `kiln lab up`
@@ -805,6 +810,85 @@ def nccl_tests(out: Path, version: str) -> str:
     return _tag_archive(out, version, known["top"].format(version=version), files)
 
 
+# NVIDIA's CUDA repository (docs/nccl.md's facts): the toolkit's and NCCL's packages as
+# apt resolves them. Their files are what Kiln reads: nvcc's --version, nccl.h's release,
+# NCCL's library names.
+CUDA_TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
+
+
+def _nvcc(cuda: str, version: str) -> str:
+    """nvcc answers --version as the real one does (the lines Kiln reads); anything
+    else says it is a stand-in and fails: it compiles nothing."""
+    full = version.split("-")[0]
+    return (
+        f"#!/bin/sh\n# {LABEL}: nvcc of CUDA {full}.\n"
+        'if [ "$*" = --version ]; then\n'
+        '  echo "nvcc: NVIDIA (R) Cuda compiler driver"\n'
+        f'  echo "Cuda compilation tools, release {cuda}, V{full}"\n'
+        "  exit 0\nfi\n"
+        f'echo "nvcc $*: {LABEL}: it compiles nothing" >&2\nexit 1\n'
+    )
+
+
+def _nccl_header(version: str) -> str:
+    major, minor, patch = version.split("-")[0].split(".")
+    return (
+        f"/* {LABEL}: nccl.h of NCCL {version}, its release only. */\n"
+        f"#define NCCL_MAJOR {major}\n#define NCCL_MINOR {minor}\n#define NCCL_PATCH {patch}\n"
+    )
+
+
+def _cuda_package(
+    out: Path, name: str, version: str, package: dict, machine: str, texts: dict[str, str]
+) -> Path:
+    """One package: the real one's fields and files (each file's text from `texts`,
+    else a line naming it), symbolic links where the real one has them."""
+    arch_ = package.get("architecture", machine)
+    fields = {k: v.format(version=version) for k, v in (package.get("fields") or {}).items()}
+    deb_file = out / f"{name}_{version}_{arch_}.deb"
+    with tempfile.TemporaryDirectory() as work:
+        root = Path(work) / name
+        _write(root, "DEBIAN/control", _control(name, version, fields, arch_), 0o644)
+        for path, mode in (package.get("files") or {}).items():
+            text = texts.get(path, f"{LABEL}: {path} of {name} {version}.\n")
+            _write(root, path, text, int(mode, 8))
+        for path, target in (package.get("links") or {}).items():
+            link = root / path.lstrip("/")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(target)
+        _build(root, deb_file)
+    return deb_file
+
+
+def cuda_toolkit(out: Path) -> list[Path]:
+    """The CUDA compiler's and NCCL's packages of NVIDIA's repository under out, with
+    the real ones' names, versions, Depends and Provides (docs/nccl.md's facts), NCCL at
+    every build the facts list; the same bytes every time. Returns their paths."""
+    known = facts("cuda_repo_toolkit", NCCL_FACTS_DOC)
+    machine = arch()
+    names = {"triplet": CUDA_TRIPLETS.get(machine, f"{machine}-linux-gnu")}
+    out.mkdir(parents=True, exist_ok=True)
+    built = []
+    for name, package in known["packages"].items():
+        version = package["version"]
+        nvcc = {f"/usr/local/cuda-{known['cuda']}/bin/nvcc": _nvcc(known["cuda"], version)}
+        built.append(_cuda_package(out, name, version, package, machine, nvcc))
+    for version in known["nccl"]["versions"]:
+        release = version.split("-")[0]
+        for name, package in known["nccl"]["packages"].items():
+            spelled = {
+                key: {
+                    path.format(release=release, **names): str(value).format(release=release)
+                    for path, value in package[key].items()
+                }
+                for key in ("files", "links")
+                if key in package
+            }
+            texts = {"/usr/include/nccl.h": _nccl_header(version)}
+            built.append(_cuda_package(out, name, version, {**package, **spelled}, machine, texts))
+    return built
+
+
 def real_releases() -> Path | None:
     """The directory of NVIDIA's real releases the lab installs instead of stand-ins, if
     KILN_LAB_RELEASES names one: GitHub's layout, enroot/v<version>/<package>.deb and
@@ -869,7 +953,8 @@ def lab_settings(directory: Path = LAB_DIR, settings: Path = LAB_SETTINGS) -> di
 
 USAGE = (
     "usage: python tests/standins.py enroot OUT VERSION [DEPENDS] | pyxis OUT VERSION"
-    " | nccl-tests OUT VERSION | grafana OUT VERSION | grafana-repo OUT [VERSION] | lab"
+    " | nccl-tests OUT VERSION | grafana OUT VERSION | grafana-repo OUT [VERSION]"
+    " | cuda-toolkit OUT | lab"
 )
 
 
@@ -890,6 +975,10 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["grafana-repo"] and len(argv) in (2, 3):
         version = argv[2] if len(argv) == 3 else facts("grafana", GRAFANA_FACTS_DOC)["version"]
         print(grafana_repository(Path(argv[1]), version))
+        return 0
+    if argv[:1] == ["cuda-toolkit"] and len(argv) == 2:
+        for path in cuda_toolkit(Path(argv[1])):
+            print(path)
         return 0
     if argv[:1] == ["enroot"] and len(argv) in (3, 4):
         for name, digest in enroot(Path(argv[1]), argv[2], *argv[3:]).items():

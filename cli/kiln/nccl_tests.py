@@ -11,7 +11,8 @@ import json
 import re
 from typing import Any
 
-from kiln import pinned
+from kiln import cuda_toolkit, pinned
+from kiln.node import cuda_toolchain
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/nccl-tests/archive/refs/tags"
 INSTALL_ROOT = "/opt/nccl-tests"
@@ -48,6 +49,7 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
     if not settings.get("version"):
         return []
     found = pinned.problems("nccl_tests", settings, "2.19.6", "the source tarball's")
+    found += cuda_toolkit.settings_problems(settings)
     archs = settings.get("cuda_archs") or []
     if not isinstance(archs, list) or not all(_ARCH.fullmatch(str(a)) for a in archs):
         found.append(
@@ -154,14 +156,8 @@ def programs(build: str) -> list[str]:
 
 def skip_reason(toolchain: dict[str, Any]) -> str:
     """Why a node cannot build nccl-tests (no CUDA compiler, no NCCL), or ""."""
-    missing = [
-        what
-        for name, what in (("cuda", "CUDA toolkit (bin/nvcc)"), ("nccl", "NCCL (nccl.h)"))
-        if not toolchain.get(name)
-    ]
-    if not missing:
-        return ""
-    return f"no {' and no '.join(missing)} on this node: nccl-tests not built"
+    missing = cuda_toolchain.missing(toolchain)
+    return f"{missing} on this node: nccl-tests not built" if missing else ""
 
 
 def plan(

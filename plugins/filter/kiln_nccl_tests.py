@@ -9,7 +9,7 @@ try:
 except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
 
-from kiln import nccl_tests
+from kiln import cuda_toolkit, nccl_tests
 
 
 def kiln_nccl_tests_problems(settings):
@@ -29,10 +29,25 @@ def kiln_nccl_tests_bin_dir(version):
     return nccl_tests.bin_dir(str(version or ""))
 
 
+def kiln_cuda_toolkit_plan(settings, source, repository, fact_text, configured_driver):
+    """{install, fail, cuda, nccl, packages, pin, cuda_home, nccl_home}: the CUDA
+    compiler and NCCL to install on one node from NVIDIA's repository, if any
+    (kiln.cuda_toolkit.plan), its driver read from the kiln_gpu fact's text."""
+    driver = cuda_toolkit.node_driver(str(fact_text or ""), str(configured_driver or ""))
+    return cuda_toolkit.plan(settings, str(source or ""), bool(repository), driver)
+
+
+def kiln_cuda_toolkit_not_offered(policy, chosen):
+    """What NVIDIA's repository does not offer of the chosen packages, or ""."""
+    return cuda_toolkit.not_offered(str(policy or ""), chosen)
+
+
 class FilterModule:
     def filters(self):
         return {
             "kiln_nccl_tests_problems": kiln_nccl_tests_problems,
             "kiln_nccl_tests_plan": kiln_nccl_tests_plan,
             "kiln_nccl_tests_bin_dir": kiln_nccl_tests_bin_dir,
+            "kiln_cuda_toolkit_plan": kiln_cuda_toolkit_plan,
+            "kiln_cuda_toolkit_not_offered": kiln_cuda_toolkit_not_offered,
         }

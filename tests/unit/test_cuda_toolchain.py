@@ -114,6 +114,28 @@ def test_the_hpcx_roles_newest_release_first(tmp_path):
     assert older.exists()
 
 
+def test_without_usr_local_cuda_the_newest_release_the_cuda_repository_installed(
+    tmp_path, monkeypatch
+):
+    """NVIDIA's packages install each release in /usr/local/cuda-<release>; where no
+    /usr/local/cuda link names one, the newest (12.10 after 12.9) is found."""
+    for release in ("12.9", "12.10"):
+        cuda_home(tmp_path / f"cuda-{release}")
+    pattern = str(tmp_path / "cuda-[0-9]*")
+    monkeypatch.setattr(cuda_toolchain, "CUDA_HOMES", (str(tmp_path / "cuda"), pattern))
+    assert cuda_toolchain.find()["cuda"] == {
+        "home": f"{tmp_path}/cuda-12.10",
+        "version": "13.0.88",
+        "lib": f"{tmp_path}/cuda-12.10/lib64",
+    }
+    cuda_home(tmp_path / "cuda")  # the alternative's link comes first
+    assert cuda_toolchain.find()["cuda"]["home"] == f"{tmp_path}/cuda"
+
+
+def test_the_default_cuda_search():
+    assert cuda_toolchain.CUDA_HOMES == ("/usr/local/cuda", "/usr/local/cuda-[0-9]*")
+
+
 def test_the_search_order_is_hpcx_then_debians_open_mpi():
     assert cuda_toolchain.MPI_HOMES == (
         "/opt/hpcx/ompi",

@@ -1,6 +1,6 @@
 """The stand-ins for NVIDIA's releases and Grafana's package (tests/standins.py, the
 HPC-X script) against the facts of the real ones written in docs/containers.md,
-docs/mpi.md and docs/monitoring.md: each is built
+docs/mpi.md, docs/nccl.md and docs/monitoring.md: each is built
 here and read back as apt, make and tar see it, so a stand-in that drifts from its
 release (or a fact changed in the docs without the stand-in) fails here."""
 
@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kiln import cuda_toolkit as kiln_cuda_toolkit
 from kiln import enroot as kiln_enroot
 from kiln import hpcx as kiln_hpcx
 from kiln import nccl_tests as kiln_nccl_tests
 from kiln import pyxis as kiln_pyxis
+from kiln.node import cuda_toolchain
 from tests import standins
 
 ENROOT = standins.facts("enroot")
@@ -674,3 +676,71 @@ def test_the_stand_in_grafana_repository_is_laid_out_and_signed_as_grafanas(
     )
     run("gpgv", "--keyring", str(keyring), str(suite / "InRelease"))
     run("gpgv", "--keyring", str(keyring), str(suite / "Release.gpg"), str(suite / "Release"))
+
+
+CUDA_REPO = standins.facts("cuda_repo_toolkit", standins.NCCL_FACTS_DOC)
+
+
+@pytest.fixture(scope="module")
+def cuda_repo_debs(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    out = tmp_path_factory.mktemp("cuda-repo")
+    assert standins.main(["cuda-toolkit", str(out)]) == 0
+    return {(fields(p)["Package"], fields(p)["Version"]): p for p in out.glob("*.deb")}
+
+
+def test_the_cuda_repository_stand_ins_have_the_real_ones_names_and_relations(cuda_repo_debs):
+    """Every package apt installs with the nccl_tests role's, and NCCL at each build:
+    the real ones' names, versions, architectures, Depends and Provides, and no other
+    relation."""
+    wanted = {
+        (name, package["version"]): (
+            package.get("architecture", ARCH),
+            package.get("fields") or {},
+        )
+        for name, package in CUDA_REPO["packages"].items()
+    }
+    for version in CUDA_REPO["nccl"]["versions"]:
+        wanted[("libnccl2", version)] = (ARCH, {})
+        wanted[("libnccl-dev", version)] = (ARCH, {"Depends": f"libnccl2 (= {version})"})
+    assert set(cuda_repo_debs) == set(wanted)
+    for key, package in cuda_repo_debs.items():
+        found = fields(package)
+        relations = {k: v for k, v in found.items() if k in standins.RELATIONS}
+        assert (found["Architecture"], relations) == wanted[key], key
+        assert "STAND-IN" in found["Description"]
+    # What the role installs for driver 580 is among them, as kiln.cuda_toolkit names it.
+    release = kiln_cuda_toolkit.for_driver(str(CUDA_REPO["driver"]))
+    assert release is not None and release.cuda == CUDA_REPO["cuda"]
+    for entry in kiln_cuda_toolkit.packages(release.cuda, release.nccl):
+        name, _, version = entry.partition("=")
+        assert any(n == name and version in ("", v) for n, v in cuda_repo_debs), entry
+
+
+def test_the_stand_in_toolkit_is_where_kiln_looks_and_names_its_releases(cuda_repo_debs, tmp_path):
+    """Unpacked as dpkg would: kiln.node.cuda_toolchain finds the compiler in
+    /usr/local/cuda-13.0 and NCCL in /usr with their releases; nvcc compiles nothing."""
+    nccl = CUDA_REPO["nccl"]["versions"][0]
+    for (name, version), package in cuda_repo_debs.items():
+        if not name.startswith("libnccl") or version == nccl:
+            run("dpkg-deb", "--extract", str(package), str(tmp_path))
+    home = tmp_path / "usr/local/cuda-13.0"
+    triplet = standins.CUDA_TRIPLETS[ARCH]
+    found = cuda_toolchain.find(str(home), str(tmp_path / "usr"), str(tmp_path))
+    assert found == {
+        "cuda": {"home": str(home), "version": "13.0.88", "lib": ""},
+        "nccl": {
+            "home": str(tmp_path / "usr"),
+            "version": "2.28.9",
+            "lib": str(tmp_path / "usr/lib" / triplet),
+            "library": "libnccl.so",
+        },
+        "mpi": None,
+    }
+    assert os.readlink(tmp_path / f"usr/lib/{triplet}/libnccl.so.2") == "libnccl.so.2.28.9"
+    compiled = subprocess.run([str(home / "bin/nvcc"), "-c", "x.cu"], capture_output=True)
+    assert compiled.returncode == 1 and b"STAND-IN" in compiled.stderr
+
+
+def test_the_cuda_repository_stand_ins_are_the_same_bytes_every_time(cuda_repo_debs, tmp_path):
+    again = {p.name: p.read_bytes() for p in standins.cuda_toolkit(tmp_path)}
+    assert again == {p.name: p.read_bytes() for p in cuda_repo_debs.values()}

@@ -33,7 +33,9 @@ SETTINGS = {
 }
 
 # What tasks/main.yml registers on each node: gpu1 has everything, gpu2 lacks torch,
-# gpu3 lacks torch, nccl-tests and the MPI check; on gpu4 the looks were skipped.
+# gpu3 lacks torch, nccl-tests (and a CUDA toolkit: kiln.node.cuda_toolchain found only
+# NCCL) and the MPI check; on gpu4 the looks were skipped.
+NO_CUDA = {"cuda": None, "nccl": {"home": "/usr", "version": "2.28.9"}, "mpi": None}
 HOSTVARS = {
     "gpu1": {
         "_validate_torch": {"rc": 0, "stdout": "2.5.1"},
@@ -48,6 +50,7 @@ HOSTVARS = {
     "gpu3": {
         "_validate_torch": {"rc": 127},
         "_validate_nccl_tests": {"stat": {"exists": False}},
+        "_validate_toolchain": {"rc": 0, "stdout": json.dumps(NO_CUDA)},
         "_validate_mpi_check": {"stat": {"exists": False}},
     },
     "gpu4": {
@@ -106,6 +109,19 @@ def test_prepare_for_a_validation_where_nodes_lack_benchmarks():
             "single_node_skipped": "",
             "torch_skipped": "torch is not importable with python3 on gpu3,gpu2",
             "nccl_tests_skipped": "no /opt/nccl-tests/build/all_reduce_perf on gpu3",
+            # A GPU profile (backend nccl): neither benchmark runs, so no node is
+            # measured, each told what it lacks itself or which node stops the run.
+            "unmeasured": {
+                "gpu3": "collectives not measured: no nccl-tests"
+                " (/opt/nccl-tests/build/all_reduce_perf): no CUDA toolkit (bin/nvcc) on the"
+                " node; no torch (python3 cannot import it)",
+                "gpu2": "collectives not measured: nccl-tests not run: missing on gpu3;"
+                " no torch (python3 cannot import it)",
+                "gpu1": "collectives not measured: nccl-tests not run: missing on gpu3;"
+                " Kiln's benchmark not run: no torch on gpu3,gpu2",
+                "gpu4": "collectives not measured: nccl-tests not run: missing on gpu3;"
+                " Kiln's benchmark not run: no torch on gpu3,gpu2",
+            },
         },
         "within_node": True,
         "commands": {
@@ -225,7 +241,70 @@ def test_one_rank_per_node_skips_the_within_node_runs_with_a_note():
         " no link (ranks_per_node in the profile)",
         "torch_skipped": "",
         "nccl_tests_skipped": "",
+        "unmeasured": {},
     }
+
+
+def toolchain(cuda: bool, nccl: bool) -> dict:
+    """kiln.node.cuda_toolchain's report, as tasks/main.yml registers it."""
+    found = {
+        "cuda": {"home": "/usr/local/cuda-13.0", "version": "13.0.88"} if cuda else None,
+        "nccl": {"home": "/usr", "version": "2.28.9"} if nccl else None,
+        "mpi": None,
+    }
+    return {"rc": 0, "stdout": json.dumps(found)}
+
+
+def test_on_a_gpu_profile_each_unmeasured_node_is_told_what_it_lacks():
+    """Neither torch nor nccl-tests on any node: each reason names what is missing there,
+    from the look at its CUDA toolkit and NCCL."""
+    bare = {"_validate_torch": {"rc": 1}, "_validate_nccl_tests": {"stat": {"exists": False}}}
+    hostvars = {
+        "gpu1": {**bare, "_validate_toolchain": toolchain(cuda=False, nccl=False)},
+        "gpu2": {**bare, "_validate_toolchain": toolchain(cuda=True, nccl=True)},
+        "gpu3": {**bare, "_validate_toolchain": {"rc": 1, "stdout": "", "stderr": "No module"}},
+        "gpu4": {**bare, "_validate_toolchain": toolchain(cuda=True, nccl=False)},
+    }
+    pinned = {**SETTINGS, "nccl_tests_dir": "/opt/nccl-tests/2.19.6/bin"}
+    nodes = ["gpu1", "gpu2", "gpu3", "gpu4"]
+    where = "no nccl-tests (/opt/nccl-tests/2.19.6/bin/all_reduce_perf)"
+    torch = "no torch (python3 cannot import it)"
+    expected = {
+        "gpu1": f"{where}: no CUDA toolkit (bin/nvcc) and no NCCL (nccl.h) on the node",
+        "gpu2": f"{where}: nccl_tests_version is not set (the nccl_tests role builds them)",
+        "gpu3": where,  # the look itself failed: nothing more is known
+        "gpu4": f"{where}: no NCCL (nccl.h) on the node",
+    }
+    notes = VALIDATE["kiln_validate_prepare"](hostvars, nodes, pinned)["collectives_notes"]
+    assert notes["unmeasured"] == {
+        node: f"collectives not measured: {why}; {torch}" for node, why in expected.items()
+    }
+    # A release asked for and a toolkit there: it was not built yet.
+    asked = {**pinned, "nccl_tests_version": "2.19.6"}
+    notes = VALIDATE["kiln_validate_prepare"](hostvars, ["gpu2"], asked)["collectives_notes"]
+    assert notes["unmeasured"] == {
+        "gpu2": f"collectives not measured: {where}: not built yet"
+        f" (kiln provision --tags nccl_tests); {torch}"
+    }
+
+
+def test_a_benchmark_that_runs_or_a_cpu_profile_leaves_every_node_measured():
+    """torch everywhere (nccl-tests missing), nccl-tests everywhere (torch missing), an
+    image bringing nccl-tests, or the lab's gloo profile: no node is unmeasured."""
+    no_nccl = {"_validate_torch": {"rc": 0}, "_validate_nccl_tests": {"stat": {"exists": False}}}
+    no_torch = {"_validate_torch": {"rc": 1}, "_validate_nccl_tests": {"stat": {"exists": True}}}
+    neither = {"_validate_torch": {"rc": 1}, "_validate_nccl_tests": {"stat": {"exists": False}}}
+    lab = profiles.load("lab-cpu")
+    cpu = {**SETTINGS, "collectives": lab.collectives, "storage": lab.storage}
+    image = {**SETTINGS, "nccl_tests_image": "nvcr.io#nvidia/pytorch:25.01-py3"}
+    for hostvars, settings in (
+        ({"gpu1": no_nccl}, SETTINGS),
+        ({"gpu1": no_torch}, SETTINGS),
+        ({"gpu1": neither}, image),
+        ({"gpu1": neither}, cpu),
+    ):
+        notes = VALIDATE["kiln_validate_prepare"](hostvars, ["gpu1"], settings)
+        assert notes["collectives_notes"]["unmeasured"] == {}
 
 
 def test_a_node_missing_from_the_inventory_lacks_nothing_it_was_not_checked_for():

@@ -14,7 +14,7 @@ from kiln.campaigns import campaign, validate
 from kiln.errors import ExitCode
 from kiln.report import compare, html, junit, markdown, model, write
 from kiln.run import ids
-from kiln.validation import assess, collect, drain, profiles
+from kiln.validation import assess, collect, drain, profiles, suites
 from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict
 from tests.conftest import cluster_inventory
@@ -392,22 +392,68 @@ def test_why_a_node_was_not_tested_decides_its_verdict_in_validate_and_burn_in()
     }
 
 
-def test_collectives_skipped_without_torch_is_a_note_not_a_failure(raw):
-    raw.put(
-        layout.COLLECTIVES_STEPS,
-        {
-            "torch_skipped": "torch is not importable with python3 on gpu001,gpu002,gpu003",
-            "nccl_tests_skipped": "no /opt/nccl-tests/build/all_reduce_perf on "
-            "gpu001,gpu002,gpu003",
-        },
+def collectives_steps_without_benchmarks(profile: str) -> dict:
+    """collectives_steps.json as the role writes it where no node has torch or nccl-tests
+    (kiln.validation.suites decides the notes; neither benchmark step ran), the
+    look at each node's toolchain finding no CUDA toolkit and no NCCL."""
+    bare = {
+        "_validate_torch": {"rc": 1},
+        "_validate_nccl_tests": {"stat": {"exists": False}},
+        "_validate_toolchain": {"rc": 0, "stdout": '{"cuda": null, "nccl": null, "mpi": null}'},
+    }
+    loaded = profiles.load(profile)
+    settings = {
+        "torch_python": "python3",
+        "nccl_tests_dir": "/opt/nccl-tests/2.19.6/bin",
+        "nccl_tests_image": "",
+        "nccl_tests_version": "2.19.6",
+        "collectives": loaded.collectives,
+    }
+    lack = suites.lacking(dict.fromkeys(NODES, bare), NODES, "")
+    unmeasured = suites.unmeasured(dict.fromkeys(NODES, bare), NODES, settings, lack)
+    skipped = {"skipped": True}
+    return {
+        "single_node": skipped,
+        "multi_node": skipped,
+        **suites.collectives_notes(settings, lack, unmeasured),
+    }
+
+
+NO_BENCHMARK_NOTES = [
+    "nccl-tests skipped: no /opt/nccl-tests/2.19.6/bin/all_reduce_perf on gpu001,gpu002,gpu003",
+    "Kiln's collectives benchmark skipped: torch is not importable with python3 on "
+    "gpu001,gpu002,gpu003",
+]
+
+
+def test_on_a_gpu_profile_collectives_that_could_not_run_leave_every_node_unchecked(raw):
+    """A node whose GPUs were never measured is never a pass: unchecked, with what it
+    lacks, the run exits 4 and no node is drained (nothing says it is faulty)."""
+    raw.put(layout.COLLECTIVES_STEPS, collectives_steps_without_benchmarks("h100-sxm-8x-ib400"))
+    report = make_report(raw)
+    why = (
+        "collectives.run: collectives not measured: no nccl-tests"
+        " (/opt/nccl-tests/2.19.6/bin/all_reduce_perf): no CUDA toolkit (bin/nvcc) and no"
+        " NCCL (nccl.h) on the node; no torch (python3 cannot import it)"
     )
+    assert report.node_verdicts == {
+        node: {"verdict": "unchecked", "reasons": [why]} for node in NODES
+    }
+    assert report.notes == NO_BENCHMARK_NOTES
+    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.HOSTS_FAILED)
+    assert report.actions == {"drain": {}, "resume": [], "left": {}}
+    assert "| gpu001 | unchecked | collectives.run: collectives not measured" in (
+        markdown.render(report)
+    )
+
+
+def test_on_the_labs_cpu_profile_collectives_that_could_not_run_stay_notes(raw):
+    """The lab's gloo profile measures no GPU: a missing benchmark is a note, as before,
+    and the nodes pass on the suites that ran."""
+    raw.put(layout.COLLECTIVES_STEPS, collectives_steps_without_benchmarks("lab-cpu"))
     found, _, nodes = run(raw)
-    assert all(v.verdict is Verdict.PASS for v in nodes.values())
-    assert found.notes == [
-        "nccl-tests skipped: no /opt/nccl-tests/build/all_reduce_perf on gpu001,gpu002,gpu003",
-        "Kiln's collectives benchmark skipped: torch is not importable with python3 on "
-        "gpu001,gpu002,gpu003",
-    ]
+    assert {n: v.verdict for n, v in nodes.items()} == dict.fromkeys(NODES, Verdict.PASS)
+    assert found.notes == NO_BENCHMARK_NOTES
 
 
 def test_plateau_is_judged_at_1gib_and_short_sweeps_at_their_largest_sizes():
@@ -810,7 +856,13 @@ def test_result_records_keep_only_fields_of_their_kind():
     assert step.problem() == "srun exited 1: srun: error: gpu002 down"
     assert layout.Step.from_json({"skipped": True}).problem() == "the step did not run"
     steps = layout.CollectivesSteps.from_json(
-        {"single_node": "oops", "torch_skipped": 5, "nccl_tests_skipped": "no nccl-tests", "x": 1}
+        {
+            "single_node": "oops",
+            "torch_skipped": 5,
+            "nccl_tests_skipped": "no nccl-tests",
+            "unmeasured": ["gpu001"],
+            "x": 1,
+        }
     )
     assert steps.to_json() == {
         "single_node": {},
@@ -818,6 +870,7 @@ def test_result_records_keep_only_fields_of_their_kind():
         "single_node_skipped": "",
         "torch_skipped": "",
         "nccl_tests_skipped": "no nccl-tests",
+        "unmeasured": {},
     }
     assert layout.Prerequisites.from_json({"missing": "not a list"}).missing == []
     assert layout.Munge.from_json({"rc": True, "status": "S"}) == layout.Munge(rc=None, status="S")

@@ -17,7 +17,9 @@ import sys
 
 from kiln.node import commands, files
 
-CUDA_HOMES = ("/usr/local/cuda",)
+# /usr/local/cuda (the CUDA repository's alternative, a runfile's link), then each
+# release the CUDA repository installed, the newest first.
+CUDA_HOMES = ("/usr/local/cuda", "/usr/local/cuda-[0-9]*")
 # NCCL: the CUDA repository's libnccl-dev (headers in /usr/include) or a tree with
 # include/ and lib/ (a tarball install, or the nvidia-nccl-cu* wheels' nvidia/nccl).
 NCCL_HOMES = ("/usr", "/usr/local", "/usr/local/nccl", "/opt/nccl")
@@ -136,10 +138,22 @@ def wheel_homes(package: str) -> list[str]:
 def find(cuda_home: str = "", nccl_home: str = "", mpi_home: str = "") -> dict:
     """A home named by the caller is the only place looked at for that part."""
     return {
-        "cuda": cuda([cuda_home] if cuda_home else list(CUDA_HOMES)),
+        "cuda": cuda([cuda_home] if cuda_home else _expanded(list(CUDA_HOMES))),
         "nccl": nccl([nccl_home] if nccl_home else [*NCCL_HOMES, *wheel_homes("nccl")]),
         "mpi": mpi([mpi_home] if mpi_home else list(MPI_HOMES)),
     }
+
+
+def missing(report: dict) -> str:
+    """What of building nccl-tests a report of find() lacks ("no CUDA toolkit
+    (bin/nvcc) and no NCCL (nccl.h)"), or "": the nccl_tests role's note and the
+    validate role's reason for a node it could not measure say the same."""
+    lacking = [
+        what
+        for name, what in (("cuda", "CUDA toolkit (bin/nvcc)"), ("nccl", "NCCL (nccl.h)"))
+        if not report.get(name)
+    ]
+    return f"no {' and no '.join(lacking)}" if lacking else ""
 
 
 def main(argv: list[str] | None = None) -> int:

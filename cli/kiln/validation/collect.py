@@ -276,6 +276,11 @@ def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
     else:
         outputs = layout.NcclTests.from_json(Layout(results).load(layout.NCCL_TESTS))
         _nccl_tests(found, outputs, tested, within)
+    # On a GPU profile, a node neither benchmark measured was not checked: never a pass.
+    for node in tested:
+        if node in steps.unmeasured:
+            why = str(steps.unmeasured[node])
+            found.checks.append(Check(node, "collectives.run", "", Verdict.UNCHECKED, why))
     if steps.torch_skipped:
         found.notes.append(f"Kiln's collectives benchmark skipped: {steps.torch_skipped}")
         return

@@ -9,6 +9,7 @@ the operator's own, and overrides what it names.
 import difflib
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -58,7 +59,7 @@ CHECKS: dict[str, str] = {
     "storage.io": "the benchmarks could read and write on the mount",
     "storage.run": "the storage suite ran on the node",
     "storage.cold_import": "the cold import finished",
-    "collectives.run": "the collectives benchmark ran",
+    "collectives.run": "the collectives benchmarks ran (unchecked where neither could run)",
     "collectives.nccl_tests": "nccl-tests ran, with no wrong values and no FAILED",
     "collectives.pairwise": "all_reduce with a healthy partner (after a multi-node failure)",
 }
@@ -179,6 +180,14 @@ class Hardware:
 
 
 HARDWARE_KEYS = {"gpu", "gpus", "fabric", "rail_gbps", "container"}
+
+
+def measures_gpus(collectives: Mapping[str, object]) -> bool:
+    """Whether a profile's collectives suite measures GPUs: its backend is NCCL (every
+    shipped GPU profile, and the default without a profile), not gloo on CPUs (the
+    lab). On such a profile a node whose collectives could not run is not checked,
+    never passed (kiln.validation.suites.collectives_notes)."""
+    return collectives.get("backend") == "nccl"
 
 
 class ProfileError(InputError):

@@ -156,6 +156,8 @@ class CollectivesSteps(Record):
     single_node_skipped: str = ""  # a note: one rank per node crosses no link
     torch_skipped: str = ""  # why Kiln's benchmark did not run
     nccl_tests_skipped: str = ""  # why nccl-tests did not run
+    # On a GPU profile, node -> why neither benchmark measured it (suites.unmeasured).
+    unmeasured: dict = field(default_factory=dict)
 
     def step(self, name: str) -> Step:
         return Step.from_json(getattr(self, name))

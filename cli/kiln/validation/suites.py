@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kiln.node import cuda_toolchain
 from kiln.node.slurm_jobs import Srun
+from kiln.validation import profiles
 
 NO_TREE_MOUNT = "no shared mount is healthy on the controller to hold the package tree"
 NO_MPI_CHECK = "no node under test has it (provision with the mpi role, mpi_openmpi: true)"
@@ -84,9 +86,56 @@ def missing(settings: Mapping, lack: Mapping) -> list[str]:
     return []
 
 
-def collectives_notes(settings: Mapping, lack: Mapping) -> dict[str, str]:
-    """Why part of the collectives suite did not run (collectives_steps.json); empty
-    where it ran."""
+def nccl_tests_missing(hostvars: Mapping, node: str, settings: Mapping) -> str:
+    """Why `node` has no nccl-tests, from the look in tasks/main.yml at what building
+    them takes (kiln.node.cuda_toolchain's report): no CUDA toolkit or no NCCL, no
+    release asked for, or not built yet."""
+    where = f"no nccl-tests ({settings['nccl_tests_dir']}/all_reduce_perf)"
+    stdout = str(_registered(hostvars, node, "_validate_toolchain").get("stdout") or "")
+    try:
+        toolchain = json.loads(stdout) if stdout.startswith("{") else None
+    except ValueError:
+        toolchain = None
+    if not isinstance(toolchain, dict):
+        return where
+    lacks = cuda_toolchain.missing(toolchain)
+    if lacks:
+        return f"{where}: {lacks} on the node"
+    if not settings.get("nccl_tests_version"):
+        return f"{where}: nccl_tests_version is not set (the nccl_tests role builds them)"
+    return f"{where}: not built yet (kiln provision --tags nccl_tests)"
+
+
+def unmeasured(
+    hostvars: Mapping, nodes: list[str], settings: Mapping, lack: Mapping
+) -> dict[str, str]:
+    """On a profile that measures GPUs (profiles.measures_gpus), each node under test
+    whose collectives neither benchmark can measure, with what is missing: each
+    benchmark runs on every node at once, so one node without it stops it on all.
+    kiln.validation.collect makes these nodes unchecked: never a pass. Empty where a
+    benchmark runs, or on a CPU profile (the lab: its skips stay notes)."""
+    torch, nccl = lack["torch"], lack["nccl_tests"]
+    if not (profiles.measures_gpus(settings["collectives"]) and torch and nccl):
+        return {}
+    found = {}
+    for node in nodes:
+        parts = [
+            nccl_tests_missing(hostvars, node, settings)
+            if node in nccl
+            else f"nccl-tests not run: missing on {','.join(nccl)}",
+            f"no torch ({settings['torch_python']} cannot import it)"
+            if node in torch
+            else f"Kiln's benchmark not run: no torch on {','.join(torch)}",
+        ]
+        found[node] = f"collectives not measured: {'; '.join(parts)}"
+    return found
+
+
+def collectives_notes(
+    settings: Mapping, lack: Mapping, unmeasured_nodes: Mapping | None = None
+) -> dict[str, Any]:
+    """Why part of the collectives suite did not run (collectives_steps.json), and the
+    nodes it could not measure at all (`unmeasured`); empty where it ran."""
     ranks = int(settings["collectives"]["ranks_per_node"])
     torch, nccl = lack["torch"], lack["nccl_tests"]
     return {
@@ -98,6 +147,7 @@ def collectives_notes(settings: Mapping, lack: Mapping) -> dict[str, str]:
         "nccl_tests_skipped": f"no {settings['nccl_tests_dir']}/all_reduce_perf on {','.join(nccl)}"
         if nccl
         else "",
+        "unmeasured": dict(unmeasured_nodes or {}),
     }
 
 
@@ -238,7 +288,11 @@ def prepare(hostvars: Mapping, nodes: list[str], settings: Mapping) -> dict[str,
     (`commands`)."""
     nodes = list(nodes)
     lack = lacking(hostvars, nodes, settings["nccl_tests_image"])
-    notes = collectives_notes(settings, lack) if settings["collectives"] else {}
+    notes = (
+        collectives_notes(settings, lack, unmeasured(hostvars, nodes, settings, lack))
+        if settings["collectives"]
+        else {}
+    )
     shared = {
         "probe": probe(settings),
         "launcher": ["/usr/bin/python3", f"{settings['libexec_dir']}/probe_launcher.py"],
