@@ -119,4 +119,3 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return value if isinstance(value, str) else str(value)
-

@@ -201,7 +201,11 @@ def test_settings_problems_one_line_each():
         "build for 13.1, 13.0, 12.9, 12.8, 12.4, 12.2"
     ]
     # The nccl_tests role's check and `kiln inventory check` include them.
-    pinned = {"version": "2.19.6", "sha256": "a" * 64, "toolkit": "apt"}
+    pinned = {
+        "version": "2.19.6",
+        "sha256": "f0a5b505df371643d8c1b2ae5b1c0df7f5f68c41d0334ed9c6926fb3797b55ae",
+        "toolkit": "apt",
+    }
     assert nccl_tests.settings_problems(pinned) == [
         "nccl_tests_toolkit 'apt': expected one of auto, cuda-repo, none"
     ]
