@@ -75,3 +75,21 @@ def test_a_failed_check_puts_every_file_back(tmp_path):
     assert sorted(p.name for p in written) == ["base.yml", "discovered.yml"]
     assert kept.read_text() == "base_packages: [jq]\n" and kept.stat().st_mode & 0o777 == 0o640
     assert edit.apply(texts, lambda: None) == []  # the same texts again: nothing written
+
+
+def test_a_long_value_is_written_as_a_block_and_replaced_whole(tmp_path):
+    ports = [{"device": f"mlx5_{i}", "port": 1, "rate": 400} for i in range(8)]
+    assert edit.lines("health_ib_ports", ports) == [
+        "health_ib_ports:",
+        *[f"- {{device: mlx5_{i}, port: 1, rate: 400}}" for i in range(8)],
+    ]
+    held = tmp_path / "group_vars" / "slurm_compute" / "hardware.yml"
+    held.parent.mkdir(parents=True)
+    held.write_text("---\n# Ports.\n# health_ib_ports: []\n\n# GPUs.\n# health_gpus: ''\n")
+    once = edit.plan(tmp_path, [Change("slurm_compute", "health_ib_ports", ports)], "d.yml")
+    edit.apply(once, lambda: None)
+    twice = edit.plan(tmp_path, [Change("slurm_compute", "health_ib_ports", ports[:2])], "d.yml")
+    assert twice[held] == (
+        "---\n# Ports.\nhealth_ib_ports: [{device: mlx5_0, port: 1, rate: 400}, {device: mlx5_1, "
+        "port: 1, rate: 400}]\n\n# GPUs.\n# health_gpus: ''\n"
+    )

@@ -30,10 +30,25 @@ class Change:
     comment: str = ""  # why, written above the line where it is new
 
 
+# Lines an operator's yamllint takes (Kiln's own .yamllint allows 120).
+WIDTH = 100
+
+
 def line(name: str, value: Any) -> str:
     """`name: value` on one line, the value in YAML's flow style."""
     text = yaml.safe_dump(value, default_flow_style=True, width=1 << 20, sort_keys=False)
     return f"{name}: {text.removesuffix('...' + chr(10)).strip()}"
+
+
+def lines(name: str, value: Any) -> list[str]:
+    """The setting as a file holds it: one line where it fits in WIDTH, else a block (a
+    list one item a line, each item in flow style)."""
+    one = line(name, value)
+    if len(one) <= WIDTH or not isinstance(value, list | dict):
+        return [one]
+    flow = None if isinstance(value, list) else False  # a mapping: a key a line
+    text = yaml.safe_dump({name: value}, default_flow_style=flow, width=WIDTH, sort_keys=False)
+    return text.rstrip("\n").splitlines()
 
 
 def group_files(inventory: Path, group: str) -> list[Path]:
@@ -51,17 +66,20 @@ def group_files(inventory: Path, group: str) -> list[Path]:
     return found
 
 
-def _block(lines: list[str], start: int) -> int:
+def _block(held: list[str], start: int, commented: bool) -> int:
     """The end (exclusive) of the top-level entry that starts at `start`: the lines below
-    it that are indented, a block sequence's items, or blank lines between those."""
+    it that are indented, a block sequence's items, or blank lines between those (in a
+    commented entry, the same lines behind '# ')."""
     end = start + 1
     scan = end
-    while scan < len(lines):
-        text = lines[scan]
-        if text.strip() == "":
+    while scan < len(held):
+        text = held[scan].removeprefix("# ") if commented else held[scan]
+        if commented and not held[scan].startswith("# "):
+            break
+        if text.strip() == "" and not commented:
             scan += 1
             continue
-        if text[0] in " \t" or text.startswith("- "):
+        if text[:1] in (" ", "\t") or text.startswith("- "):
             scan += 1
             end = scan
             continue
@@ -89,29 +107,29 @@ def plan(inventory: Path, changes: list[Change], new_file: str) -> dict[Path, st
 
     for change in changes:
         files = group_files(inventory, change.group)
-        new_line = line(change.name, change.value)
+        new_lines = lines(change.name, change.value)
         for commented in (False, True):
             target = next(
                 (p for p in files if _find(lines_of(p), change.name, commented) is not None),
                 None,
             )
             if target is not None:
-                lines = lines_of(target)
-                start = _find(lines, change.name, commented)
+                held = lines_of(target)
+                start = _find(held, change.name, commented)
                 assert start is not None
-                end = _block(lines, start) if not commented else start + 1
-                lines[start:end] = [new_line]
+                end = _block(held, start, commented)
+                held[start:end] = new_lines
                 break
         else:
             target = inventory / "group_vars" / change.group / new_file
             if target.parent.with_suffix(".yml").is_file() and not target.parent.is_dir():
                 target = target.parent.with_suffix(".yml")
-            lines = lines_of(target)
-            if not lines:
-                lines.append("---")
+            held = lines_of(target)
+            if not held:
+                held.append("---")
             if change.comment:
-                lines.append(f"# {change.comment}")
-            lines.append(new_line)
+                held.append(f"# {change.comment}")
+            held.extend(new_lines)
     return {path: "\n".join(lines) + "\n" for path, lines in texts.items()}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from kiln import argspec, formats, hostlist, paths, pinned, roles
 from kiln.errors import InputError
-from kiln.inventory.edit import line
+from kiln.inventory.edit import lines
 
 MAX_HOSTS = 100_000
 # --gpu: the models Kiln knows, by a short name, and their GPUs per node.
@@ -334,9 +334,9 @@ def _role_file(
         if name in decided:
             value, why = decided[name]
             out.append(f"# Set by kiln inventory new: {why}.")
-            out.append(line(name, value))
+            out.extend(lines(name, value))
         elif name in defaults:
-            out.append("# " + line(name, defaults[name]))
+            out.extend("# " + text for text in lines(name, defaults[name]))
         else:
             out.append(f"# {name}:")
     return "\n".join(out) + "\n"
