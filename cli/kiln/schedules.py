@@ -52,13 +52,12 @@ VARIABLE = VALIDATE.variable
 
 
 def one_line_problem(calendar: Calendar, value: str) -> str:
-    """It is written into a systemd unit: a second line would be a second setting."""
-    if not formats.one_line(value):
+    """It is written into a systemd unit: a second line would be a second setting, and
+    only an OnCalendar expression's characters belong there (systemd-analyze judges the
+    rest where the timer is installed). Empty: no timer."""
+    if not value or not (why := formats.calendar(value)):
         return ""
-    return (
-        f"{calendar.variable} {value!r}: must be one line, "
-        f'a systemd OnCalendar expression such as "{calendar.default}"'
-    )
+    return f'{calendar.variable} {value!r}: {why} (such as "{calendar.default}")'
 
 
 @dataclass
