@@ -5,11 +5,10 @@ health` reads them (kiln.health_check runs it).
 The check's rules live in the node program, which Slurm also runs on its own; this
 module only reads what each node reported."""
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kiln import gpu_models
+from kiln import files, gpu_models
 from kiln.validation.verdicts import Verdict, worst
 
 if TYPE_CHECKING:  # kiln inventory check imports this module: keep it light
@@ -169,7 +168,7 @@ class Health:
 def read_node(node: str, text: str) -> NodeHealth:
     """A node's results from kiln-health --json; an error when they cannot be read."""
     try:
-        data = json.loads(text)
+        data = files.loads(text)
         results = [CheckResult(r["check"], r["status"], r["reason"]) for r in data["results"]]
     except (ValueError, KeyError, TypeError) as exc:
         return NodeHealth(node, error=f"kiln-health printed no readable result ({exc})")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kiln import formats, paths
+from kiln import files, formats, paths
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 
 if TYPE_CHECKING:  # kiln.inventory's checks import this module
@@ -191,7 +191,7 @@ def install(spec: "ClusterSpec") -> tuple[Timer, str]:
     _need_systemctl()
     directory.mkdir(parents=True, exist_ok=True)
     written = units(spec, timer, kiln_executable())
-    before = {n: (directory / n).read_text() for n in written if (directory / n).exists()}
+    before = {n: files.read_text(directory / n) for n in written if (directory / n).exists()}
     for name, text in written.items():
         (directory / name).write_text(text)
     try:

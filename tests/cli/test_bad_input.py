@@ -132,6 +132,40 @@ def finished_rollout(tmp: Path) -> str:
     return done.id
 
 
+ROLLOUT_ID = "20261127-000000-rollout-0002"
+
+
+def stray_rollout(data: object) -> Callable[[Path], list[str]]:
+    """`kiln rollout --resume ID` of a record written by hand or broken: bytes as they
+    are, a mapping as JSON, "fifo" a FIFO in its place."""
+
+    def setup(tmp: Path) -> list[str]:
+        os.environ["KILN_STATE_DIR"] = str(tmp / "state")  # the row's (monkeypatched) one
+        path = tmp / "state" / "rollouts" / f"{ROLLOUT_ID}.json"
+        path.parent.mkdir(parents=True)
+        if data == "fifo":
+            os.mkfifo(path)
+        else:
+            path.write_bytes(as_bytes(data))
+        return rollout("--resume", ROLLOUT_ID)(tmp)
+
+    return setup
+
+
+def running_rollout(tmp: Path, **change) -> dict:
+    return {
+        "id": ROLLOUT_ID,
+        "inventory": str(tmp / "inv"),
+        "started": "2026-11-27T00:00:00+00:00",
+        "options": {"nodes": ["gpu001"]},
+        "status": "running",
+        **change,
+    }
+
+
+ROLLOUT_FILE = f"{{tmp}}/state/rollouts/{ROLLOUT_ID}.json"
+NOT_A_ROLLOUT = f"kiln: error: {ROLLOUT_FILE}: not a rollout record Kiln can read"
+
 PROMETHEUS_URL = (
     "expected Prometheus's address, e.g. http://ctl1:9090 (http or https, a host, an "
     "optional port and path)"
@@ -226,9 +260,10 @@ def with_report(change: Callable[[dict], object]) -> Callable[[Path], list[str]]
 
 
 def with_run(
-    record: dict | None = None, event: object = None, events: list[dict] | None = None
+    record: object = None, event: object = None, events: list[dict] | None = None
 ) -> Callable[[Path], list[str]]:
-    """A kept ansible run: its record, and one job event (or EVENTS)."""
+    """A kept ansible run: its record, and one job event (or EVENTS); bytes are written
+    as they are."""
 
     def setup(tmp: Path) -> list[str]:
         run = "20261123-120000-site-abcd"
@@ -243,13 +278,44 @@ def with_run(
             "started": "2026-11-23T12:00:00+00:00",
             "status": "successful",
         }
-        (folder / "kiln.json").write_text(json.dumps(record if record is not None else good))
+        kept = record if record is not None else good
+        (folder / "kiln.json").write_bytes(as_bytes(kept))
         body = event if event is not None else {"counter": 1, "event": "playbook_on_start"}
         for number, each in enumerate(events or [body], 1):
-            (folder_of_events / f"{number}-x.json").write_text(json.dumps(each))
+            (folder_of_events / f"{number}-x.json").write_bytes(as_bytes(each))
         return ["runs", "show", run]
 
     return setup
+
+
+def as_bytes(data: object) -> bytes:
+    return data if isinstance(data, bytes) else json.dumps(data).encode()
+
+
+RUN_DIR = "{tmp}/state/runs/20261123-120000-site-abcd"
+
+
+def run_with_irregular(kind: str, name: str) -> Callable[[Path], list[str]]:
+    """A kept run whose record (kiln.json) or event file NAME is a FIFO, /dev/zero (a
+    link to it: an event file a mistake or an attacker put there) or a directory."""
+
+    def setup(tmp: Path) -> list[str]:
+        argv = with_run()(tmp)
+        path = Path(RUN_DIR.format(tmp=tmp)) / name
+        path.unlink()
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "device":
+            path.symlink_to("/dev/zero")
+        else:
+            path.mkdir()
+        return argv
+
+    return setup
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000  # past Python's recursion limit
+DIGITS = b'{"counter": ' + b"1" * 5000 + b', "event": "playbook_on_start"}'
 
 
 def slowest_of(**data) -> Callable[[Path], list[str]]:
@@ -1415,6 +1481,48 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "kiln: error: rollout 20261127-000000-rollout-0001 is finished: nothing to resume",
     ),
     (
+        "rollout-resume-status-not-text",  # resumed before
+        lambda t: stray_rollout(running_rollout(t, status=1))(t),
+        BAD,
+        f"{NOT_A_ROLLOUT} (status: Input should be a valid string)",
+    ),
+    (
+        "rollout-resume-status-unknown",
+        lambda t: stray_rollout(running_rollout(t, status="paused"))(t),
+        BAD,
+        f"{NOT_A_ROLLOUT} (status 'paused' is none of running, stopped, finished)",
+    ),
+    (
+        "rollout-resume-inventory-a-number",
+        lambda t: stray_rollout(running_rollout(t, inventory=5))(t),
+        BAD,
+        f"{NOT_A_ROLLOUT} (inventory: Input should be a valid string)",
+    ),
+    (
+        "rollout-resume-a-list",
+        stray_rollout([1, 2]),
+        BAD,
+        f"{NOT_A_ROLLOUT} (Input should be a dictionary or an instance of Record)",
+    ),
+    (
+        "rollout-resume-nan",
+        stray_rollout(b'{"id": NaN}'),
+        BAD,
+        f"kiln: error: {ROLLOUT_FILE}: not JSON Kiln can read (NaN is not a JSON value)",
+    ),
+    (
+        "rollout-resume-nested-deep",
+        stray_rollout(DEEP),
+        BAD,
+        f"kiln: error: {ROLLOUT_FILE}: not JSON Kiln can read (nested too deeply)",
+    ),
+    (
+        "rollout-resume-fifo",
+        stray_rollout("fifo"),
+        BAD,
+        f"kiln: error: {ROLLOUT_FILE}: cannot read: a FIFO, not a regular file",
+    ),
+    (
         "rollout-resume-with-options",
         rollout("--resume", "latest", "--max-unavailable", "1"),
         BAD,
@@ -1863,6 +1971,70 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "not an ansible-runner job event",
     ),
     ("runs-event-not-object", with_run(event=[1, 2]), BAD, "not an ansible-runner job event"),
+    (
+        "runs-event-counter-text",  # sorted with the others' numbers: a crash before
+        with_run(events=[{"counter": 1}, {"counter": "12", "event": "playbook_on_start"}]),
+        BAD,
+        f"kiln: error: {RUN_DIR}/artifacts/ansible/job_events/2-x.json: not an ansible-runner "
+        "job event (counter: Input should be a valid integer)",
+    ),
+    (
+        "runs-event-nested-deep",
+        with_run(event=DEEP),
+        BAD,
+        f"kiln: error: {EVENT_FILE}: not an ansible-runner job event (nested too deeply)",
+    ),
+    (
+        "runs-event-5000-digits",
+        with_run(event=DIGITS),
+        BAD,
+        f"kiln: error: {EVENT_FILE}: not an ansible-runner job event (Exceeds the limit (4300 "
+        "digits) for integer string conversion: value has 5000 digits)",
+    ),
+    (
+        "runs-record-nan",  # Kiln writes strict JSON (files.json_text)
+        with_run(record=b'{"run": NaN}'),
+        BAD,
+        f"kiln: error: {RUN_DIR}/kiln.json: not a Kiln run record (NaN is not a JSON value)",
+    ),
+    *[
+        (
+            f"runs-event-{kind}",
+            run_with_irregular(kind, "artifacts/ansible/job_events/1-x.json"),
+            BAD,
+            f"kiln: error: {EVENT_FILE}: cannot read: {what}, not a regular file",
+        )
+        for kind, what in [
+            ("fifo", "a FIFO"),
+            ("device", "a character device"),
+            ("dir", "a directory"),
+        ]
+    ],
+    *[
+        (
+            f"runs-record-{kind}",
+            run_with_irregular(kind, "kiln.json"),
+            BAD,
+            f"kiln: error: {RUN_DIR}/kiln.json: cannot read: {what}, not a regular file",
+        )
+        for kind, what in [
+            ("fifo", "a FIFO"),
+            ("device", "a character device"),
+            ("dir", "a directory"),
+        ]
+    ],
+    (
+        "runs-record-nested-deep",
+        with_run(record=DEEP),
+        BAD,
+        f"kiln: error: {RUN_DIR}/kiln.json: not a Kiln run record (nested too deeply)",
+    ),
+    (
+        "runs-record-too-large",
+        with_run(record=b" " * (2 * 1024 * 1024)),
+        BAD,
+        f"kiln: error: {RUN_DIR}/kiln.json: cannot read: over 1 MiB (Kiln's limit for a file)",
+    ),
     ("runs-last-negative", lambda t: ["runs", "list", "--last", "-1"], BAD, "-1"),
     ("runs-last-zero", lambda t: ["runs", "list", "--last", "0"], BAD, "0"),
     (
