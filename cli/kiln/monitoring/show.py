@@ -172,7 +172,7 @@ def _get(base: str, path: str, query: dict[str, str] | None = None) -> Any:
         raise KilnError(
             f"Prometheus at {base} refused {path}: HTTP {exc.code} {why}", ExitCode.FAILED
         ) from None
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
         raise KilnError(
             f"Prometheus at {base} cannot be reached: {reason}", ExitCode.FAILED
@@ -212,7 +212,7 @@ def _download(url: str) -> bytes:
             except (_Cut, OSError):
                 exc.body = b""  # type: ignore[attr-defined]
             box["error"] = exc
-        except (_Cut, OSError, ValueError, http.client.HTTPException) as exc:
+        except Exception as exc:  # raised again in kiln's own thread, as urlopen's own
             box["error"] = exc
 
     worker = threading.Thread(target=fetch, name="kiln-prometheus", daemon=True)
