@@ -7,14 +7,13 @@ first, then loads the associations under the new cluster's name, so the accounts
 users and limits of the old region exist in the new one before its first job. Job
 history stays in the old database (slurmdbd's archive moves it, when wanted)."""
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.files import json_text, read_text, write_private
+from kiln.files import json_text, loads, read_text, write_private
 from kiln.node import counted
 
 if TYPE_CHECKING:  # the slurm role's filter imports this module (qos_to_set): keep it light
@@ -140,8 +139,8 @@ def _check_qos_name(name: str) -> None:
 def read(path: Path) -> Dump:
     """A dump file written by `kiln accounting dump`; InputError says what is wrong."""
     try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
+        data = loads(read_text(path), strict=True)  # json_text wrote it
+    except ValueError as exc:  # not JSON, or JSON Python cannot hold
         raise InputError(f"{path}: not a Kiln accounting dump (not JSON: {exc})") from None
     try:
         if not isinstance(data, dict) or data.get("kiln_accounting") != FORMAT:
@@ -202,7 +201,7 @@ def dump(spec: "ClusterSpec", display: "Displays") -> Dump:
     _failed(gathered.summary, host)
     if host not in gathered.texts:
         raise KilnError(f"{host}: {gathered.errors[host]}")
-    raw = json.loads(gathered.texts[host])
+    raw = gathered.json(host)
     return Dump(dumped_cluster(raw["associations"]), raw["associations"], parse_qos(raw["qos"]))
 
 

@@ -168,7 +168,7 @@ def fingerprints(events: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
         if event.get("event") != "runner_on_ok" or data.get("task") != FINGERPRINT_TASK:
             continue
         try:
-            value = json.loads((data.get("res") or {}).get("stdout") or "")
+            value = files.loads((data.get("res") or {}).get("stdout") or "")
         except ValueError:
             continue
         if isinstance(value, dict):

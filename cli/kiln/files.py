@@ -1,8 +1,13 @@
 """Files at the edge of Kiln: reading what operators give, writing Kiln's own.
 
-Reading: every file named on a command line (inventories, dumps, nccl-tests output,
-profiles, reports, `-e @FILE`) goes through `read_text`. It reads regular files only
-(a FIFO would block forever, `/dev/zero` never ends) and at most MAX_INPUT_BYTES.
+Reading: every file Kiln reads, named on a command line (inventories, dumps, nccl-tests
+output, profiles, reports, `-e @FILE`) or its own state (run records and their events,
+rollout records, the lock's holder), goes through `read_bytes` (`read_text`,
+`read_json`). It reads regular files only (a FIFO would block forever, `/dev/zero`
+never ends) and at most a bound (MAX_INPUT_BYTES, or the caller's smaller one). Every
+JSON Kiln reads, from a file or an answer, is parsed by `loads`: what Python cannot hold
+(nesting past its recursion limit, an integer of over 4,300 digits) and NaN are one
+line (a ValueError), never a crash.
 
 Writing: records and reports hold node names, reasons and facts from every node: 0600
 in a 0700 state directory. A full disk leaves the old file (or none), never a 0-byte
@@ -46,13 +51,52 @@ def read_text(
         raise InputError(f"{label}: not a text file (byte {exc.start} is not UTF-8)") from None
 
 
-def read_bytes(path: Path, label: str | None = None) -> bytes:
-    """A regular file of at most MAX_INPUT_BYTES, or InputError naming what it is."""
+def read_json(path: Path, label: str | None = None, limit: int | None = None) -> Any:
+    """A JSON file Kiln wrote itself (at most `limit` bytes), strict (`loads`), or
+    InputError naming it and why in one line."""
     label = label or str(path)
+    try:
+        return loads(read_bytes(path, label, limit), strict=True)
+    except ValueError as exc:
+        raise InputError(f"{label}: not JSON Kiln can read ({exc})") from None
+
+
+class NotJson(ValueError):
+    """JSON that Kiln cannot read: the message says why, in one line."""
+
+
+def loads(data: str | bytes, strict: bool = False, **options: Any) -> Any:
+    """json.loads, with what Python cannot hold a NotJson (a ValueError) with a one-line
+    reason, never a crash: nesting deeper than its recursion allows (RecursionError),
+    an integer of over 4,300 digits (int_max_str_digits). `strict`: NaN and Infinity,
+    which Python's json writes and JSON has not, are refused too (Kiln's own files,
+    written by json_text). Text that is no JSON at all (cut short) stays json's
+    JSONDecodeError, a ValueError too."""
+    if strict:
+        options.setdefault("parse_constant", _no_constant)
+    try:
+        return json.loads(data, **options)
+    except RecursionError:
+        raise NotJson("nested too deeply") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # the digits limit, bad UTF-8, a NaN
+        raise NotJson(str(exc).split(";")[0].split("\n")[0]) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def read_bytes(path: Path, label: str | None = None, limit: int | None = None) -> bytes:
+    """A regular file of at most `limit` bytes (MAX_INPUT_BYTES), or InputError naming
+    what it is."""
+    label = label or str(path)
+    limit = MAX_INPUT_BYTES if limit is None else limit
     try:
         # Refused before it is opened: opening a device can do something (a tape
         # rewinds, a watchdog arms).
-        _refuse_irregular(os.stat(path).st_mode, label)
+        refuse_irregular(os.stat(path).st_mode, label)
         # O_NONBLOCK: should a FIFO be swapped in since, opening it does not wait for a
         # writer, and fstat below refuses it.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
@@ -61,14 +105,14 @@ def read_bytes(path: Path, label: str | None = None) -> bytes:
     with os.fdopen(fd, "rb") as handle:
         try:
             found = os.fstat(fd)
-            _refuse_irregular(found.st_mode, label)
-            if found.st_size > MAX_INPUT_BYTES:
-                raise InputError(_too_large(label))
-            data = handle.read(MAX_INPUT_BYTES + 1)  # a file that grew since: still bound
+            refuse_irregular(found.st_mode, label)
+            if found.st_size > limit:
+                raise InputError(_too_large(label, limit))
+            data = handle.read(limit + 1)  # a file that grew since: still bound
         except OSError as exc:
             raise InputError(f"{label}: cannot read: {exc.strerror}") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise InputError(_too_large(label))
+    if len(data) > limit:
+        raise InputError(_too_large(label, limit))
     return data
 
 
@@ -77,13 +121,12 @@ def _irregular(mode: int) -> str:
     return next((kind for test, kind in _KINDS if test(mode)), "")
 
 
-def _refuse_irregular(mode: int, label: str) -> None:
+def refuse_irregular(mode: int, label: str) -> None:
     if kind := _irregular(mode):
         raise InputError(f"{label}: cannot read: {kind}, not a regular file")
 
 
-def _too_large(label: str) -> str:
-    limit = MAX_INPUT_BYTES
+def _too_large(label: str, limit: int) -> str:
     units = [
         (unit, 2**power) for unit, power in (("GiB", 30), ("MiB", 20)) if limit % 2**power == 0
     ]

@@ -5,12 +5,10 @@ health` reads them (kiln.health_check runs it).
 The check's rules live in the node program, which Slurm also runs on its own; this
 module only reads what each node reported."""
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kiln import gpu_models, schedules
-from kiln.schedules import HEALTH_ACTIVE
+from kiln import files, gpu_models
 from kiln.validation.verdicts import Verdict, worst
 
 if TYPE_CHECKING:  # kiln inventory check imports this module: keep it light
@@ -55,15 +53,6 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             problems.append(
                 f"health_ib_ports: {port!r} is not {{device: mlx5_0, port: 1, rate: 400}} (Gb/s)"
             )
-    schedule = settings.get("active_schedule", "")
-    if isinstance(schedule, str) and (
-        problem := schedules.one_line_problem(HEALTH_ACTIVE, schedule)
-    ):
-        problems.append(problem)
-    for name in ("active_minutes", "active_keep"):
-        value = settings.get(name, 1)
-        if isinstance(value, int) and value < 1:
-            problems.append(f"health_{name} {value}: must be 1 or more")
     for entry in settings.get("free_space") or []:
         if not (
             isinstance(entry, dict)
@@ -179,7 +168,7 @@ class Health:
 def read_node(node: str, text: str) -> NodeHealth:
     """A node's results from kiln-health --json; an error when they cannot be read."""
     try:
-        data = json.loads(text)
+        data = files.loads(text)
         results = [CheckResult(r["check"], r["status"], r["reason"]) for r in data["results"]]
     except (ValueError, KeyError, TypeError) as exc:
         return NodeHealth(node, error=f"kiln-health printed no readable result ({exc})")

@@ -5,7 +5,6 @@ like a `kiln validate` run (kiln.campaigns.health_active concludes each).
 
 The node and controller programs decide; this module reads their records."""
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,7 +83,7 @@ def read(spec: ClusterSpec, display: Displays) -> Schedule:
             f"{gathered.errors[controller]} (kiln runs show {gathered.summary.run})",
             ExitCode.HOSTS_FAILED,
         )
-    data = json.loads(gathered.texts[controller])
+    data = gathered.json(controller)
     runs, unreadable = read_records(data["records"])
     schedule = Schedule(controller, parse_timer(data["timer"]), runs, unreadable)
     schedule.imported = import_runs(runs, str(spec.path))

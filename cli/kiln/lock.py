@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kiln import paths
-from kiln.errors import ExitCode, KilnError
+from kiln import files, paths
+from kiln.errors import ExitCode, InputError, KilnError
 from kiln.files import cannot_write
 
 
@@ -40,6 +40,10 @@ class Lock:
             raise cannot_write(self._path, exc) from None
 
 
+# Who holds the lock: a few fields of JSON.
+HOLDER_BYTES = 64 * 1024
+
+
 def lock_file(inventory: Path) -> Path:
     digest = hashlib.sha256(str(inventory.absolute()).encode()).hexdigest()[:16]
     return paths.state_dir() / "locks" / f"inventory-{digest}.lock"
@@ -49,12 +53,16 @@ def lock_file(inventory: Path) -> Path:
 def held(inventory: Path, command: str) -> Iterator[Lock]:
     """Hold the inventory's lock, or fail at once (exit 7) saying who holds it."""
     path = lock_file(inventory)
+    with contextlib.suppress(FileNotFoundError):  # a device is refused before it is opened
+        files.refuse_irregular(os.stat(path).st_mode, str(path))
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        # O_NONBLOCK: a FIFO put in its place since opens without waiting, and is refused.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY, 0o600)
     except OSError as exc:
         raise cannot_write(path, exc) from None
     try:
+        files.refuse_irregular(os.fstat(fd).st_mode, str(path))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -75,8 +83,10 @@ def held(inventory: Path, command: str) -> Iterator[Lock]:
 
 def _held_by(inventory: Path, path: Path) -> KilnError:
     try:
-        holder = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
+        holder = files.loads(files.read_bytes(path, limit=HOLDER_BYTES) or b"{}", strict=True)
+    except (InputError, ValueError):  # no file, not a regular file, not JSON
+        holder = {}
+    if not isinstance(holder, dict):
         holder = {}
     who = ", ".join(f"{key} {holder[key]}" for key in ("pid", "run", "started") if holder.get(key))
     command = holder.get("command", "another kiln command")

@@ -2,10 +2,11 @@
 module system that finds them. The mpi role writes what this module renders, and
 `kiln inventory check` refuses what it would refuse."""
 
-import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
+
+from kiln import formats
 
 # Each module system's file of initial MODULEPATH entries, one path a line, read by
 # the login scripts both install in /etc/profile.d.
@@ -24,7 +25,6 @@ DEBIAN_OPENMPI_HOME = "/usr/lib/x86_64-linux-gnu/openmpi"
 # started by `kiln validate`.
 CHECK_PROGRAM = "/usr/local/libexec/kiln/kiln-mpi-check"
 # Paths go into Tcl unquoted and into shells: no spaces, quotes, braces or '$'.
-_PLAIN_PATH = re.compile(r"/[A-Za-z0-9._/+-]*")
 
 
 class MpiError(ValueError):
@@ -92,10 +92,8 @@ def module_files(modules: list[MpiModule], default: str = DEFAULT_MPI) -> dict[s
 
 
 def check_module_path(path: Any, _groups: Any = None) -> None:
-    if not isinstance(path, str) or not _PLAIN_PATH.fullmatch(path):
-        raise MpiError(
-            f"mpi_module_path {path!r}: expected an absolute path of letters, digits and . _ + - /"
-        )
+    if not isinstance(path, str) or formats.absolute_path(path):
+        raise MpiError(f"mpi_module_path {path!r}: {formats.PATH_RULE}")
     if PurePosixPath(path) in (PurePosixPath("/"), PurePosixPath("/etc"), PurePosixPath("/usr")):
         raise MpiError(f"mpi_module_path {path!r}: give Kiln a directory of its own")
 

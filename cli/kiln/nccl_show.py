@@ -2,11 +2,10 @@
 from (the preset, an override, the file, the environment), and the groups whose nodes
 do not all agree."""
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiln import nccl
+from kiln import files, nccl
 from kiln.inventory.model import ClusterSpec
 from kiln.run.display import Displays
 from kiln.run.events import RunSummary
@@ -50,7 +49,7 @@ class Shown:
 
 def read_node(node: str, raw: dict[str, Any]) -> NodeSettings:
     """A node's settings from what the playbook brought back."""
-    fact = json.loads(raw["fact"]) if raw.get("fact", "").strip() else {}
+    fact = files.loads(raw["fact"]) if raw.get("fact", "").strip() else {}
     environment = dict(
         line.partition("=")[::2] for line in raw.get("environment", []) if "=" in line
     )
@@ -67,7 +66,7 @@ def show(spec: ClusterSpec, nodes: list[str], display: Displays) -> Shown:
     """Read the given compute nodes."""
     gathered = gather(PLAYBOOK, spec, nodes, display, "nccl_show_dir")
     shown = [
-        read_node(name, json.loads(gathered.texts[name]))
+        read_node(name, gathered.json(name))
         if name in gathered.texts
         else NodeSettings(name, error=gathered.errors[name])
         for name in nodes

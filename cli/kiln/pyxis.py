@@ -11,7 +11,7 @@ a new build is made and the old one is no longer loaded.
 import re
 from typing import Any
 
-from kiln import pinned, slurm
+from kiln import formats, pinned, slurm
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/pyxis/archive/refs/tags"
 CONF = f"{slurm.PLUGSTACK_DIR}/pyxis.conf"
@@ -19,7 +19,6 @@ INSTALL_ROOT = "/usr/local/lib/pyxis"
 PLUGIN = "spank_pyxis.so"
 CONTAINER_SCOPES = ("job", "global")
 _SLURM_VERSION = re.compile(r"^#define\s+SLURM_VERSION_NUMBER\s+0x([0-9a-fA-F]{6})\s*$", re.M)
-_PATH = re.compile(r"/[A-Za-z0-9._/-]*")
 
 
 class PyxisError(ValueError):
@@ -38,8 +37,8 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             f"pyxis_container_scope {scope!r}: expected one of {', '.join(CONTAINER_SCOPES)}"
         )
     runtime = str(settings.get("runtime_path", "/run/pyxis"))
-    if not _PATH.fullmatch(runtime):
-        problems.append(f"pyxis_runtime_path {runtime!r}: expected an absolute path")
+    if why := formats.absolute_path(runtime):
+        problems.append(f"pyxis_runtime_path {runtime!r}: {why}")
     return problems
 
 

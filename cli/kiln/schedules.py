@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kiln import formats, paths
+from kiln import files, formats, paths
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 
 if TYPE_CHECKING:  # kiln.inventory's checks import this module
@@ -52,13 +52,12 @@ VARIABLE = VALIDATE.variable
 
 
 def one_line_problem(calendar: Calendar, value: str) -> str:
-    """It is written into a systemd unit: a second line would be a second setting."""
-    if not formats.one_line(value):
+    """It is written into a systemd unit: a second line would be a second setting, and
+    only an OnCalendar expression's characters belong there (systemd-analyze judges the
+    rest where the timer is installed). Empty: no timer."""
+    if not value or not (why := formats.calendar(value)):
         return ""
-    return (
-        f"{calendar.variable} {value!r}: must be one line, "
-        f'a systemd OnCalendar expression such as "{calendar.default}"'
-    )
+    return f'{calendar.variable} {value!r}: {why} (such as "{calendar.default}")'
 
 
 @dataclass
@@ -192,7 +191,7 @@ def install(spec: "ClusterSpec") -> tuple[Timer, str]:
     _need_systemctl()
     directory.mkdir(parents=True, exist_ok=True)
     written = units(spec, timer, kiln_executable())
-    before = {n: (directory / n).read_text() for n in written if (directory / n).exists()}
+    before = {n: files.read_text(directory / n) for n in written if (directory / n).exists()}
     for name, text in written.items():
         (directory / name).write_text(text)
     try:

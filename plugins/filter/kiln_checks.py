@@ -1,5 +1,6 @@
 """The roles' pre-flight check of the values they write into config files: the checks of
-`kiln inventory check` (kiln.inventory.checks.VALUE_CHECKS), on what Ansible resolved."""
+`kiln inventory check` (kiln.inventory.checks.VALUE_CHECKS), on what Ansible resolved
+(roles/base/tasks/values.yml)."""
 
 import sys
 from pathlib import Path
@@ -23,6 +24,15 @@ def kiln_value_problems(values, groups=None):
     ]
 
 
+def kiln_checked_variables(role):
+    """The role's variables that kiln_value_problems checks (its pre-flight reads their
+    values with the `vars` lookup)."""
+    return checks.role_variables(str(role))
+
+
 class FilterModule:
     def filters(self):
-        return {"kiln_value_problems": kiln_value_problems}
+        return {
+            "kiln_value_problems": kiln_value_problems,
+            "kiln_checked_variables": kiln_checked_variables,
+        }

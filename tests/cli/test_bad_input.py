@@ -132,6 +132,40 @@ def finished_rollout(tmp: Path) -> str:
     return done.id
 
 
+ROLLOUT_ID = "20261127-000000-rollout-0002"
+
+
+def stray_rollout(data: object) -> Callable[[Path], list[str]]:
+    """`kiln rollout --resume ID` of a record written by hand or broken: bytes as they
+    are, a mapping as JSON, "fifo" a FIFO in its place."""
+
+    def setup(tmp: Path) -> list[str]:
+        os.environ["KILN_STATE_DIR"] = str(tmp / "state")  # the row's (monkeypatched) one
+        path = tmp / "state" / "rollouts" / f"{ROLLOUT_ID}.json"
+        path.parent.mkdir(parents=True)
+        if data == "fifo":
+            os.mkfifo(path)
+        else:
+            path.write_bytes(as_bytes(data))
+        return rollout("--resume", ROLLOUT_ID)(tmp)
+
+    return setup
+
+
+def running_rollout(tmp: Path, **change) -> dict:
+    return {
+        "id": ROLLOUT_ID,
+        "inventory": str(tmp / "inv"),
+        "started": "2026-11-27T00:00:00+00:00",
+        "options": {"nodes": ["gpu001"]},
+        "status": "running",
+        **change,
+    }
+
+
+ROLLOUT_FILE = f"{{tmp}}/state/rollouts/{ROLLOUT_ID}.json"
+NOT_A_ROLLOUT = f"kiln: error: {ROLLOUT_FILE}: not a rollout record Kiln can read"
+
 PROMETHEUS_URL = (
     "expected Prometheus's address, e.g. http://ctl1:9090 (http or https, a host, an "
     "optional port and path)"
@@ -226,9 +260,10 @@ def with_report(change: Callable[[dict], object]) -> Callable[[Path], list[str]]
 
 
 def with_run(
-    record: dict | None = None, event: object = None, events: list[dict] | None = None
+    record: object = None, event: object = None, events: list[dict] | None = None
 ) -> Callable[[Path], list[str]]:
-    """A kept ansible run: its record, and one job event (or EVENTS)."""
+    """A kept ansible run: its record, and one job event (or EVENTS); bytes are written
+    as they are."""
 
     def setup(tmp: Path) -> list[str]:
         run = "20261123-120000-site-abcd"
@@ -243,13 +278,44 @@ def with_run(
             "started": "2026-11-23T12:00:00+00:00",
             "status": "successful",
         }
-        (folder / "kiln.json").write_text(json.dumps(record if record is not None else good))
+        kept = record if record is not None else good
+        (folder / "kiln.json").write_bytes(as_bytes(kept))
         body = event if event is not None else {"counter": 1, "event": "playbook_on_start"}
         for number, each in enumerate(events or [body], 1):
-            (folder_of_events / f"{number}-x.json").write_text(json.dumps(each))
+            (folder_of_events / f"{number}-x.json").write_bytes(as_bytes(each))
         return ["runs", "show", run]
 
     return setup
+
+
+def as_bytes(data: object) -> bytes:
+    return data if isinstance(data, bytes) else json.dumps(data).encode()
+
+
+RUN_DIR = "{tmp}/state/runs/20261123-120000-site-abcd"
+
+
+def run_with_irregular(kind: str, name: str) -> Callable[[Path], list[str]]:
+    """A kept run whose record (kiln.json) or event file NAME is a FIFO, /dev/zero (a
+    link to it: an event file a mistake or an attacker put there) or a directory."""
+
+    def setup(tmp: Path) -> list[str]:
+        argv = with_run()(tmp)
+        path = Path(RUN_DIR.format(tmp=tmp)) / name
+        path.unlink()
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "device":
+            path.symlink_to("/dev/zero")
+        else:
+            path.mkdir()
+        return argv
+
+    return setup
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000  # past Python's recursion limit
+DIGITS = b'{"counter": ' + b"1" * 5000 + b', "event": "playbook_on_start"}'
 
 
 def slowest_of(**data) -> Callable[[Path], list[str]]:
@@ -397,6 +463,21 @@ ENROOT_VALUE = (
     "may hold only letters, digits, spaces and ._/+@%:,=-, and $(id -u), $(id -g) and "
     "${VARIABLE} (enroot expands it in a shell)"
 )
+PATH = (
+    "expected an absolute path of letters, digits and . _ + - /, with no '.' or '..' part, no "
+    "'//' and no '/' at the end"
+)
+DOWNLOAD_URL = (
+    "expected an http, https, ftp or file URL of the characters URLs allow (no spaces, quotes "
+    "or line breaks), with a host (but file:) and no '.' or '..' in its path"
+)
+BASE_URL = f"{DOWNLOAD_URL}, nor '?' or '#' (Kiln adds a file name to it)"
+CALENDAR = (
+    "must be a systemd OnCalendar expression on one line, of letters, digits, spaces and "
+    "* . , : ~ / _ + @ -"
+)
+PACKAGE = "is not a Debian package name (lower-case letters, digits and + . -)"
+HPCX = {"hpcx_version": "2.22.1", "hpcx_sha256": SHA}
 # (label, group_vars/all.yml, where the error says it is, the rest of the line)
 CONFIG_VALUES = [
     (
@@ -542,6 +623,232 @@ CONFIG_VALUES = [
         ALL,
         f"autofs_default_options nfs: 'hard program:/tmp/x' {AUTOFS_WORD}",
     ),
+    (
+        "hpcx-root-dot-dot",
+        {**HPCX, "hpcx_root": "/opt/hpcx/../../etc"},
+        COMPUTE,
+        f"hpcx_root '/opt/hpcx/../../etc': {PATH}",
+    ),
+]
+# Every role setting that lands in a file or a command line, by its kind
+# (kiln.setting_kinds): (label, group_vars/all.yml, the line after "group_vars/all.yml: ")
+ROLE_VALUES = [
+    (
+        "grafana-suite-line",  # apt would trust the repository unsigned
+        {"monitoring_grafana_repository_suite": "stable\nTrusted: yes"},
+        f"monitoring_grafana_repository_suite 'stable\\nTrusted: yes': {WORD}",
+    ),
+    (
+        "monitoring-version-line",  # another apt preferences stanza
+        {"monitoring_versions": {"prometheus": "2.53.3\n\nPackage: *\nPin: origin *"}},
+        "monitoring_versions.prometheus '2.53.3\\n\\nPackage: *\\nPin: origin *': is not an apt "
+        "version or glob (letters, digits and . + ~ : * ? -)",
+    ),
+    (
+        "monitoring-version-package",
+        {"monitoring_versions": {"prometheus\nPin-Priority: 1001": "2.53.3"}},
+        f"monitoring_versions: key 'prometheus\\nPin-Priority: 1001' {PACKAGE}",
+    ),
+    (
+        "metrics-dir-space",  # node_exporter's flags
+        {"monitoring_metrics_dir": "/var/lib/x --web.listen-address=:9100"},
+        f"monitoring_metrics_dir '/var/lib/x --web.listen-address=:9100': {PATH}",
+    ),
+    (
+        "dashboards-dir-dot-dot",
+        {"monitoring_grafana_dashboards_dir": "/var/lib/grafana/../../../etc/cron.d"},
+        f"monitoring_grafana_dashboards_dir '/var/lib/grafana/../../../etc/cron.d': {PATH}",
+    ),
+    (
+        "storage-path-relative",
+        {"monitoring_storage_path": "metrics2"},
+        f"monitoring_storage_path 'metrics2': {PATH}",
+    ),
+    (
+        "retention-a-number",  # Prometheus refuses 30 at the next provision
+        {"monitoring_retention_time": 30},
+        "monitoring_retention_time 30: is not a Prometheus duration such as 15d, 12h or 1w2d",
+    ),
+    (
+        "metrics-interval-negative",
+        {"monitoring_metrics_interval": -30},
+        "monitoring_metrics_interval -30: must be 1 or more",
+    ),
+    (
+        "temperature-ceiling-negative",
+        {"monitoring_gpu_temperature_ceiling": -5},
+        "monitoring_gpu_temperature_ceiling -5: must be 1 to 150 (degrees Celsius)",
+    ),
+    (
+        "grafana-key-url-file",
+        {"monitoring_grafana_repository_key_url": "file:///etc/../root/key"},
+        f"monitoring_grafana_repository_key_url 'file:///etc/../root/key': {DOWNLOAD_URL}",
+    ),
+    (
+        "monitoring-server-outside-inventory",
+        {"monitoring_servers": ["prom.example.com"]},
+        "monitoring_servers: 'prom.example.com' is not a host in the inventory",
+    ),
+    (
+        "nccl-tests-url-line",
+        {"nccl_tests_base_url": "https://mirror/nccl-tests\nx"},
+        f"nccl_tests_base_url 'https://mirror/nccl-tests\\nx': {BASE_URL}",
+    ),
+    (
+        "nccl-tests-cuda-home-line",
+        {"nccl_tests_cuda_home": "/usr/local/cuda\nNVCC=/tmp/x"},
+        f"nccl_tests_cuda_home '/usr/local/cuda\\nNVCC=/tmp/x': {PATH}",
+    ),
+    (
+        "nccl-tests-nccl-home-line",
+        {"nccl_tests_nccl_home": "/usr\n"},
+        f"nccl_tests_nccl_home '/usr\\n': {PATH}",
+    ),
+    (
+        "nccl-tests-mpi-home-relative",
+        {"nccl_tests_mpi_home": "opt/hpcx/ompi"},
+        f"nccl_tests_mpi_home 'opt/hpcx/ompi': {PATH}",
+    ),
+    (
+        "imex-domain-line",
+        {"nvidia_driver_imex_domain": "rack1\n10.0.0.99"},
+        f"nvidia_driver_imex_domain 'rack1\\n10.0.0.99': {NAME}",
+    ),
+    (
+        "imex-domain-path",
+        {"nvidia_driver_imex_domain": "../../etc/nvidia-imex"},
+        f"nvidia_driver_imex_domain '../../etc/nvidia-imex': {NAME}",
+    ),
+    (
+        "imex-address-name",
+        {"nvidia_driver_imex_address": "gpu001.cluster"},
+        "nvidia_driver_imex_address 'gpu001.cluster': is not an IP address (10.0.0.1, fd00::1)",
+    ),
+    (
+        "imex-address-line",
+        {"nvidia_driver_imex_address": "10.0.0.1\n10.0.0.99"},
+        "nvidia_driver_imex_address '10.0.0.1\\n10.0.0.99': is not an IP address (10.0.0.1, "
+        "fd00::1)",
+    ),
+    (
+        "cuda-key-url-space",
+        {"nvidia_driver_cuda_repo_key_url": "https://mirror/key.pub -o /etc/passwd"},
+        f"nvidia_driver_cuda_repo_key_url 'https://mirror/key.pub -o /etc/passwd': {DOWNLOAD_URL}",
+    ),
+    (
+        "reboot-timeout-zero",
+        {"nvidia_driver_reboot_timeout": 0},
+        "nvidia_driver_reboot_timeout 0: must be 1 or more",
+    ),
+    (
+        "enroot-url-dot-dot",
+        {"enroot_base_url": "file:///../../etc"},
+        f"enroot_base_url 'file:///../../etc': {BASE_URL}",
+    ),
+    (
+        "enroot-url-encoded-dot-dot",
+        {"enroot_base_url": "https://mirror/enroot/%2e%2e/%2E%2E/x"},
+        f"enroot_base_url 'https://mirror/enroot/%2e%2e/%2E%2E/x': {BASE_URL}",
+    ),
+    (
+        "pyxis-url-query",
+        {"pyxis_base_url": "https://mirror/pyxis?x="},
+        f"pyxis_base_url 'https://mirror/pyxis?x=': {BASE_URL}",
+    ),
+    (
+        "hpcx-url-no-host",
+        {"hpcx_base_url": "https:///hpc-x"},
+        f"hpcx_base_url 'https:///hpc-x': {BASE_URL}",
+    ),
+    (
+        "package-an-option",  # apt-get reads it as an option: a command run as root
+        {"base_extra_packages": ["htop", "-oDpkg::Pre-Invoke::=touch /tmp/x"]},
+        f"base_extra_packages[1] '-oDpkg::Pre-Invoke::=touch /tmp/x': {PACKAGE}",
+    ),
+    (
+        "enroot-package-space",
+        {"enroot_extra_packages": ["pigz squashfuse"]},
+        f"enroot_extra_packages[0] 'pigz squashfuse': {PACKAGE}",
+    ),
+    (
+        "mount-check-timeout-negative",
+        {"autofs_check_timeout": -1},
+        "autofs_check_timeout -1: must be 1 or more",
+    ),
+    (
+        "gluster-volume-name-space",  # `gluster volume create NAME ...`
+        {"glusterfs_server_volumes": [{"name": "shared force", "type": "auto"}]},
+        f"glusterfs_server_volumes[0].name 'shared force': {NAME}",
+    ),
+    (
+        "gluster-brick-root-dot-dot",
+        {"glusterfs_server_brick_root": "/srv/../etc"},
+        f"glusterfs_server_brick_root '/srv/../etc': {PATH}",
+    ),
+    (
+        "health-schedule-semicolon",
+        {"health_active_schedule": "daily;ExecStartPre=/bin/sh"},
+        f"health_active_schedule 'daily;ExecStartPre=/bin/sh': {CALENDAR} (such as "
+        '"Sun *-*-* 03:00:00")',
+    ),
+    (
+        "health-minutes-zero",
+        {"health_active_minutes": 0},
+        "health_active_minutes 0: must be 1 or more",
+    ),
+    (
+        "health-gpus-negative",
+        {"health_gpus": -8},
+        "health_gpus -8: must be 0 or more",
+    ),
+    (
+        "health-reservation-space",
+        {"health_active_reservation": "kiln maint"},
+        f"health_active_reservation 'kiln maint': {NAME}",
+    ),
+    (
+        "health-results-dir-relative",
+        {"health_active_results_dir": "kiln/health"},
+        f"health_active_results_dir 'kiln/health': {PATH}",
+    ),
+    (
+        "health-metrics-dir-trailing-slash",
+        {"health_metrics_dir": "/var/lib/prometheus/node-exporter/"},
+        f"health_metrics_dir '/var/lib/prometheus/node-exporter/': {PATH}",
+    ),
+    (
+        "slurm-port-past-65535",
+        {"slurm_controller_port": 70000},
+        "slurm_controller_port 70000: not a port (1-65535)",
+    ),
+    (
+        "slurm-health-interval-negative",
+        {"slurm_health_interval": -300},
+        "slurm_health_interval -300: must be 0 or more",
+    ),
+    (
+        "validate-python-space",
+        {"validate_torch_python": "python3 -c import os"},
+        "validate_torch_python 'python3 -c import os': expected a command (python3) or its "
+        "absolute path: letters, digits and . _ + - /",
+    ),
+    (
+        "validate-probe-user",
+        {"validate_probe_user": "root;id"},
+        "validate_probe_user 'root;id': is not an account name (lower-case letters, digits, "
+        "'_' and '-')",
+    ),
+    (
+        "validate-image-option",
+        {"validate_nccl_tests_image": "--container-mounts=/:/host"},
+        "validate_nccl_tests_image '--container-mounts=/:/host': must be one word of printable "
+        "ASCII, not starting with '-'",
+    ),
+    (
+        "validate-scratch-dot-dot",
+        {"validate_scratch_paths": ["/scratch", "/scratch/../etc"]},
+        f"validate_scratch_paths[1] '/scratch/../etc': {PATH}",
+    ),
 ]
 TRAILING_NEWLINES = [
     ("cluster-name", {"slurm_cluster_name": "kiln\n"}, ALL, f"slurm_cluster_name 'kiln\\n' {NAME}"),
@@ -606,7 +913,7 @@ TRAILING_NEWLINES = [
         "pyxis-runtime-path",
         {"pyxis_version": "0.20.0", "pyxis_sha256": SHA, "pyxis_runtime_path": "/run/pyxis\n"},
         "ctl1,gpu[001-002]",
-        "pyxis_runtime_path '/run/pyxis\\n': expected an absolute path",
+        f"pyxis_runtime_path '/run/pyxis\\n': {PATH}",
     ),
     (
         "hpcx-version",
@@ -618,7 +925,7 @@ TRAILING_NEWLINES = [
         "hpcx-root",
         {"hpcx_version": "2.22.1", "hpcx_sha256": SHA, "hpcx_root": "/opt/hpcx\n"},
         COMPUTE,
-        "hpcx_root '/opt/hpcx\\n': expected an absolute path of letters, digits and . _ + - /",
+        f"hpcx_root '/opt/hpcx\\n': {PATH}",
     ),
     (
         "driver-version",
@@ -650,8 +957,7 @@ TRAILING_NEWLINES = [
         "mpi-module-path",
         {"mpi_module_path": "/opt/modulefiles\n"},
         ALL,
-        "mpi_module_path '/opt/modulefiles\\n': expected an absolute path of letters, digits "
-        "and . _ + - /",
+        f"mpi_module_path '/opt/modulefiles\\n': {PATH}",
     ),
 ]
 CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
@@ -930,13 +1236,15 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "inv-health-schedule-of-two-lines",
         all_vars({"health_active_schedule": "daily\nExecStartPre=/bin/sh -c id"}),
         BAD,
-        "health_active_schedule 'daily\\nExecStartPre=/bin/sh -c id': must be one line",
+        "health_active_schedule 'daily\\nExecStartPre=/bin/sh -c id': must be a systemd "
+        "OnCalendar expression on one line",
     ),
     (
         "inv-validate-schedule-of-two-lines",
         all_vars({"validate_schedule": "weekly\nExecStartPre=/bin/sh -c id"}),
         BAD,
-        "validate_schedule 'weekly\\nExecStartPre=/bin/sh -c id': must be one line",
+        "validate_schedule 'weekly\\nExecStartPre=/bin/sh -c id': must be a systemd "
+        "OnCalendar expression on one line",
     ),
     (
         "inv-health-dcgm-level-unknown",
@@ -1205,6 +1513,11 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         (f"inv-config-{label}", all_vars(data), BAD, f"kiln: error: {where}: {message}")
         for label, data, where, message in CONFIG_VALUES
     ],
+    # Inventories: every role setting that lands in a file, by its kind
+    *[
+        (f"inv-value-{label}", all_vars(data), BAD, f"kiln: error: {ALL}: {message}")
+        for label, data, message in ROLE_VALUES
+    ],
     # Inventories: every checked name and version with a trailing newline ('$' matches
     # before one; re.fullmatch does not)
     *[
@@ -1362,6 +1675,48 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         lambda t: rollout("--resume", finished_rollout(t))(t),
         BAD,
         "kiln: error: rollout 20261127-000000-rollout-0001 is finished: nothing to resume",
+    ),
+    (
+        "rollout-resume-status-not-text",  # resumed before
+        lambda t: stray_rollout(running_rollout(t, status=1))(t),
+        BAD,
+        f"{NOT_A_ROLLOUT} (status: Input should be a valid string)",
+    ),
+    (
+        "rollout-resume-status-unknown",
+        lambda t: stray_rollout(running_rollout(t, status="paused"))(t),
+        BAD,
+        f"{NOT_A_ROLLOUT} (status 'paused' is none of running, stopped, finished)",
+    ),
+    (
+        "rollout-resume-inventory-a-number",
+        lambda t: stray_rollout(running_rollout(t, inventory=5))(t),
+        BAD,
+        f"{NOT_A_ROLLOUT} (inventory: Input should be a valid string)",
+    ),
+    (
+        "rollout-resume-a-list",
+        stray_rollout([1, 2]),
+        BAD,
+        f"{NOT_A_ROLLOUT} (Input should be a dictionary or an instance of Record)",
+    ),
+    (
+        "rollout-resume-nan",
+        stray_rollout(b'{"id": NaN}'),
+        BAD,
+        f"kiln: error: {ROLLOUT_FILE}: not JSON Kiln can read (NaN is not a JSON value)",
+    ),
+    (
+        "rollout-resume-nested-deep",
+        stray_rollout(DEEP),
+        BAD,
+        f"kiln: error: {ROLLOUT_FILE}: not JSON Kiln can read (nested too deeply)",
+    ),
+    (
+        "rollout-resume-fifo",
+        stray_rollout("fifo"),
+        BAD,
+        f"kiln: error: {ROLLOUT_FILE}: cannot read: a FIFO, not a regular file",
     ),
     (
         "rollout-resume-with-options",
@@ -1916,6 +2271,70 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "not an ansible-runner job event",
     ),
     ("runs-event-not-object", with_run(event=[1, 2]), BAD, "not an ansible-runner job event"),
+    (
+        "runs-event-counter-text",  # sorted with the others' numbers: a crash before
+        with_run(events=[{"counter": 1}, {"counter": "12", "event": "playbook_on_start"}]),
+        BAD,
+        f"kiln: error: {RUN_DIR}/artifacts/ansible/job_events/2-x.json: not an ansible-runner "
+        "job event (counter: Input should be a valid integer)",
+    ),
+    (
+        "runs-event-nested-deep",
+        with_run(event=DEEP),
+        BAD,
+        f"kiln: error: {EVENT_FILE}: not an ansible-runner job event (nested too deeply)",
+    ),
+    (
+        "runs-event-5000-digits",
+        with_run(event=DIGITS),
+        BAD,
+        f"kiln: error: {EVENT_FILE}: not an ansible-runner job event (Exceeds the limit (4300 "
+        "digits) for integer string conversion: value has 5000 digits)",
+    ),
+    (
+        "runs-record-nan",  # Kiln writes strict JSON (files.json_text)
+        with_run(record=b'{"run": NaN}'),
+        BAD,
+        f"kiln: error: {RUN_DIR}/kiln.json: not a Kiln run record (NaN is not a JSON value)",
+    ),
+    *[
+        (
+            f"runs-event-{kind}",
+            run_with_irregular(kind, "artifacts/ansible/job_events/1-x.json"),
+            BAD,
+            f"kiln: error: {EVENT_FILE}: cannot read: {what}, not a regular file",
+        )
+        for kind, what in [
+            ("fifo", "a FIFO"),
+            ("device", "a character device"),
+            ("dir", "a directory"),
+        ]
+    ],
+    *[
+        (
+            f"runs-record-{kind}",
+            run_with_irregular(kind, "kiln.json"),
+            BAD,
+            f"kiln: error: {RUN_DIR}/kiln.json: cannot read: {what}, not a regular file",
+        )
+        for kind, what in [
+            ("fifo", "a FIFO"),
+            ("device", "a character device"),
+            ("dir", "a directory"),
+        ]
+    ],
+    (
+        "runs-record-nested-deep",
+        with_run(record=DEEP),
+        BAD,
+        f"kiln: error: {RUN_DIR}/kiln.json: not a Kiln run record (nested too deeply)",
+    ),
+    (
+        "runs-record-too-large",
+        with_run(record=b" " * (2 * 1024 * 1024)),
+        BAD,
+        f"kiln: error: {RUN_DIR}/kiln.json: cannot read: over 1 MiB (Kiln's limit for a file)",
+    ),
     ("runs-last-negative", lambda t: ["runs", "list", "--last", "-1"], BAD, "-1"),
     ("runs-last-zero", lambda t: ["runs", "list", "--last", "0"], BAD, "0"),
     (

@@ -494,6 +494,9 @@ def test_the_base_role_refuses_config_injection_before_writing(local_inventory, 
     assert all(h["changed"] == 0 for h in report["hosts"].values()), report["hosts"]
 
 
+# Every role's first task (roles/base/tasks/values.yml).
+VALUES_TASK = "Pre-flight: check the values the role writes into files and command lines"
+
 SLURM_ROLE = """
 - name: The slurm role, with values its config files cannot hold
   hosts: all
@@ -520,22 +523,84 @@ def test_the_slurm_role_refuses_config_injection_before_installing_anything(
     report = json.loads(result.stdout)
     word = "must be one word of printable ASCII: no spaces, line breaks, '\"', '#' or '\\'"
     message = (
+        f"slurm_dbd_password {word} (slurmdbd.conf's StoragePass); "
         "slurm_partitions: partition batch: max_time '60\\nPrologSlurmctld=/tmp/kiln-pwned': "
-        "expected INFINITE, minutes (60), or [days-]hours:minutes:seconds (1-00:00:00); "
-        f"slurm_dbd_password {word} (slurmdbd.conf's StoragePass)"
+        "expected INFINITE, minutes (60), or [days-]hours:minutes:seconds (1-00:00:00)"
     )
     assert {(f["host"], f["task"], f["message"]) for f in report["failures"]} == {
-        (
-            host,
-            "Pre-flight: check the values the slurm role writes into its config files",
-            message,
-        )
-        for host in ("local-ctl", "local-a")
+        (host, VALUES_TASK, message) for host in ("local-ctl", "local-a")
     }
     # Nothing ran before it but Ansible's check of the role's argument spec (ok 1).
     assert {h: (c["ok"], c["changed"], c["skipped"]) for h, c in report["hosts"].items()} == {
         "local-ctl": (1, 0, 0),
         "local-a": (1, 0, 0),
+    }
+
+
+# Each role's first task checks its values by their kinds (kiln.setting_kinds) on what
+# Ansible resolved: a role run alone, with play variables no inventory check saw.
+ROLE_WITH = """
+- name: The {role} role, with a value its files cannot hold
+  hosts: all
+  gather_facts: false
+  vars: {variables}
+  roles:
+    - {role}
+"""
+
+
+@pytest.mark.parametrize(
+    ("role", "variables", "message"),
+    [
+        (
+            "monitoring",
+            {"monitoring_grafana_repository_suite": "stable\nTrusted: yes"},
+            "monitoring_grafana_repository_suite 'stable\\nTrusted: yes': must be one word of "
+            "printable ASCII: no spaces, line breaks, '\"', '#' or '\\'",
+        ),
+        (
+            "monitoring",  # a value the role works out itself: the listen address
+            {"kiln_address": "10.0.0.1 --web.enable-admin-api"},
+            "monitoring_listen_address '10.0.0.1 --web.enable-admin-api': must be one word of "
+            "printable ASCII: no spaces, line breaks, '\"', '#' or '\\'",
+        ),
+        (
+            "health",
+            {"health_active_results_dir": "/var/lib/kiln/../../../etc/cron.d"},
+            "health_active_results_dir '/var/lib/kiln/../../../etc/cron.d': expected an "
+            "absolute path of letters, digits and . _ + - /, with no '.' or '..' part, no '//' "
+            "and no '/' at the end",
+        ),
+        (
+            "nvidia_driver",
+            {"nvidia_driver_imex_address": "gpu001"},
+            "nvidia_driver_imex_address 'gpu001': is not an IP address (10.0.0.1, fd00::1)",
+        ),
+        (
+            "enroot",  # before the role stops for want of a release
+            {"enroot_base_url": "file:///../../etc"},
+            "enroot_base_url 'file:///../../etc': expected an http, https, ftp or file URL of "
+            "the characters URLs allow (no spaces, quotes or line breaks), with a host (but "
+            "file:) and no '.' or '..' in its path, nor '?' or '#' (Kiln adds a file name to it)",
+        ),
+    ],
+)
+def test_each_role_refuses_a_value_its_files_cannot_hold_before_anything_else(
+    local_inventory, tmp_path, role, variables, message
+):
+    playbook = tmp_path / "role.yml"
+    playbook.write_text(ROLE_WITH.format(role=role, variables=json.dumps(variables)))
+    inv = local_inventory({"local-a": LOCAL})
+    result = run_kiln("run", str(playbook), "-i", inv, "--json")
+    assert result.returncode == ExitCode.BAD_INPUT, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert {(f["host"], f["task"], f["message"]) for f in report["failures"]} == {
+        (host, VALUES_TASK, message) for host in ("local-ctl", "local-a")
+    }
+    # Nothing ran before it but Ansible's check of the role's argument spec.
+    assert {h: (c["ok"], c["changed"]) for h, c in report["hosts"].items()} == {
+        "local-ctl": (1, 0),
+        "local-a": (1, 0),
     }
 
 

@@ -2,6 +2,7 @@
 through their typed record, whatever the hosts are named."""
 
 import json
+import os
 
 from tests.cli.test_bad_input import kiln, with_run
 
@@ -102,8 +103,8 @@ def test_an_event_file_cut_short_is_skipped_and_said_in_one_line(tmp_path, monke
     code, out, err = kiln([*show, "--json"], capsys)
     assert code == 0
     assert err == (
-        f"kiln: warning: {cut}: cut short, not whole JSON (Invalid JSON: EOF while parsing "
-        f"a value at line 1 column {column}); skipped\n"
+        f"kiln: warning: {cut}: cut short, not whole JSON (Expecting property name enclosed "
+        f"in double quotes: line 1 column {column + 1} (char {column})); skipped\n"
     )
     counts = {"ok": 1, "changed": 0, "failed": 0, "unreachable": 0, "skipped": 0}
     assert json.loads(out) == {
@@ -146,3 +147,27 @@ def test_control_characters_from_the_nodes_are_printed_escaped(tmp_path, monkeyp
         "4.0", "slurm", ":", "Install\\x1b]0;owned\\x07\\rkiln:", "all", "clear", "1",
         "gpu\\x1b[2J\\x1b[H9", "(4.0s)",
     ]  # fmt: skip
+
+
+def test_a_record_that_is_no_file_or_no_record_is_skipped_and_said(tmp_path, monkeypatch, capsys):
+    """`kiln runs list` in an incident: a FIFO, a link to /dev/zero or a record nested past
+    Python's limit among the records is one warning line each, never a hang or a crash;
+    the other runs are listed."""
+    kept_run(tmp_path, monkeypatch, EVENTS)
+    runs = tmp_path / "state" / "runs"
+    for name in ("20261124-000000-site-fifo", "20261124-000000-site-zero", "20261124-deep"):
+        (runs / name).mkdir()
+    os.mkfifo(runs / "20261124-000000-site-fifo" / "kiln.json")
+    (runs / "20261124-000000-site-zero" / "kiln.json").symlink_to("/dev/zero")
+    (runs / "20261124-deep" / "kiln.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    code, out, err = kiln(["runs", "list", "--json"], capsys)
+    assert code == 0
+    assert sorted(err.splitlines()) == [
+        f"kiln: warning: {runs}/20261124-000000-site-fifo/kiln.json: cannot read: a FIFO, not "
+        "a regular file; skipped",
+        f"kiln: warning: {runs}/20261124-000000-site-zero/kiln.json: cannot read: a character "
+        "device, not a regular file; skipped",
+        f"kiln: warning: {runs}/20261124-deep/kiln.json: not a Kiln run record (nested too "
+        "deeply); skipped",
+    ]
+    assert [r["run"] for r in json.loads(out)["runs"]] == ["20261123-120000-site-abcd"]

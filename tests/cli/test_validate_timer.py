@@ -132,7 +132,8 @@ def test_refused_schedules_and_a_failing_systemd_leave_nothing(write_inventory, 
         (
             "Sun *-*-* 05:00:00\nMon *-*-* 05:00:00",
             "kiln: error: group_vars/all.yml: validate_schedule "
-            "'Sun *-*-* 05:00:00\\nMon *-*-* 05:00:00': must be one line",
+            "'Sun *-*-* 05:00:00\\nMon *-*-* 05:00:00': must be a systemd OnCalendar expression "
+            "on one line",
         ),
     ]:
         inv = inventory_with(write_inventory, value)

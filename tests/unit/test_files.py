@@ -203,3 +203,117 @@ def test_a_state_directory_that_cannot_be_made_names_the_file(tmp_path, monkeypa
         files.write_private(tmp_path / "runs" / "x" / "kiln.json", "{}")
     message = f"cannot write {tmp_path}/runs/x/kiln.json: no space left on the device"
     assert info.value.message == message
+
+
+# --- JSON: what Python cannot hold is one line, never a crash -----------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (DEEP, "nested too deeply"),
+        (
+            '{"a": ' + "1" * 5000 + "}",
+            "Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits",
+        ),
+        (
+            bytes(range(128, 256)),
+            "'utf-8' codec can't decode byte 0x80 in position 0: invalid start byte",
+        ),
+    ],
+)
+def test_json_python_cannot_hold_is_a_value_error_of_one_line(text, why):
+    with pytest.raises(files.NotJson) as info:
+        files.loads(text)
+    assert str(info.value) == why
+
+
+def test_nan_is_json_only_where_kiln_reads_others_json():
+    """Python's json writes NaN; Kiln's own files (json_text) never hold one."""
+    assert files.loads('{"x": NaN}')["x"] != files.loads('{"x": NaN}')["x"]  # a float NaN
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        with pytest.raises(files.NotJson, match=f"^{constant} is not a JSON value$"):
+            files.loads(f'{{"x": {constant}}}', strict=True)
+
+
+def test_text_cut_short_stays_jsons_own_error():
+    with pytest.raises(files.json.JSONDecodeError):
+        files.loads('{"a": ')
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (DEEP, "not JSON Kiln can read (nested too deeply)"),
+        ('{"a": NaN}', "not JSON Kiln can read (NaN is not a JSON value)"),
+        ('{"a": ', "not JSON Kiln can read (Expecting value: line 1 column 7 (char 6))"),
+        (None, "cannot read: a FIFO, not a regular file"),
+        ("x" * 11, "cannot read: over 10 bytes (Kiln's limit for a file)"),
+    ],
+)
+def test_a_json_file_is_read_by_the_file_rules_or_named_in_one_line(tmp_path, content, why):
+    path = tmp_path / "state.json"
+    if content is None:
+        os.mkfifo(path)
+    else:
+        path.write_text(content)
+    with pytest.raises(InputError) as info:
+        files.read_json(path, limit=10 if why.startswith("cannot read: over") else None)
+    assert info.value.message == f"{path}: {why}"
+
+
+def test_the_lock_file_is_never_a_fifo_and_its_holder_never_a_crash(tmp_path, monkeypatch):
+    """The lock's holder is read only to say who holds it: a list or nesting past
+    Python's limit there reads as nobody; a FIFO in the lock's place is refused."""
+    from kiln import lock
+
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
+    inventory = tmp_path / "inv"
+    path = lock.lock_file(inventory)
+    path.parent.mkdir(parents=True)
+    for holder in ("[1, 2]", DEEP, '{"pid": NaN}'):
+        path.write_text(holder)
+        assert "(starting)" in lock._held_by(inventory, path).message
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(InputError) as info, lock.held(inventory, "kiln site"):
+        pass
+    assert info.value.message == f"{path}: cannot read: a FIFO, not a regular file"
+
+
+def test_what_a_node_brought_back_is_read_as_json_or_named_in_one_line():
+    """kiln.run.gather: the files a playbook brings back (a rollout's look at Slurm,
+    `kiln health --schedule`, `kiln nccl show`, an accounting dump)."""
+    from kiln.run.events import RunSummary
+    from kiln.run.gather import Gathered
+
+    gathered = Gathered(RunSummary("20261123-120000-x-abcd", "x.yml", "successful"))
+    gathered.texts = {"ctl1": '{"states": ""}', "ctl2": DEEP, "ctl3": '{"a": '}
+    assert gathered.json("ctl1") == {"states": ""}
+    for node, why in [("ctl2", "nested too deeply"), ("ctl3", "Expecting value: line 1 column 7")]:
+        with pytest.raises(KilnError) as info:
+            gathered.json(node)
+        assert info.value.exit_code == ExitCode.HOSTS_FAILED
+        assert info.value.message.startswith(
+            f"{node}: what it brought back is not JSON Kiln can read ({why}"
+        )
+        assert info.value.message.endswith("(kiln runs show 20261123-120000-x-abcd)")
+
+
+def test_a_lab_plan_that_is_no_file_or_no_plan_is_one_line(tmp_path, monkeypatch):
+    from kiln.lab import cluster
+
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
+    plan = paths.lab_state_dir("lab1") / "lab.json"
+    plan.parent.mkdir(parents=True)
+    for text, why in [
+        ("[1]", "not a lab Kiln wrote (TypeError: list indices must be integers or slices"),
+        ('{"name": "lab1"}', "not a lab Kiln wrote (KeyError: 'nodes')"),
+        (DEEP, "not JSON Kiln can read (nested too deeply)"),
+    ]:
+        plan.write_text(text)
+        with pytest.raises(InputError) as info:
+            cluster.load_plan("lab1")
+        assert info.value.message.startswith(f"{plan}: {why}")

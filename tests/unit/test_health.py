@@ -6,6 +6,7 @@ import json
 import pytest
 
 from kiln import health
+from kiln.inventory import checks
 from kiln.validation.verdicts import Verdict
 
 
@@ -108,15 +109,35 @@ def test_a_runs_verdict_is_its_worst_nodes_by_the_one_status_mapping():
 
 
 def test_active_check_settings_that_cannot_work_are_named():
-    assert health.settings_problems({"active_schedule": "Sun *-*-* 03:00:00"}) == []
-    assert health.settings_problems(
-        {"active_schedule": "daily\nExecStartPre=/bin/true", "active_minutes": 0, "active_keep": -1}
-    ) == [
-        "health_active_schedule 'daily\\nExecStartPre=/bin/true': must be one line, "
-        'a systemd OnCalendar expression such as "Sun *-*-* 03:00:00"',
-        "health_active_minutes 0: must be 1 or more",
-        "health_active_keep -1: must be 1 or more",
-    ]
+    """Each by its kind (kiln.setting_kinds), as `kiln inventory check` and the role's
+    pre-flight judge them."""
+    assert checks.value_problems("health_active_schedule", "Sun *-*-* 03:00:00", {}) == []
+    found = {
+        name: checks.value_problems(name, value, {})
+        for name, value in {
+            "health_active_schedule": "daily\nExecStartPre=/bin/true",
+            "health_active_minutes": 0,
+            "health_active_keep": -1,
+            "health_active_nice": 2**31,
+            "health_active_reservation": "kiln maint",
+        }.items()
+    }
+    assert found == {
+        "health_active_schedule": [
+            "health_active_schedule 'daily\\nExecStartPre=/bin/true': must be a systemd "
+            "OnCalendar expression on one line, of letters, digits, spaces and * . , : ~ / _ + @ "
+            '- (such as "Sun *-*-* 03:00:00")'
+        ],
+        "health_active_minutes": ["health_active_minutes 0: must be 1 or more"],
+        "health_active_keep": ["health_active_keep -1: must be 1 or more"],
+        "health_active_nice": [
+            "health_active_nice 2147483648: must be a Slurm nice value (-2147483645 to 2147483645)"
+        ],
+        "health_active_reservation": [
+            "health_active_reservation 'kiln maint': may hold only letters, digits, '.', '_' "
+            "and '-'"
+        ],
+    }
 
 
 SETTINGS = {

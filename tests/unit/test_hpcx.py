@@ -3,7 +3,7 @@ and the settings refused before any node is touched."""
 
 import pytest
 
-from kiln import hpcx
+from kiln import formats, hpcx
 
 SHA = "6fb0a81ed1ced47412a7703c2ab98e8de5d28de0d8333c926fadc7063661e67a"
 SETTINGS = {
@@ -206,7 +206,11 @@ def test_module_files_whole():
         ),
         (
             {"version": "2.22.1", "sha256": SHA, "root": "opt/hpcx"},
-            ["hpcx_root 'opt/hpcx': expected an absolute path of letters, digits and . _ + - /"],
+            [f"hpcx_root 'opt/hpcx': {formats.PATH_RULE}"],
+        ),
+        (
+            {"version": "2.22.1", "sha256": SHA, "root": "/opt/hpcx/../../etc"},
+            [f"hpcx_root '/opt/hpcx/../../etc': {formats.PATH_RULE}"],
         ),
     ],
 )

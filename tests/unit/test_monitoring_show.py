@@ -2,9 +2,11 @@
 (tests/fixtures/monitoring-show: answers recorded from a real Prometheus 2.42), or
 answers garbage, or is not there at all."""
 
+import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -34,6 +36,7 @@ class Prometheus:
         }
         self.asked: list[str] = []
         self.url = ""
+        self.no_length = False
 
 
 @pytest.fixture
@@ -48,9 +51,11 @@ def prometheus() -> Iterator[Prometheus]:
             )
             self.send_response(status)
             self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
+            if not fake.no_length:  # else the body ends when the connection does
+                self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            with contextlib.suppress(OSError):  # Kiln stopped reading
+                self.wfile.write(body)
 
         def log_message(self, *args) -> None:
             pass
@@ -204,6 +209,10 @@ GARBAGE = [
         (200, JSON, b'{"status":"success","data":{"alerts":[{"state":"firing"}]}}'),
         " (data.alerts.0.labels: Field required)",
     ),
+    # What Python's json cannot hold: a crash before (RecursionError, ValueError)
+    ("nested-100000-deep", (200, JSON, b"[" * 100_000 + b"]" * 100_000), ""),
+    ("an-integer-of-5000-digits", (200, JSON, b'{"status": ' + b"1" * 5000 + b"}"), ""),
+    ("nan", (200, JSON, b'{"status": "success", "data": NaN}'), ""),
 ]
 
 
@@ -235,6 +244,70 @@ def test_a_path_that_is_not_prometheus_api(prometheus, capsys):
     assert err == (
         f"kiln: error: Prometheus at {prometheus.url}/grafana refused api/v1/alerts: "
         "HTTP 404 Not Found\n"
+    )
+
+
+@pytest.fixture
+def dribbling() -> Iterator[str]:
+    """A server that sends its headers at once, then a byte of the body every 0.1 s for
+    ever: no single read waits long, the whole answer never comes."""
+    stop = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", JSON)
+            self.end_headers()
+            while not stop.wait(0.1):
+                try:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                except OSError:
+                    return
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    stop.set()
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_answer_that_trickles_is_cut_off_at_the_whole_answers_time(
+    dribbling, monkeypatch, capsys
+):
+    monkeypatch.setattr(show, "ANSWER_S", 1.0)
+    started = time.monotonic()
+    code, out, err = kiln(["monitoring", "show", "--url", dribbling], capsys)
+    assert time.monotonic() - started < 5  # each read was quick; the whole was not
+    assert (code, out) == (ExitCode.FAILED, "")
+    assert err == (
+        f"kiln: error: Prometheus at {dribbling} answered api/v1/alerts too slowly: not whole "
+        "within 1 s\n"
+    )
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["said", "streamed"])
+def test_an_answer_too_large_is_refused_without_reading_it_all(
+    prometheus, monkeypatch, capsys, length
+):
+    """Past the bound: at once when Content-Length says so, else once that much came
+    (1 GiB of answer in the probe; a small bound here)."""
+    monkeypatch.setattr(show, "MAX_ANSWER_BYTES", 2 * 1024 * 1024)
+    body = b'{"status": "success", "data": {"alerts": [' + b" " * 3 * 1024 * 1024 + b"]}}"
+    prometheus.answers["/api/v1/alerts"] = (200, JSON, body)
+    if not length:
+        prometheus.no_length = True
+    code, out, err = kiln(["monitoring", "show", "--url", prometheus.url], capsys)
+    assert (code, out) == (ExitCode.FAILED, "")
+    assert err == (
+        f"kiln: error: Prometheus at {prometheus.url} answered api/v1/alerts with over 2 MiB "
+        "(Kiln's limit)\n"
     )
 
 

@@ -76,7 +76,10 @@ def test_module_paths_accepted(path):
         ("/opt/{x}", "expected an absolute path"),
         ("/opt/$HOME", "expected an absolute path"),
         ("/", "give Kiln a directory of its own"),
-        ("/etc/", "give Kiln a directory of its own"),
+        ("/etc", "give Kiln a directory of its own"),
+        ("/opt/kiln/../../etc", "with no '.' or '..' part"),
+        ("/opt/kiln/", "no '/' at the end"),
+        ("//opt/kiln", "no '//'"),
     ],
 )
 def test_module_paths_refused(path, why):

@@ -49,7 +49,8 @@ def test_every_problem_is_named():
         "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in",
         "pyxis_fetch 'mirror': expected one of control, node",
         "pyxis_container_scope 'node': expected one of job, global",
-        "pyxis_runtime_path 'run/pyxis': expected an absolute path",
+        "pyxis_runtime_path 'run/pyxis': expected an absolute path of letters, digits and "
+        ". _ + - /, with no '.' or '..' part, no '//' and no '/' at the end",
     ]
 
 

@@ -8,7 +8,7 @@ import types
 import pytest
 import yaml
 
-from kiln import argspec, paths, roles, schedules
+from kiln import argspec, paths, roles, schedules, setting_kinds
 from kiln.inventory import checks, reader
 from tests.conftest import REPO, cluster_inventory
 
@@ -121,37 +121,61 @@ def test_each_roles_module_and_checks():
         "monitoring": (
             "kiln.monitoring.settings",
             "kiln.monitoring.settings",
-            [
-                "monitoring_alertmanager_port",
-                "monitoring_dcgm_exporter_hosts",
-                "monitoring_dcgm_exporter_port",
-                "monitoring_grafana_port",
-                "monitoring_grafana_repository_url",
-                "monitoring_listen_address",
-                "monitoring_node_exporter_port",
-                "monitoring_prometheus_port",
-                "monitoring_repository_url",
-                "monitoring_retention_size",
-                "monitoring_retention_time",
-                "monitoring_scrape_hosts",
-                "monitoring_scrape_interval",
-                "monitoring_storage_path",
-            ],
+            ["monitoring_dcgm_exporter_hosts", "monitoring_scrape_hosts", "monitoring_servers"],
         ),
         "validate": ("kiln.validation", None, ["validate_profile"]),
     }
 
 
-def test_the_value_checks_are_the_roles_and_the_scheduled_validates():
+def test_the_value_checks_are_the_kinds_the_roles_and_the_scheduled_validates():
     """A role's value check names one of its own variables (base also owns the hosts'
-    addresses); kiln.schedules adds the one no role runs."""
+    addresses); kiln.setting_kinds judges others by their kind, each variable in one
+    place; kiln.schedules adds the one no role runs."""
     owners = {name: role.name for role in roles.ROLES.values() for name in role.value_checks()}
     assert {name: owner for name, owner in owners.items() if not name.startswith(owner + "_")} == {
         "ansible_host": "base",
         "kiln_address": "base",
         **roles.CLUSTER_WIDE,
     }
-    assert sorted(checks.VALUE_CHECKS) == sorted([*owners, schedules.VARIABLE])
+    assert set(owners).isdisjoint(setting_kinds.KINDS)
+    assert sorted(checks.VALUE_CHECKS) == sorted(
+        [*owners, *setting_kinds.KINDS, schedules.VARIABLE]
+    )
+
+
+def test_every_kind_names_a_variable_a_role_declares_and_its_default_fits():
+    """A typo in the table would check nothing; a default the table refuses would stop
+    every provision (a Jinja default is the role's pre-flight's to judge, resolved)."""
+    catalogue = argspec.load_catalogue(paths.roles_dir())
+    assert [name for name in setting_kinds.KINDS if name not in catalogue] == []
+    refused = {
+        name: checks.value_problems(name, default, {})
+        for role in roles.ROLES
+        for name, default in roles.defaults(role).items()
+        if name in setting_kinds.KINDS and not argspec.is_template(default)
+    }
+    assert {name: problems for name, problems in refused.items() if problems} == {}
+
+
+def test_every_role_with_checked_values_checks_them_first():
+    """Each role's first task is the values check (roles/base/tasks/values.yml), or the
+    pre-flight file that begins with it, in every entry point its plays apply; the
+    check reads the variables kiln_checked_variables names."""
+    values = "../../base/tasks/values.yml"
+    entries = {"health": ["main.yml", "active.yml"]}
+    missing = []
+    for name in roles.ROLES:
+        if not checks.role_variables(name):
+            continue
+        for entry in entries.get(name, ["main.yml"]):
+            tasks = yaml.safe_load((paths.roles_dir() / name / "tasks" / entry).read_text())
+            first = tasks[0].get("ansible.builtin.import_tasks")
+            if first == "preflight.yml":
+                preflight = paths.roles_dir() / name / "tasks" / "preflight.yml"
+                first = yaml.safe_load(preflight.read_text())[0].get("ansible.builtin.import_tasks")
+            if first != ("values.yml" if name == "base" else values):
+                missing.append(f"{name}/{entry}")
+    assert missing == []
 
 
 def test_a_role_on_all_runs_on_every_host_once_in_its_groups_order():

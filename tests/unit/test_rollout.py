@@ -1,7 +1,10 @@
 """`kiln rollout`: its options, its plan, its waits on recorded Slurm output, its record,
 and its batches against a simulated controller (the lab test runs the real one)."""
 
+import json
+import os
 import re
+import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -468,3 +471,57 @@ def test_the_plan_leaves_a_node_someone_drained_alone(tmp_path):
             "gpu002": "drained by someone else: kiln-health: mounts: /shared is not mounted",
         },
     )
+
+
+def test_stray_files_among_the_records_are_named_and_do_not_block_a_new_rollout(
+    tmp_path, monkeypatch
+):
+    """One stray file in the rollout records (a FIFO, a JSON list, a number where a path
+    goes, NaN, nesting past Python's limit, a status that is no text) hung or crashed
+    every new rollout: each is now said and kept in the new record's notes, unread where
+    it is no file; a real rollout cut short still holds new ones back."""
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
+    spec = spec_of(tmp_path)
+    folder = records.directory()
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "20261101-000000-rollout-fifo.json")
+    stray = {
+        "list": b"[1, 2]",
+        "path": json.dumps({"id": "x", "inventory": 5, "started": "s", "options": {}}).encode(),
+        "nan": b'{"id": NaN}',
+        "deep": b"[" * 100_000 + b"]" * 100_000,
+        "status": json.dumps(
+            {"id": "x", "inventory": str(spec.path), "started": "s", "options": {}, "status": 1}
+        ).encode(),
+    }
+    for name, data in stray.items():
+        (folder / f"20261101-000000-rollout-{name}.json").write_bytes(data)
+    said: list[str] = []
+    signal.alarm(30)  # a read of the FIFO would wait for ever
+    try:
+        run = rolling.Rollout(rolling.Request(inventory=spec, say=said.append))
+    finally:
+        signal.alarm(0)
+    path = f"{folder}/20261101-000000-rollout"
+    not_a_record = "not a rollout record Kiln can read"
+    expected = [
+        f"left out: {path}-status.json: {not_a_record} (status: Input should be a valid string)",
+        f"left out: {path}-path.json: {not_a_record} (inventory: Input should be a valid string)",
+        f"left out: {path}-nan.json: not JSON Kiln can read (NaN is not a JSON value)",
+        f"left out: {path}-list.json: {not_a_record} (Input should be a dictionary or an "
+        "instance of Record)",
+        f"left out: {path}-fifo.json: cannot read: a FIFO, not a regular file",
+        f"left out: {path}-deep.json: not JSON Kiln can read (nested too deeply)",
+    ]
+    assert said == expected
+    assert run.record.notes == expected
+    # A rollout of this inventory cut short, among them, still holds a new one back.
+    cut_short = records.Record(
+        id="20261102-000000-rollout-real",
+        inventory=str(spec.path),
+        started="2026-11-02T00:00:00+00:00",
+        options=records.Options(nodes=["gpu001"]),
+    )
+    records.save(cut_short)
+    with pytest.raises(records.Resumable, match="rollout 20261102-000000-rollout-real on this"):
+        rolling.Rollout(rolling.Request(inventory=spec))

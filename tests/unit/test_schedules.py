@@ -5,7 +5,8 @@ from datetime import datetime, timedelta
 
 import yaml
 
-from kiln import health, schedules
+from kiln import schedules
+from kiln.inventory import checks
 from tests.conftest import REPO
 
 HEALTH_DEFAULTS = REPO / "roles" / "health" / "defaults" / "main.yml"
@@ -31,12 +32,16 @@ def test_the_scheduled_validate_starts_after_the_active_checks_hold_ends():
 
 def test_one_rule_refuses_a_second_line_in_either_timer():
     text = "daily\nExecStartPre=/bin/true"
-    assert schedules.one_line_problem(schedules.VALIDATE, "daily") == ""
-    assert schedules.one_line_problem(schedules.VALIDATE, text) == (
-        "validate_schedule 'daily\\nExecStartPre=/bin/true': must be one line, "
-        'a systemd OnCalendar expression such as "Sun *-*-* 05:00:00"'
+    rule = (
+        "must be a systemd OnCalendar expression on one line, of letters, digits, spaces and "
+        "* . , : ~ / _ + @ -"
     )
-    assert health.settings_problems({"active_schedule": text}) == [
-        "health_active_schedule 'daily\\nExecStartPre=/bin/true': must be one line, "
-        'a systemd OnCalendar expression such as "Sun *-*-* 03:00:00"'
+    for good in ("daily", "Mon..Fri *-*-* 03:00:00 Europe/Berlin", "*-*-1/2 4:00", ""):
+        assert schedules.one_line_problem(schedules.VALIDATE, good) == ""
+    assert schedules.one_line_problem(schedules.VALIDATE, text) == (
+        f"validate_schedule 'daily\\nExecStartPre=/bin/true': {rule} "
+        '(such as "Sun *-*-* 05:00:00")'
+    )
+    assert checks.value_problems("health_active_schedule", "daily;reboot", {}) == [
+        f"health_active_schedule 'daily;reboot': {rule} (such as \"Sun *-*-* 03:00:00\")"
     ]

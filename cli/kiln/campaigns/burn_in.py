@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kiln import health, hostlist
+from kiln import files, health, hostlist
 from kiln.campaigns import campaign, validate
 from kiln.campaigns.campaign import Outcome
 from kiln.errors import ExitCode, InputError, KilnError
@@ -221,7 +221,10 @@ def _health(store: layout.Layout, tested: list[str], index: int) -> list[Judgeme
         path = store.node_path(layout.HEALTH, node)
         if not path.is_file():
             continue  # the health role is not on this node: nothing to read
-        checked = health.read_node(node, path.read_text())
+        try:
+            checked = health.read_node(node, files.read_text(path, errors="replace"))
+        except InputError as exc:  # not a regular file, too large
+            checked = health.NodeHealth(node, error=exc.message)
         where = f"round {index}"
         if checked.error:
             out.append(

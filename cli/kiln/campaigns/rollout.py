@@ -11,7 +11,6 @@ those already down or drained. The record (kiln.rollout.record) is written after
 step, so `--resume` carries on where a run was cut short.
 """
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -74,7 +73,8 @@ class Rollout(campaign.Campaign):
             nodes = options.nodes
         else:
             nodes = campaign.select_nodes(spec, request.nodes, "roll out to")
-            if cut_short := records.unfinished(spec.path):
+            unreadable: list[str] = []
+            if cut_short := records.unfinished(spec.path, unreadable):
                 raise records.Resumable(
                     f"rollout {cut_short[0]} on this inventory was cut short", cut_short[0]
                 )
@@ -84,6 +84,9 @@ class Rollout(campaign.Campaign):
                 started=model.now(),
                 options=new_options(request, spec, nodes),
             )
+            for problem in unreadable:  # said, and kept in the new record's notes
+                self.record.notes.append(f"left out: {problem}")
+                request.say(f"left out: {problem}")
             options = self.record.options
         compute = spec.group("slurm_compute")
         self.compute = [n for n in compute if n in (nodes or compute)]
@@ -514,7 +517,7 @@ class Rollout(campaign.Campaign):
                 self.record.id,
                 ExitCode.HOSTS_FAILED,
             )
-        data = json.loads(gathered.texts[self.controller])
+        data = gathered.json(self.controller)
         view = View(slurm_state.parse(data["states"]), data["jobs"], data["ping"])
         compute = self.spec.group("slurm_compute")
         self.record.capacity.append([model.now(), waits.free(view.states, compute)])

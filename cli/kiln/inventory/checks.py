@@ -8,7 +8,7 @@ import difflib
 from collections.abc import Callable
 from typing import Any
 
-from kiln import argspec, formats, hostlist, paths, redact, roles, schedules
+from kiln import argspec, formats, hostlist, paths, redact, roles, schedules, setting_kinds
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec, Definition
 from kiln.topology import for_slurm
@@ -203,9 +203,11 @@ def _names_unknown_host(definition: Definition, spec: ClusterSpec) -> bool:
     return value not in (None, "") and value not in spec.hosts
 
 
-# Each module that owns a variable says how to check it: each role's module
+# How each variable is checked: by its kind, where a kind says it all
+# (kiln.setting_kinds); else by the module that owns it: each role's module
 # (kiln.roles), and kiln.schedules for the scheduled `kiln validate`, which no role runs.
 VALUE_CHECKS: dict[str, roles.ValueCheck] = {
+    **setting_kinds.INVENTORY_CHECKS,
     **{
         name: value_check
         for role in roles.ROLES.values()
@@ -213,6 +215,12 @@ VALUE_CHECKS: dict[str, roles.ValueCheck] = {
     },
     **schedules.INVENTORY_CHECKS,
 }
+
+
+def role_variables(role: str) -> list[str]:
+    """The variables of `role` (its defaults) VALUE_CHECKS checks: those its pre-flight
+    hands to value_problems (roles/base/tasks/values.yml)."""
+    return sorted(name for name in roles.ROLES[role].defaults() if name in VALUE_CHECKS)
 
 
 def _holds_opaque(value: Any) -> bool:

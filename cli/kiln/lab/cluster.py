@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from kiln import paths
+from kiln import files, paths
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.lab import doctor, image
 from kiln.lab.podman import answers, containers_with_label, exists, inspect, podman
@@ -225,7 +225,7 @@ def _ensure_running(node: LabNode, settle: float = 2) -> None:
 
 
 def _authorize_key(node: LabNode, key: Path) -> None:
-    public = (key.with_suffix(".pub")).read_bytes()
+    public = files.read_bytes(key.with_suffix(".pub"))
     podman(
         "exec",
         "-i",
@@ -323,9 +323,14 @@ def load_plan(name: str) -> LabPlan:
     path = paths.lab_state_dir(name) / "lab.json"
     if not path.is_file():
         raise InputError(f"no lab named {name!r} is up (run `kiln lab up`)")
-    data = json.loads(path.read_text())
-    nodes = tuple(LabNode(**{**n, "switch_path": tuple(n["switch_path"])}) for n in data["nodes"])
-    return LabPlan(data["name"], data["distro"], data["subnet"], data["gateway"], nodes)
+    data = files.read_json(path)
+    try:
+        nodes = tuple(
+            LabNode(**{**n, "switch_path": tuple(n["switch_path"])}) for n in data["nodes"]
+        )
+        return LabPlan(data["name"], data["distro"], data["subnet"], data["gateway"], nodes)
+    except (KeyError, TypeError) as exc:
+        raise InputError(f"{path}: not a lab Kiln wrote ({type(exc).__name__}: {exc})") from None
 
 
 def up(name: str, compute: int, distro: str, log: Callable[[str], None]) -> tuple[LabPlan, Path]:

@@ -8,7 +8,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kiln.errors import PrerequisiteError
+from kiln import files
+from kiln.errors import InputError, PrerequisiteError
 
 CONTAINERS_CONF = Path("/etc/containers/containers.conf")
 APT_CACHE_PORT = 3142
@@ -40,8 +41,8 @@ def _hybrid_cgroups() -> bool:
 
 def _conf_text() -> str:
     try:
-        return CONTAINERS_CONF.read_text()
-    except OSError:
+        return files.read_text(CONTAINERS_CONF)
+    except InputError:  # none (podman's defaults), or unreadable
         return ""
 
 

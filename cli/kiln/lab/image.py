@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kiln import files
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.lab import doctor
 from kiln.lab.podman import inspect, podman
@@ -159,7 +160,7 @@ EE_BASE = Recipe(
         "v": EE_RECIPE_VERSION,
         "packages": EE_PACKAGES,
         "apt": _EE_APT_SCRIPT,
-        "cas": [hashlib.sha256(ca.read_bytes()).hexdigest() for ca in _host_cas()],
+        "cas": [hashlib.sha256(files.read_bytes(ca)).hexdigest() for ca in _host_cas()],
     },
 )
 

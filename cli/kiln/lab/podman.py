@@ -1,9 +1,9 @@
 """A thin wrapper over the podman command line; failures become one-line KilnErrors."""
 
-import json
 import subprocess
 from typing import Any
 
+from kiln import files
 from kiln.errors import ExitCode, KilnError
 
 
@@ -42,7 +42,7 @@ def answers(container: str) -> bool:
 def inspect(kind: str, name: str) -> dict[str, Any] | None:
     out = podman(kind, "inspect", name, check=False)
     try:
-        data = json.loads(out)
+        data = files.loads(out)
     except ValueError:
         return None
     return data[0] if data else None
@@ -50,4 +50,4 @@ def inspect(kind: str, name: str) -> dict[str, Any] | None:
 
 def containers_with_label(label: str) -> list[dict[str, Any]]:
     out = podman("ps", "-a", "--filter", f"label={label}", "--format", "json")
-    return json.loads(out or "[]")
+    return files.loads(out or "[]")

@@ -1,20 +1,24 @@
 """The monitoring role's settings as `kiln inventory check` and the role's pre-flight
 judge them (kiln.roles: INVENTORY_CHECKS, one value at a time), before any node is
-touched: Prometheus's retention (a duration and a size in its own formats), the
-scrape targets (inventory hosts only: node_exporter's and dcgm-exporter's), the ports,
-and the values written into its command line and config files. monitoring_gpu_source's
-values are its argument spec's choices (kiln.monitoring.dcgm.SOURCES)."""
+touched: the hosts it names (inventory hosts only: the servers, node_exporter's and
+dcgm-exporter's targets) and Grafana's key. The values written into its command lines
+and config files are checked by their kinds (kiln.setting_kinds), of which
+Prometheus's retention (a duration and a size in its own formats) are defined here.
+monitoring_gpu_source's values are its argument spec's choices
+(kiln.monitoring.dcgm.SOURCES)."""
 
 import re
 from typing import Any
 
-from kiln import formats, pinned
+from kiln import pinned
 
 # Prometheus's duration: units from largest to smallest, each at most once (1d12h).
-_DURATION = re.compile(r"(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?")
+_DURATION = re.compile(
+    r"(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?", re.ASCII
+)
 DURATION_RULE = "is not a Prometheus duration such as 15d, 12h or 1w2d"
 # --storage.tsdb.retention.size's units (Prometheus's storage documentation).
-_SIZE = re.compile(r"[1-9]\d*(?:B|KB|MB|GB|TB|PB|EB)")
+_SIZE = re.compile(r"[1-9]\d*(?:B|KB|MB|GB|TB|PB|EB)", re.ASCII)
 SIZE_RULE = "is not a size such as 512MB or 50GB (units B, KB, MB, GB, TB, PB, EB)"
 
 
@@ -29,17 +33,8 @@ def is_duration(value: Any) -> bool:
     return positive and _DURATION.fullmatch(text) is not None
 
 
-def _duration(name: str):
-    def check(value: Any, _groups: Any = None) -> None:
-        if not is_duration(value):
-            raise MonitoringSettingError(f"{name} {value!r}: {DURATION_RULE}")
-
-    return check
-
-
-def check_retention_size(value: Any, _groups: Any = None) -> None:
-    if not _SIZE.fullmatch(str(value)):
-        raise MonitoringSettingError(f"monitoring_retention_size {value!r}: {SIZE_RULE}")
+def is_size(value: Any) -> bool:
+    return _SIZE.fullmatch(str(value)) is not None
 
 
 def _inventory_hosts(name: str):
@@ -58,45 +53,10 @@ def _inventory_hosts(name: str):
     return check
 
 
-def _word(name: str):
-    """A value written into a service's command line (/etc/default's ARGS)."""
-
-    def check(value: Any, _groups: Any = None) -> None:
-        if why := formats.word(value):
-            raise MonitoringSettingError(f"{name} {value!r}: {why}")
-
-    return check
-
-
-def _url(name: str):
-    def check(value: Any, _groups: Any = None) -> None:
-        if why := formats.url(value):
-            raise MonitoringSettingError(f"{name} {value!r}: {why}")
-
-    return check
-
-
-def _port(name: str):
-    def check(value: Any, _groups: Any = None) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
-            raise MonitoringSettingError(f"{name} {value!r}: not a port (1-65535)")
-
-    return check
-
-
-PORTS = ("prometheus", "alertmanager", "node_exporter", "grafana", "dcgm_exporter")
-
+# The values written into files, each by its kind: kiln.setting_kinds.
 INVENTORY_CHECKS = {
-    **{f"monitoring_{p}_port": (int, _port(f"monitoring_{p}_port")) for p in PORTS},
-    "monitoring_retention_time": (str, _duration("monitoring_retention_time")),
-    "monitoring_retention_size": (str, check_retention_size),
-    "monitoring_scrape_interval": (str, _duration("monitoring_scrape_interval")),
-    "monitoring_scrape_hosts": (list, _inventory_hosts("monitoring_scrape_hosts")),
-    "monitoring_dcgm_exporter_hosts": (list, _inventory_hosts("monitoring_dcgm_exporter_hosts")),
-    "monitoring_listen_address": (str, _word("monitoring_listen_address")),
-    "monitoring_storage_path": (str, _word("monitoring_storage_path")),
-    "monitoring_repository_url": (str, _url("monitoring_repository_url")),
-    "monitoring_grafana_repository_url": (str, _url("monitoring_grafana_repository_url")),
+    name: (list, _inventory_hosts(name))
+    for name in ("monitoring_servers", "monitoring_scrape_hosts", "monitoring_dcgm_exporter_hosts")
 }
 
 

@@ -8,8 +8,10 @@ Prometheus renames `exported_node` where the target's label of the same name win
 compute node); else to the node of its target (`instance`); else to the cluster (an
 `absent()` rule carries no label)."""
 
+import http.client
 import ipaddress
 import json
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,7 +20,7 @@ from typing import Any, Literal
 
 import pydantic
 
-from kiln import hostlist, redact
+from kiln import files, hostlist, redact
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.inventory import ClusterSpec
 from kiln.printable import printable
@@ -26,7 +28,12 @@ from kiln.validation.verdicts import Verdict, exit_code
 
 DEFAULT_PORT = 9090
 CLUSTER = "(cluster)"  # the line of alerts that name no node
-TIMEOUT_S = 10.0
+TIMEOUT_S = 10.0  # each step: connecting, each read
+# The whole of one answer, however slowly it trickles in (a byte every few seconds
+# never trips TIMEOUT_S), and its size: about 8 times the `up` answer of a
+# 100,000-node cluster, with room for its firing alerts.
+ANSWER_S = 30.0
+MAX_ANSWER_BYTES = 256 * 1024 * 1024
 UP = "up"
 
 
@@ -180,17 +187,18 @@ def _get(base: str, path: str, query: dict[str, str] | None = None) -> Any:
     cannot be reached, refuses, or answers what its API never does."""
     url = f"{base}/{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer:
-            body = answer.read()
+        body = _download(url)
+    except _Cut as exc:
+        raise KilnError(f"Prometheus at {base} answered {path} {exc}", ExitCode.FAILED) from None
     except urllib.error.HTTPError as exc:  # the API's own errors come with a JSON body
-        body = exc.read()
+        body = getattr(exc, "body", b"")
         refused = _envelope(body)
         why = f"{refused.errorType}: {refused.error}" if refused else exc.reason
         raise KilnError(
             f"Prometheus at {base} refused {path}: HTTP {exc.code} {printable(why)}",
             ExitCode.FAILED,
         ) from None
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
         raise KilnError(
             f"Prometheus at {base} cannot be reached: {printable(str(reason))}", ExitCode.FAILED
@@ -210,10 +218,60 @@ def _get(base: str, path: str, query: dict[str, str] | None = None) -> Any:
     return found.data
 
 
+class _Cut(Exception):
+    """An answer cut off: too slow or too large (the message says which)."""
+
+
+def _download(url: str) -> bytes:
+    """The whole answer to GET url, within ANSWER_S and MAX_ANSWER_BYTES. Read in a
+    thread of its own, so that the wait for the whole answer is bounded, not each read:
+    one left reading past its time is a daemon thread, gone when kiln ends. Raises what
+    urlopen raises (an HTTPError with its body, bounded too, as `.body`), or _Cut."""
+    box: dict[str, Any] = {}
+
+    def fetch() -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer:
+                box["body"] = _bounded(answer)
+        except urllib.error.HTTPError as exc:
+            try:
+                exc.body = _bounded(exc)  # type: ignore[attr-defined]
+            except (_Cut, OSError):
+                exc.body = b""  # type: ignore[attr-defined]
+            box["error"] = exc
+        except Exception as exc:  # raised again in kiln's own thread, as urlopen's own
+            box["error"] = exc
+
+    worker = threading.Thread(target=fetch, name="kiln-prometheus", daemon=True)
+    worker.start()
+    worker.join(ANSWER_S)
+    if worker.is_alive():
+        raise _Cut(f"too slowly: not whole within {ANSWER_S:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["body"]
+
+
+def _bounded(answer: Any) -> bytes:
+    """An HTTP answer's body, refused past MAX_ANSWER_BYTES (its Content-Length says so
+    at once; else, once that much has come)."""
+    too_large = _Cut(f"with over {MAX_ANSWER_BYTES // 2**20} MiB (Kiln's limit)")
+    length = answer.headers.get("Content-Length", "")
+    if length.isdigit() and len(length) < 20 and int(length) > MAX_ANSWER_BYTES:
+        raise too_large
+    chunks, size = [], 0
+    while chunk := answer.read(1024 * 1024):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _envelope(body: bytes) -> _Answer | None:
     try:
-        return _Answer.model_validate(json.loads(body))
-    except (ValueError, pydantic.ValidationError):  # JSONDecodeError, bad UTF-8 too
+        return _Answer.model_validate(files.loads(body, strict=True))
+    except (ValueError, pydantic.ValidationError):  # not JSON, too deep, bad UTF-8 too
         return None
 
 

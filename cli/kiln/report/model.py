@@ -4,7 +4,6 @@ Everything a rendering or a comparison needs is in it, so `kiln report show` wor
 after the cluster is gone (for example after a region migration).
 """
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -16,7 +15,7 @@ from typing_extensions import TypedDict  # pydantic validates these only on 3.12
 
 from kiln import paths
 from kiln.errors import ExitCode, InputError
-from kiln.files import read_text
+from kiln.files import loads, read_text
 from kiln.run import ids
 from kiln.validation import assess
 from kiln.validation.verdicts import Judgement, Verdict, exit_code, worst
@@ -189,7 +188,7 @@ def _not_a_number(token: str) -> None:
 
 def _read(path: Path) -> Report:
     try:
-        data = json.loads(read_text(path), parse_float=_finite, parse_constant=_not_a_number)
+        data = loads(read_text(path), parse_float=_finite, parse_constant=_not_a_number)
         return Report.from_json(data)
     except ValueError as exc:
         raise InputError(f"{path}: not a Kiln validation report ({exc})") from None

@@ -3,10 +3,11 @@ every step (atomically) under the state directory, so `kiln rollout --resume ID`
 on after Ctrl-C, a crash of the control machine or a lost connection, and never drains
 again a batch that is done."""
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pydantic
 
 from kiln import files, paths
 from kiln.errors import ExitCode, InputError, KilnError
@@ -15,6 +16,9 @@ from kiln.run import ids
 RUNNING = "running"  # under way, or cut short (Ctrl-C, a crash): --resume carries on
 STOPPED = "stopped"  # the stop rule (--max-failures) or no room: --resume carries on
 FINISHED = "finished"  # every batch done: nothing to resume
+STATUSES = (RUNNING, STOPPED, FINISHED)
+# Above a rollout's record on 100,000 nodes (its plan and batches, about 30 MB).
+MAX_RECORD_BYTES = 256 * 1024 * 1024
 
 
 class Resumable(KilnError):
@@ -83,15 +87,22 @@ class Record:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Record":
-        return cls(
-            **{
-                **data,
-                "options": Options(**data["options"]),
-                "services": [Step(**s) for s in data["services"]],
-                "batches": [Step(**s) for s in data["batches"]],
-            }
-        )
+    def from_json(cls, data: Any) -> "Record":
+        """The record Kiln wrote, every field of its type (a status of 1 or an inventory
+        of 5 is no record; pydantic's lax rules take the digits "2" for 2), its status one
+        Kiln writes: ValueError naming the first field that is not."""
+        try:
+            record = _RECORD.validate_python(data)
+        except pydantic.ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise ValueError(f"{where}: {error['msg']}" if where else error["msg"]) from None
+        if record.status not in STATUSES:
+            raise ValueError(f"status {record.status!r} is none of {', '.join(STATUSES)}")
+        return record
+
+
+_RECORD = pydantic.TypeAdapter(Record)
 
 
 def directory() -> Path:
@@ -114,34 +125,50 @@ def known() -> list[str]:
     return sorted((p.stem for p in found), reverse=True)
 
 
+def read(chosen: str) -> Record:
+    """The record `chosen`, or InputError naming its file and why it cannot be read (not
+    a regular file, too large, not JSON, not a record)."""
+    path = directory() / f"{chosen}.json"
+    data = files.read_json(path, str(path), MAX_RECORD_BYTES)
+    try:
+        return Record.from_json(data)
+    except ValueError as exc:
+        raise InputError(f"{path}: not a rollout record Kiln can read ({exc})") from None
+
+
 def load(wanted: str, inventory: Path) -> Record:
     """The record to resume: by id (a unique prefix, or 'latest'), of this inventory, and
     not finished."""
     chosen = ids.pick(known(), wanted, "rollout", directory(), "kiln report list")
-    path = directory() / f"{chosen}.json"
-    try:
-        record = Record.from_json(json.loads(files.read_text(path, f"rollout {chosen}")))
-    except (ValueError, TypeError, KeyError) as exc:
-        raise InputError(f"{path}: not a rollout record Kiln can read ({exc})") from None
+    record = read(chosen)
     if record.status == FINISHED:
         raise InputError(f"rollout {chosen} is finished: nothing to resume")
-    if Path(record.inventory).resolve() != inventory.resolve():
+    if not _same_inventory(record.inventory, inventory):
         raise InputError(
-            f"rollout {chosen} is of the inventory {record.inventory}, not {inventory}"
+            f"rollout {chosen} is of the inventory {record.inventory!r}, not {inventory}"
         )
     return record
 
 
-def unfinished(inventory: Path) -> list[str]:
+def unfinished(inventory: Path, problems: list[str]) -> list[str]:
     """The rollouts of this inventory cut short (not stopped by their rule, not
-    finished): a new one would drain around their drained nodes."""
+    finished): a new one would drain around their drained nodes. A record that cannot
+    be read is left out with a line in `problems` naming it: one stray file must not
+    stop every rollout."""
     found = []
     for chosen in known():
         try:
-            data = json.loads((directory() / f"{chosen}.json").read_text())
-        except (OSError, ValueError):
+            record = read(chosen)
+        except InputError as exc:
+            problems.append(str(exc))
             continue
-        same = Path(str(data.get("inventory", ""))).resolve() == inventory.resolve()
-        if same and data.get("status") == RUNNING:
+        if record.status == RUNNING and _same_inventory(record.inventory, inventory):
             found.append(chosen)
     return found
+
+
+def _same_inventory(recorded: str, inventory: Path) -> bool:
+    try:
+        return Path(recorded).resolve() == inventory.resolve()
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a loop of links
+        return False

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from kiln import redact
 from kiln.errors import ExitCode
@@ -167,7 +167,7 @@ class JobEvent(BaseModel):
     """One ansible-runner job event (job_events/N-UUID.json)."""
 
     model_config = ConfigDict(extra="allow")
-    counter: int = 0
+    counter: StrictInt = 0  # ansible-runner's; events are replayed in its order
     event: str = ""
     event_data: EventData | None = None
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kiln import paths
+from kiln import files, paths
+from kiln.errors import ExitCode, KilnError
 from kiln.inventory.model import ClusterSpec
 from kiln.run.display import Displays
 from kiln.run.events import RunSummary
@@ -18,6 +19,18 @@ class Gathered:
     summary: RunSummary
     texts: dict[str, str] = field(default_factory=dict)  # node -> the file it brought back
     errors: dict[str, str] = field(default_factory=dict)  # node -> why it brought none
+
+    def json(self, node: str) -> Any:
+        """The JSON `node` brought back; one line naming it when that is no JSON Kiln
+        can read (cut short, nested past Python's limit: kiln.files.loads), exit 4."""
+        try:
+            return files.loads(self.texts[node])
+        except ValueError as exc:
+            raise KilnError(
+                f"{node}: what it brought back is not JSON Kiln can read ({exc}) "
+                f"(kiln runs show {self.summary.run})",
+                ExitCode.HOSTS_FAILED,
+            ) from None
 
 
 def gather(
@@ -48,7 +61,7 @@ def gather(
         for name in nodes:
             found = Path(tmp) / f"{name}.json"
             if found.is_file():
-                gathered.texts[name] = found.read_text()
+                gathered.texts[name] = files.read_text(found, f"{name}.json from {name}")
             else:
                 gathered.errors[name] = failures.get(name, "not read")
     return gathered

@@ -21,6 +21,8 @@ from kiln.run.events import EventAccumulator, JobEvent, RunSummary
 
 RUNNER_IDENT = "ansible"
 RECORD_FILE = "kiln.json"
+# A run's record is under a kilobyte; an event holds one task's result on one host.
+MAX_RECORD_BYTES = 1024 * 1024
 
 
 class RunRecord(BaseModel):
@@ -89,8 +91,13 @@ def list_records(problems: list[str] | None = None) -> list[RunRecord]:
     if paths.runs_dir().is_dir():
         for record_file in paths.runs_dir().glob(f"*/{RECORD_FILE}"):
             try:
-                records.append(_settled(RunRecord.model_validate_json(record_file.read_bytes())))
-            except (OSError, ValueError) as exc:
+                raw = files.read_bytes(record_file, limit=MAX_RECORD_BYTES)
+                data = files.loads(raw, strict=True)
+                records.append(_settled(RunRecord.model_validate(data)))
+            except InputError as exc:  # not a regular file, too large
+                if problems is not None:
+                    problems.append(exc.message)
+            except ValueError as exc:
                 if problems is not None:
                     problems.append(f"{record_file}: not a Kiln run record ({_first(exc)})")
     return sorted(records, key=lambda r: (r.started, r.run), reverse=True)
@@ -147,19 +154,21 @@ def load_events(run_dir: Path, problems: list[str] | None = None) -> list[dict[s
     interrupted by a kill or a full disk) is left out, with a line in `problems`."""
     events = []
     for event_file in sorted(events_dir(run_dir).glob("*.json")):
+        # A FIFO or a device in its place is refused, never read (files.read_bytes).
+        raw = files.read_bytes(event_file)
         try:
-            raw = event_file.read_bytes()
-            JobEvent.model_validate_json(raw)
-        except (OSError, ValueError) as exc:
-            if isinstance(exc, ValidationError) and exc.errors()[0]["type"] == "json_invalid":
-                if problems is not None:
-                    problems.append(f"{event_file}: cut short, not whole JSON ({_first(exc)})")
-                continue
+            data = files.loads(raw)
+            counter = JobEvent.model_validate(data).counter
+        except json.JSONDecodeError as exc:
+            if problems is not None:
+                problems.append(f"{event_file}: cut short, not whole JSON ({exc})")
+            continue
+        except ValueError as exc:  # nested too deeply, no event, a counter "12"
             raise InputError(
                 f"{event_file}: not an ansible-runner job event ({_first(exc)})"
             ) from None
-        events.append(json.loads(raw))
-    return sorted(events, key=lambda e: e.get("counter", 0))
+        events.append((counter, data))
+    return [data for _, data in sorted(events, key=lambda pair: pair[0])]
 
 
 def last_task_count(playbook: str) -> int | None:

@@ -4,12 +4,11 @@ later against the profile and the fleet) or a check that already has its verdict
 mount that is missing fails whatever the profile).
 """
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kiln import hostlist
+from kiln import files, hostlist
 from kiln.validation import drain, fio, nccl_judge, nccl_tests
 from kiln.validation import results as layout
 from kiln.validation.nccl_judge import PLATEAU_BYTES
@@ -155,7 +154,7 @@ def _mpi(found: Collected, run: layout.MpiRun, tested: list[str]) -> None:
 def _mpi_report(found: Collected, across: layout.Command, ran: list[str]) -> None:
     lines = [line for line in across.stdout.splitlines() if line.startswith("{")]
     try:
-        report = layout.MpiReport.from_json(json.loads(lines[-1]) if lines else None)
+        report = layout.MpiReport.from_json(files.loads(lines[-1]) if lines else None)
     except ValueError:
         report = layout.MpiReport()
     if report.ranks is None:

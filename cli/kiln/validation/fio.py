@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 
 from kiln.errors import InputError
+from kiln.files import loads
 
 
 class FioError(InputError):
@@ -38,9 +39,11 @@ def parse(text: str, source: str) -> FioResult:
     if start == -1:
         raise FioError(f"{source}: no fio JSON found")
     try:
-        data = json.loads(text[start:])
+        data = loads(text[start:])
     except json.JSONDecodeError as exc:
         raise FioError(f"{source}: not fio JSON ({exc.msg}; a run cut short?)") from None
+    except ValueError as exc:  # JSON Python cannot hold (kiln.files.loads)
+        raise FioError(f"{source}: not fio JSON ({exc})") from None
     jobs = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(jobs, list) or not jobs:
         raise FioError(f"{source}: fio JSON without jobs")

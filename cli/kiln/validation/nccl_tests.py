@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kiln.errors import InputError
-from kiln.files import read_text
+from kiln.files import loads, read_text
 
 COLLECTIVES = (
     "all_reduce",
@@ -226,11 +226,13 @@ def parse_json(text: str, source: str, collective: str | None = None) -> Run:
     """The -J file: {"args": [...], "config": {"devices": [...]}, "results": [...],
     "out_of_bounds": {...}, "average_bus_bandwidth": {...}}."""
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as exc:
         raise NcclTestsError(
             f"{source}:{exc.lineno}: not nccl-tests JSON ({exc.msg}; a run cut short?)"
         ) from None
+    except ValueError as exc:  # JSON Python cannot hold (kiln.files.loads)
+        raise NcclTestsError(f"{source}: not nccl-tests JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise NcclTestsError(f"{source}: not nccl-tests JSON (no results list)")
     args = data.get("args") or [""]

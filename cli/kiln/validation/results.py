@@ -24,14 +24,14 @@ On each node, while the run lasts: NODE_ROOT/RUN/KIND.json for each of NODE_KIND
 the role brings back as KIND/NODE.json.
 """
 
-import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import NoneType, UnionType
 from typing import Any, Self, get_args
 
-from kiln import mpi
+from kiln import files, mpi
+from kiln.errors import InputError
 
 NODE_ROOT = "/var/lib/kiln/validate"
 SLURM_STATE = "slurm_state.json"
@@ -417,6 +417,6 @@ def _load(path: Path) -> Any:
     """A result file's JSON; None when it is missing or was cut short (a node that
     stopped mid-write): the collect step reports the missing result."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return files.loads(files.read_bytes(path))
+    except (InputError, ValueError):  # missing, no file, not JSON
         return None

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kiln import files
 from kiln.node import cuda_toolchain
 from kiln.node.slurm_jobs import Srun
 from kiln.validation import profiles
@@ -324,7 +325,7 @@ def tree_mount(mount_check: str) -> str:
     map has no directory of its own to write in); '' for none or no check."""
     if not mount_check.startswith("{"):
         return ""
-    mounts = json.loads(mount_check).get("mounts") or []
+    mounts = files.loads(mount_check).get("mounts") or []
     healthy = [
         m.get("path", "")
         for m in mounts
@@ -356,7 +357,7 @@ def cold_import(written: str, mount: str, module: str) -> dict[str, Any]:
     tree` wrote on `mount` (its output `written`); where there is no tree, why."""
     if module:
         return {"run": True, "module": module, "root": "", "needs_mount": "", "skipped": ""}
-    doc = json.loads(written) if mount else {"error": NO_TREE_MOUNT}
+    doc = files.loads(written) if mount else {"error": NO_TREE_MOUNT}
     root = doc.get("root", "")
     return {
         "run": bool(root),
@@ -404,4 +405,4 @@ def mpi_record(ran: Mapping, unbuilt: list[str]) -> dict[str, Any]:
     did not run at all."""
     if ran.get("skipped"):
         return {"skipped": NO_MPI_CHECK}
-    return {**json.loads(ran["stdout"]), "unbuilt": list(unbuilt)}
+    return {**files.loads(ran["stdout"]), "unbuilt": list(unbuilt)}
