@@ -10,7 +10,6 @@ compute node); else to the node of its target (`instance`); else to the cluster 
 
 import http.client
 import ipaddress
-import json
 import threading
 import urllib.error
 import urllib.parse
