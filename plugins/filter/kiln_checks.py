@@ -1,5 +1,6 @@
-"""The roles' pre-flight check of the values they write into config files: the checks of
-`kiln inventory check` (kiln.inventory.checks.VALUE_CHECKS), on what Ansible resolved."""
+"""The roles' pre-flight checks: the values they write into config files (the checks of
+`kiln inventory check`, kiln.inventory.checks.VALUE_CHECKS, on what Ansible resolved),
+and each node's operating system against its roles' (kiln.os_support)."""
 
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ try:
 except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
 
+from kiln import os_support
 from kiln.inventory import checks
 
 
@@ -23,6 +25,14 @@ def kiln_value_problems(values, groups=None):
     ]
 
 
+def kiln_os_refusals(os_releases, groups):
+    """One line per operating system that roles of its hosts do not support, naming the
+    hosts and roles; `os_releases`: {host: /etc/os-release's text}."""
+    releases = {host: os_support.os_release(text) for host, text in dict(os_releases).items()}
+    groups = {name: list(hosts) for name, hosts in dict(groups).items()}
+    return os_support.refusals(releases, groups, groups.get("all", list(releases)))
+
+
 class FilterModule:
     def filters(self):
-        return {"kiln_value_problems": kiln_value_problems}
+        return {"kiln_value_problems": kiln_value_problems, "kiln_os_refusals": kiln_os_refusals}
