@@ -284,6 +284,8 @@ def inventory_data(lab: LabPlan, key: Path, apt_proxy: str | None) -> dict:
         # the check that ansible.cfg turns on for every real inventory.
         "ansible_host_key_checking": False,
         "kiln_lab_name": lab.name,
+        # The nodes' release (kiln.lab.distros), for lab settings that differ by it.
+        "kiln_lab_distro": lab.distro,
     }
     if apt_proxy:
         all_vars["base_apt_proxy"] = apt_proxy
