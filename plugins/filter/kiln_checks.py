@@ -27,8 +27,11 @@ def kiln_value_problems(values, groups=None):
 
 def kiln_os_refusals(os_releases, groups):
     """One line per operating system that roles of its hosts do not support, naming the
-    hosts and roles; `os_releases`: {host: /etc/os-release's text}."""
-    releases = {host: os_support.os_release(text) for host, text in dict(os_releases).items()}
+    hosts and roles; `os_releases`: {host: /etc/os-release's text, or its ansible_facts}."""
+    releases = {
+        host: os_support.os_release(read) if isinstance(read, str) else os_support.release(read)
+        for host, read in dict(os_releases).items()
+    }
     groups = {name: list(hosts) for name, hosts in dict(groups).items()}
     return os_support.refusals(releases, groups, groups.get("all", list(releases)))
 

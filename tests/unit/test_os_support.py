@@ -110,3 +110,20 @@ def test_cached_facts_are_read_in_the_jsonfile_caches_shape(tmp_path):
         "gpu01": ("Rocky", "9"),
         "gpu02": ("Ubuntu", "24.04"),
     }
+
+
+def test_the_filter_judges_facts_as_the_base_role_passes_them():
+    rocky = {
+        "distribution": "Rocky",
+        "distribution_version": "9.4",
+        "distribution_major_version": "9",
+    }
+    noble = {
+        "distribution": "Ubuntu",
+        "distribution_version": "24.04",
+        "distribution_major_version": "24",
+    }
+    storage_roles = "base, glusterfs_server, autofs, monitoring"
+    assert kiln_os_refusals({"st01": rocky, "ctl": noble}, GROUPS) == [
+        f"st01: Rocky 9 is not supported by {storage_roles} {SUPPORTED}"
+    ]
