@@ -26,18 +26,22 @@ class Release:
     """What differs by the node's release: NVIDIA's tree and package names there, and the
     distribution's own build of the same names."""
 
-    def __init__(self, tree, origin, driver, persistenced, suffix, own):
+    def __init__(self, tree, origin, driver, persistenced, suffix, own, pinned=""):
         self.tree = tree
         self.origin = origin  # the distribution's archive, refused for the driver's names
         self.driver = driver
-        self.persistenced = persistenced  # pinned and installed by name, where it has one
+        self.persistenced = persistenced  # installed by name, where it has one
         self.suffix = suffix  # NVIDIA's Debian revision of the driver's packages there
         self.own = own  # (a package of the same name, its version in the distribution)
+        # What the pin names: every package of the branch on Ubuntu, whose archive has
+        # the dependencies too; else the packages installed by name.
+        self.pinned = pinned or " ".join([*driver, *FABRIC_MANAGER, *persistenced])
 
 
 DEBIAN = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "libcuda1",
           "libnvidia-ml1"]  # fmt: skip
 UBUNTU = ["nvidia-headless-580-open", "nvidia-utils-580"]
+UBUNTU_PIN = "/^(lib)?nvidia-.*-580(-open)?$/"
 RELEASES = {
     # Debian 13's own 550 build is in non-free; Ubuntu's 580 builds in restricted.
     "trixie": Release("debian13", "Debian", DEBIAN, ["nvidia-persistenced"], "-1",
@@ -45,9 +49,9 @@ RELEASES = {
     "bookworm": Release("debian12", "Debian", DEBIAN, ["nvidia-persistenced"], "-1",
                         ("nvidia-smi", r"535\.\S+")),
     "noble": Release("ubuntu2404", "Ubuntu", UBUNTU, [], "-0ubuntu1",
-                     ("nvidia-utils-580", r"580\.\S+ubuntu0\.24\.04\S*")),
+                     ("nvidia-utils-580", r"580\.\S+ubuntu0\.24\.04\S*"), UBUNTU_PIN),
     "jammy": Release("ubuntu2204", "Ubuntu", UBUNTU, [], "-0ubuntu1",
-                     ("nvidia-utils-580", r"580\.\S+ubuntu0\.22\.04\S*")),
+                     ("nvidia-utils-580", r"580\.\S+ubuntu0\.22\.04\S*"), UBUNTU_PIN),
 }  # fmt: skip
 
 
@@ -70,7 +74,7 @@ def test_the_repository_is_added_from_the_releases_tree_with_its_key_checked(hos
 
 
 def test_the_distribution_is_refused_for_the_driver_names_and_the_version_is_pinned(host, release):
-    pinned = " ".join([*release.driver, *FABRIC_MANAGER, *release.persistenced])
+    pinned = release.pinned
     assert host.file("/etc/apt/preferences.d/kiln-nvidia-driver").content_string == (
         "# Managed by Kiln (nvidia_driver_version): every package of the driver stays at "
         "one version.\n"
