@@ -8,7 +8,8 @@ import pytest
 testinfra_hosts = ["podman://hpcx-lmod", "podman://hpcx-modules"]
 VERSION = "2.22.1"
 HOME = f"/opt/hpcx/{VERSION}"
-BUILD = {"hpcx-lmod": "ubuntu24.04", "hpcx-modules": "ubuntu22.04"}  # Debian 13, 12
+# Debian 13 and 12 by default; Ubuntu 24.04 and 22.04 (scripts/molecule.sh --os ubuntu).
+BUILD = {"hpcx-lmod": "ubuntu24.04", "hpcx-modules": "ubuntu22.04"}
 PMIX_PREFIX = "/usr/lib/x86_64-linux-gnu/pmix2"
 
 
