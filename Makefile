@@ -8,11 +8,12 @@ GPU_PYTHON := $(shell command -v python3)
 endif
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: lab test prereqs venv standins lint unit molecule e2e e2e-migration e2e-newuser lab-down docs collection gpu-check
+.PHONY: lab test prereqs venv standins lint unit molecule e2e e2e-migration e2e-newuser e2e-ubuntu lab-down docs collection gpu-check
 
-## Bring up the local lab cluster and provision it.
+## Bring up the local lab cluster and provision it; OS picks the nodes' release:
+## debian-13 (the default), debian-12, ubuntu-24.04 or ubuntu-22.04 (docs/lab.md).
 lab: prereqs venv standins
-	$(KILN) lab up
+	$(KILN) lab up $(if $(OS),--distro $(OS))
 	$(KILN) provision
 
 ## STAND-INs for NVIDIA's enroot and pyxis, which the lab cannot download (test aids,
@@ -58,22 +59,28 @@ unit: venv
 gpu-check:
 	PYTHONPATH=$(CURDIR)/cli$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest tests/gpu -v -p no:cacheprovider
 
-## Every scenario on Debian 13 but Slurm's, on Debian 12 (Slurm 22.05) with config files
-## pushed to every node: the e2e lab covers Debian 13's Slurm 24.11, configless.
+## Every scenario on the releases scripts/molecule.sh's CI_RELEASES names: the compute
+## node's roles on Ubuntu 24.04 (Slurm's with config files pushed), the driver's and
+## HPC-X's on Debian 13 and 12; the e2e lab covers Debian 13 (docs/performance.md).
 molecule: prereqs venv
 	scripts/molecule.sh --ci
 
 e2e: prereqs venv
 	scripts/setup-host.sh chromium
-	pytest tests/e2e -m "not migration and not newuser" --durations=0
+	pytest tests/e2e -m "not migration and not newuser and not ubuntu" --durations=0
 
 ## The region migration between two labs (about 15 minutes): not in `make test`.
 e2e-migration: prereqs venv
 	pytest tests/e2e -m migration --durations=0
 
-## A new user's first hour on a lab of its own (about 8 minutes): not in `make test`.
+## A new user's first hour on a lab of its own (about 5 minutes): not in `make test`.
 e2e-newuser: prereqs venv standins
 	pytest tests/e2e -m newuser --durations=0
+
+## The lab on Ubuntu 24.04 nodes (about 15 minutes): provision twice, validate, a short
+## burn-in on PyPI's torch for Python 3.12 (docs/lab.md). Not in `make test`.
+e2e-ubuntu: prereqs venv
+	pytest tests/e2e -m ubuntu --durations=0
 
 ## The collection kiln.cluster and the kiln wheel in dist/: what
 ## execution-environment.yml builds from (docs/ansible.md).

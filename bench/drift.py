@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Wall time of `kiln drift` on a provisioned lab against a no-op provision (run by hand).
 
-    .venv/bin/python bench/drift.py [--compute N] [--distro trixie|bookworm] [--rounds N]
+    .venv/bin/python bench/drift.py [--compute N] [--distro RELEASE] [--rounds N]
                                     [--keep]
 
 Brings up a lab named "bench" (separate from the default lab), provisions it, then

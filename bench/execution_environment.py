@@ -3,7 +3,7 @@
 image, through ansible-navigator, against a lab (run by hand).
 
     .venv/bin/python bench/execution_environment.py [--inventory PATH] [--no-build]
-                                   [--compute N] [--distro trixie|bookworm] [--keep]
+                                   [--compute N] [--distro RELEASE] [--keep]
 
 Builds the EE's base image (`kiln lab image --ee-base`, debootstrap), the collection and
 the kiln wheel (`make collection`) and the image kiln-ee:VERSION (ansible-builder),

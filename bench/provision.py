@@ -3,7 +3,7 @@
 `apt-get install` takes for the same packages, how both grow with the lab, and the
 control machine's CPU seconds per host (run by hand).
 
-    .venv/bin/python bench/provision.py [--compute N] [--distro trixie|bookworm]
+    .venv/bin/python bench/provision.py [--compute N] [--distro RELEASE]
                                         [--sizes 8,16] [--no-apt] [--keep]
 
 Brings up a lab named "bench" (separate from the default lab) of N compute nodes (lab

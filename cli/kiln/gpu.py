@@ -404,7 +404,7 @@ def exact_mismatch(what: str, names: list[str], pinned: str, policies: dict[str,
 # --- inventory pre-flight ---------------------------------------------------------------
 
 # The settings written as URIs of a deb822 sources file.
-URL_SETTINGS = ("cuda_repo_url", "debian_mirror", "debian_security_mirror")
+URL_SETTINGS = ("cuda_repo_url", "cuda_repos_url", "debian_mirror", "debian_security_mirror")
 # A kernel module parameter (NVreg_EnableStreamMemOPs), written into modprobe.d's
 # `options MODULE NAME=VALUE ...` line: a line break there would add an `install`
 # command, which modprobe runs as root.

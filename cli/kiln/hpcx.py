@@ -199,10 +199,10 @@ def plan(
     }
 
 
-def module_files(home: str, version: str, rebuilt: bool) -> dict[str, str]:
+def module_files(home: str, version: str, rebuilt: bool, family: bool = True) -> dict[str, str]:
     """Kiln's mpi/hpcx (and mpi/hpcx-pmix where Open MPI was rebuilt against the
     system PMIx): each puts HPC-X's own module directory on the path and loads the
-    module file HPC-X ships, inside the mpi family."""
+    module file HPC-X ships, inside the mpi family (`family`: kiln.mpi.modulefile's)."""
     variants = [("hpcx", "hpcx", f"{home}/ompi", "NVIDIA HPC-X {v} (its own Open MPI)")]
     if rebuilt:
         variants.append(
@@ -223,6 +223,7 @@ def module_files(home: str, version: str, rebuilt: bool) -> dict[str, str]:
                 load=shipped,
             ),
             mark=MARK,
+            family=family,
         )
         for name, shipped, mpi_home, summary in variants
     }

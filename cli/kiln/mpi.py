@@ -47,14 +47,16 @@ class MpiModule:
 MARK = "## Written by Kiln (role mpi)"  # how the role tells its files from the site's
 
 
-def modulefile(module: MpiModule, mark: str = MARK) -> str:
+def modulefile(module: MpiModule, mark: str = MARK, family: bool = True) -> str:
     """A Tcl module file: Lmod reads it as well as Modules does, so one file serves
-    both systems. `mark` names the role that writes it."""
+    both systems. `mark` names the role that writes it. `family`: whether the module
+    system knows the family command (Modules 5.1 and later, every Lmod; Ubuntu 22.04's
+    Modules 5.0 stops at it): without it, `conflict` alone keeps a second MPI out."""
     lines = [
         "#%Module1.0",
         f"{mark}: {module.summary}",
         f"module-whatis {{{module.summary}}}",
-        f"family {FAMILY}",
+        *([f"family {FAMILY}"] if family else []),
         f"conflict {FAMILY}",
         f"setenv MPI_HOME {module.home}",
     ]
@@ -79,10 +81,12 @@ def openmpi(debian_version: str) -> MpiModule:
     )
 
 
-def module_files(modules: list[MpiModule], default: str = DEFAULT_MPI) -> dict[str, str]:
+def module_files(
+    modules: list[MpiModule], default: str = DEFAULT_MPI, family: bool = True
+) -> dict[str, str]:
     """Every file under the site module path, by path relative to it: one per MPI and
     the family's .modulerc naming the default (`module load mpi`)."""
-    files = {f"{FAMILY}/{m.name}": modulefile(m) for m in modules}
+    files = {f"{FAMILY}/{m.name}": modulefile(m, family=family) for m in modules}
     if any(m.name == default for m in modules):
         files[f"{FAMILY}/.modulerc"] = (
             f"#%Module1.0\n{MARK}: `module load {FAMILY}` loads "

@@ -12,11 +12,14 @@ its prefix, `<role>_`. What the inventory checks take from a role's module, by n
 
 Modules are imported when asked for, so a filter plugin that reads a role's defaults
 loads no other role's module.
+
+Each entry also says which operating systems and releases the role supports
+(`platforms`): the pre-flight (kiln.os_support) refuses any other before a change.
 """
 
 import importlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,6 +31,10 @@ from kiln import paths
 SettingsCheck = Callable[[dict[str, Any]], list[str]]
 ValueCheck = tuple[type, Callable[[Any, dict[str, list[str]]], None]]
 
+# The releases tested (docs/index.md says how), by Ansible's distribution fact: Debian by
+# its major version, Ubuntu by its version (22.04, 24.04).
+SUPPORTED: dict[str, tuple[str, ...]] = {"Debian": ("12", "13"), "Ubuntu": ("22.04", "24.04")}
+
 
 @dataclass(frozen=True)
 class Role:
@@ -36,6 +43,8 @@ class Role:
     module: str | None
     # The inventory groups whose hosts it runs on ("all": every host).
     groups: tuple[str, ...]
+    # {distribution: releases} it supports (meta/main.yml's platforms say the same).
+    platforms: dict[str, tuple[str, ...]] = field(default_factory=lambda: SUPPORTED)
 
     @property
     def prefix(self) -> str:

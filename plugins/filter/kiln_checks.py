@@ -1,6 +1,7 @@
-"""The roles' pre-flight check of the values they write into config files: the checks of
-`kiln inventory check` (kiln.inventory.checks.VALUE_CHECKS), on what Ansible resolved
-(roles/base/tasks/values.yml)."""
+"""The roles' pre-flight checks: the values they write into config files (the checks of
+`kiln inventory check`, kiln.inventory.checks.VALUE_CHECKS, on what Ansible resolved:
+roles/base/tasks/values.yml), and each node's operating system against its roles'
+(kiln.os_support)."""
 
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ try:
 except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
 
+from kiln import os_support
 from kiln.inventory import checks
 
 
@@ -30,9 +32,21 @@ def kiln_checked_variables(role):
     return checks.role_variables(str(role))
 
 
+def kiln_os_refusals(os_releases, groups):
+    """One line per operating system that roles of its hosts do not support, naming the
+    hosts and roles; `os_releases`: {host: /etc/os-release's text, or its ansible_facts}."""
+    releases = {
+        host: os_support.os_release(read) if isinstance(read, str) else os_support.release(read)
+        for host, read in dict(os_releases).items()
+    }
+    groups = {name: list(hosts) for name, hosts in dict(groups).items()}
+    return os_support.refusals(releases, groups, groups.get("all", list(releases)))
+
+
 class FilterModule:
     def filters(self):
         return {
             "kiln_value_problems": kiln_value_problems,
             "kiln_checked_variables": kiln_checked_variables,
+            "kiln_os_refusals": kiln_os_refusals,
         }

@@ -36,8 +36,8 @@ def kiln_hpcx_refusals(hostvars, hosts):
     return "; ".join(f"{hostlist.compress(h)}: {r}" for r, h in by_reason.items())
 
 
-def kiln_hpcx_module_files(home, version, rebuilt):
-    return hpcx.module_files(home, version, rebuilt)
+def kiln_hpcx_module_files(home, version, rebuilt, family=True):
+    return hpcx.module_files(home, version, rebuilt, bool(family))
 
 
 class FilterModule:

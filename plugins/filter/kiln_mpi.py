@@ -14,11 +14,12 @@ from ansible.errors import AnsibleFilterError
 from kiln import mpi
 
 
-def kiln_mpi_module_files(openmpi_version):
+def kiln_mpi_module_files(openmpi_version, family=True):
     """The module files under mpi_module_path; openmpi_version is Debian's version of
-    openmpi-bin, or "" where Open MPI is not installed."""
+    openmpi-bin, or "" where Open MPI is not installed; family: whether the module
+    system knows Tcl's family command (the role's vars per release)."""
     modules = [mpi.openmpi(openmpi_version)] if openmpi_version else []
-    return mpi.module_files(modules)
+    return mpi.module_files(modules, family=bool(family))
 
 
 def kiln_mpi_layout(name, module_path):

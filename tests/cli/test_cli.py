@@ -1,5 +1,6 @@
 """The `kiln` process: help, version, and every bad-input path the issue names."""
 
+import json
 import subprocess
 import sys
 
@@ -7,6 +8,7 @@ import click
 import pytest
 import yaml
 
+from kiln import roles
 from kiln.cli import COMMANDS, LazyGroup, cli
 from kiln.errors import ExitCode
 from tests.conftest import cluster_inventory, run_kiln
@@ -132,6 +134,28 @@ def test_inventory_check_prints_what_it_found(write_inventory):
     assert found["hosts"]["nfs1"] == {"address": "10.0.0.5", "roles": ["storage"]}
 
 
+def test_inventory_check_refuses_a_host_whose_cached_facts_name_an_unsupported_os(
+    write_inventory, state_dir
+):
+    # The facts an earlier run cached, as ansible-core 2.19's jsonfile cache writes them.
+    facts = {
+        "ansible_distribution": "Rocky",
+        "ansible_distribution_version": "9.4",
+        "ansible_distribution_major_version": "9",
+    }
+    (state_dir / "facts").mkdir()
+    (state_dir / "facts" / "s1_gpu002").write_text(json.dumps({"__payload__": json.dumps(facts)}))
+    result = run_kiln("inventory", "check", "-i", str(write_inventory()))
+    compute_roles = ", ".join(
+        r.name for r in roles.ROLES.values() if {"all", "slurm_compute"} & set(r.groups)
+    )
+    assert_bad_input(
+        result,
+        f"gpu002: Rocky 9 is not supported by {compute_roles}"
+        " (supported: Debian 12, 13; Ubuntu 22.04, 24.04) (facts cached by an earlier run)",
+    )
+
+
 def test_unknown_playbook(write_inventory):
     result = run_kiln("run", "nosuch", "-i", str(write_inventory()))
     assert result.returncode == ExitCode.BAD_INPUT
@@ -199,13 +223,32 @@ def test_lab_image_builds_the_node_image_or_the_ee_base(monkeypatch):
             built.append((distro, rebuild, recipe.repo)) or image.image_name(distro, recipe)
         ),
     )
-    runs = [["--ee-base"], ["--distro", "bookworm", "--rebuild"]]
+    runs = [["--ee-base"], ["--distro", "bookworm", "--rebuild"], ["--distro", "ubuntu-24.04"]]
     outputs = [CliRunner().invoke(cli, ["lab", "image", *args]).output for args in runs]
-    assert outputs == ["localhost/kiln-ee-base:trixie\n", "localhost/kiln-node:bookworm\n"]
+    # The setting $KILN_LAB_DISTRO stands where --distro is not given.
+    monkeypatch.setenv("KILN_LAB_DISTRO", "ubuntu-22.04")
+    outputs.append(CliRunner().invoke(cli, ["lab", "image"]).output)
+    assert outputs == [
+        "localhost/kiln-ee-base:trixie\n",
+        "localhost/kiln-node:bookworm\n",
+        "localhost/kiln-node:noble\n",
+        "localhost/kiln-node:jammy\n",
+    ]
     assert built == [
         ("trixie", False, "localhost/kiln-ee-base"),
         ("bookworm", True, "localhost/kiln-node"),
+        ("noble", False, "localhost/kiln-node"),
+        ("jammy", False, "localhost/kiln-node"),
     ]
+
+
+def test_lab_refuses_a_release_it_cannot_build_named_in_the_setting():
+    result = run_kiln("lab", "up", "--name", "nolab", env={"KILN_LAB_DISTRO": "rocky-9"})
+    assert_bad_input(
+        result,
+        "unknown distro 'rocky-9' (expected one of trixie, bookworm, noble, jammy,"
+        " debian-13, debian-12, ubuntu-24.04, ubuntu-22.04)",
+    )
 
 
 def test_lab_commands_on_a_lab_that_is_not_up():

@@ -13,9 +13,10 @@ UNREACHABLE = {
     "ansible_user": "root",
     "ansible_ssh_common_args": "-o ConnectTimeout=3",
 }
+# The first task of site.yml, its pre-flight's read of each node's OS.
 WHY = (
-    "unreachable at Install python3 and python3-apt if missing: Failed to connect to the "
-    "host via ssh: ssh: connect to host 127.0.0.1 port 1: Connection refused"
+    "unreachable at Pre-flight: read each node's operating system: Failed to connect to "
+    "the host via ssh: ssh: connect to host 127.0.0.1 port 1: Connection refused"
 )
 
 

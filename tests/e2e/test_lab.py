@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 import yaml
 
-from kiln import inventory
+from kiln import inventory, roles
 from kiln.errors import ExitCode
 from kiln.monitoring.rules import seconds
 from kiln.node import slurm_state
 from kiln.validation import drain
 from tests import standins
 from tests.collection import build_collection, install_collection, plain_ansible
-from tests.conftest import run_kiln
+from tests.conftest import REPO, run_kiln
 from tests.e2e.accounts import ACCOUNTS, REMOVE_ACCOUNTS, SHOW_ACCOUNTS
 
 pytestmark = pytest.mark.e2e
@@ -83,6 +83,37 @@ def provisioned(lab) -> dict:
 @pytest.fixture(autouse=True)
 def state_dir(lab):
     """Overrides the per-test state dir: these tests share the lab's."""
+
+
+ROCKY = REPO / "tests" / "fixtures" / "os-release" / "rocky-9"
+
+
+def test_a_rocky_node_is_refused_by_the_preflight_before_any_node_is_touched(lab):
+    # compute02 says it is Rocky Linux 9 (its /etc/os-release, as Rocky ships it): the
+    # pre-flight play reads every node's, refuses compute02 naming the roles it would
+    # get, and no node, the Debian ones included, runs anything more. Raw nodes: the
+    # first test in file order.
+    on("compute02", "mv /etc/os-release /etc/os-release.kiln-test")
+    try:
+        on("compute02", f"cat > /etc/os-release <<'EOF'\n{ROCKY.read_text()}EOF")
+        code, report = provision(lab)
+    finally:
+        on("compute02", "mv -f /etc/os-release.kiln-test /etc/os-release")
+    assert code == ExitCode.BAD_INPUT, report["failures"]
+    compute_roles = ", ".join(
+        r.name for r in roles.ROLES.values() if {"all", "slurm_compute"} & set(r.groups)
+    )
+    assert [(f["task"], f["message"]) for f in report["failures"]] == [
+        (
+            "Pre-flight: refuse an operating system or release a node's roles do not support",
+            f"{LAB}-compute02: Rocky Linux 9 is not supported by {compute_roles}"
+            " (supported: Debian 12, 13; Ubuntu 22.04, 24.04)",
+        )
+    ]
+    assert all(counts["changed"] == 0 for counts in report["hosts"].values())
+    for node in ("controller", "storage", "compute01", "compute02"):
+        look = "ls /etc/apt/apt.conf.d/01kiln-retries /etc/ansible/facts.d 2>/dev/null; true"
+        assert on(node, look).strip() == "", node
 
 
 def test_check_mode_changes_nothing(lab):

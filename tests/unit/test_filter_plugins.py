@@ -610,6 +610,10 @@ def test_gpu_settings_problems_refuse_a_url_apt_would_read_as_more_fields():
     assert problems({**settings, "debian_mirror": "http://m/ http://evil/"}) == [
         f"nvidia_driver_debian_mirror 'http://m/ http://evil/': {URL_RULE} (apt's sources hold it)"
     ]
+    assert problems({**settings, "cuda_repos_url": "http://m/cuda\nTrusted: yes"}) == [
+        f"nvidia_driver_cuda_repos_url 'http://m/cuda\\nTrusted: yes': {URL_RULE} (apt's sources "
+        "hold it)"
+    ]
 
 
 def test_gpu_settings_problems_refuse_module_options_modprobe_would_read_as_more():

@@ -33,3 +33,39 @@ def test_every_scenario_runs_in_ci_once():
     (lanes,) = re.findall(r"^LANES=\((.*)\)$", script, re.MULTILINE)
     laned = [*" ".join(re.findall(r'"([^"]*)"', lanes)).split(), "slurm"]
     assert sorted(laned) == SCENARIOS
+
+
+IMAGE = re.compile(
+    r"localhost/kiln-node:(?:\$\{(KILN_MOLECULE_DISTRO|KILN_MOLECULE_OLDER):-(\w+)\}|(\w+))"
+)
+
+
+def test_every_scenario_takes_its_releases_from_the_variables_but_debians_driver_nodes():
+    """Ubuntu (or any lab release) is chosen for every scenario by KILN_MOLECULE_DISTRO and
+    KILN_MOLECULE_OLDER (scripts/molecule.sh --os); only the nodes of the driver's debian
+    source, Debian's alone, name their release."""
+    fixed = {}
+    for scenario in SCENARIOS:
+        for platform in platforms(scenario):
+            variable, default, named = IMAGE.fullmatch(platform["image"]).groups()
+            if named:
+                fixed[platform["name"]] = named
+            else:
+                assert default == {"KILN_MOLECULE_DISTRO": "trixie"}.get(variable, "bookworm")
+    assert fixed == {"drv-bookworm": "bookworm", "drv-trixie": "trixie"}
+
+
+def test_ci_names_known_releases_for_every_scenario():
+    script = (ROOT / "scripts" / "molecule.sh").read_text()
+    block = script.split("declare -A CI_RELEASES=(")[1].split(")\n")[0]
+    releases = dict(re.findall(r'\[(\w+)\]="(\w+ \w+)"', block))
+    assert sorted(releases) == SCENARIOS
+    known = {"trixie", "bookworm", "noble", "jammy"}
+    assert all(set(pair.split()) <= known for pair in releases.values())
+    # The compute node's roles on Ubuntu 24.04 (docs/performance.md says why these).
+    assert {s for s, pair in releases.items() if pair.split()[0] == "noble"} == {
+        "enroot",
+        "monitoring",
+        "slurm",
+        "storage",
+    }

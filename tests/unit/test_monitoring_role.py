@@ -10,7 +10,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from kiln import paths
+from kiln import paths, roles
 
 ROLE = paths.roles_dir() / "monitoring"
 HOSTVARS = {
@@ -203,7 +203,12 @@ def test_each_package_pinned_on_its_host():
 
 
 def test_pinned_versions_name_every_package_per_release():
-    for release in ("Debian-12.yml", "Debian-13.yml"):
+    # Every release the role supports (kiln.roles) has its pins, by Ansible's
+    # distribution and major version as tasks/main.yml looks them up.
+    supported = roles.ROLES["monitoring"].platforms
+    releases = [f"{d}-{v.split('.')[0]}.yml" for d, versions in supported.items() for v in versions]
+    assert sorted(releases) == sorted(p.name for p in (ROLE / "vars").glob("*-*.yml"))
+    for release in releases:
         versions = yaml.safe_load((ROLE / "vars" / release).read_text())["_monitoring_os_versions"]
         assert sorted(versions) == [
             "prometheus",

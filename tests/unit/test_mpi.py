@@ -93,3 +93,17 @@ def test_module_systems_read_their_search_path_files():
         "lmod": "/etc/lmod/modulespath",
         "environment-modules": "/etc/environment-modules/modulespath",
     }
+
+
+def test_without_the_family_command_conflict_alone_keeps_a_second_mpi_out():
+    """Ubuntu 22.04's Modules (5.0.1) has no `family` command and stops at the line: the
+    mpi role's vars/Ubuntu-22.yml leaves it out there for environment-modules."""
+    files = mpi.module_files([mpi.openmpi("4.1.2-2ubuntu1")], family=False)
+    assert files["mpi/openmpi"] == (
+        "#%Module1.0\n"
+        "## Written by Kiln (role mpi): Open MPI 4.1.2 from the distribution; start ranks"
+        " with srun (PMIx)\n"
+        "module-whatis {Open MPI 4.1.2 from the distribution; start ranks with srun (PMIx)}\n"
+        "conflict mpi\n"
+        "setenv MPI_HOME /usr/lib/x86_64-linux-gnu/openmpi\n"
+    )

@@ -26,8 +26,19 @@ def inventory_group() -> None:
 @inventory_option
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
 def check(inventory_path: Path | None, json_mode: bool) -> None:
-    """Validate an inventory; list its groups, hosts and each host's Kiln roles."""
+    """Validate an inventory; list its groups, hosts and each host's Kiln roles.
+
+    Hosts whose facts an earlier run cached are also checked against the operating
+    systems their roles support (the pre-flight of every run reads them afresh)."""
+    from kiln import os_support
+
     spec = inventory_model.load(inventory_path)
+    cached = os_support.cached_facts(spec.hosts)
+    releases = {host: os_support.release(facts) for host, facts in cached.items()}
+    if refused := os_support.refusals(releases, spec.groups, spec.hosts):
+        raise inventory_model.InventoryError(
+            [f"{line} (facts cached by an earlier run)" for line in refused]
+        )
     if json_mode:
         display.emit_json(
             {

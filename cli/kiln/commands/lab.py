@@ -10,6 +10,7 @@ from rich.table import Table
 from kiln import paths
 from kiln.commands import Whole
 from kiln.errors import ExitCode
+from kiln.lab import distros
 from kiln.run import display
 
 DEFAULT_NAME = paths.DEFAULT_LAB
@@ -19,6 +20,13 @@ name_option = click.option(
     show_default=True,
     help="Lab name (prefix of its node names).",
     callback=lambda ctx, param, value: _checked_name(value),
+)
+
+
+distro_option = click.option(
+    "--distro",
+    type=click.Choice(distros.NAMES),
+    help="Release of the nodes, by codename or name [default: $KILN_LAB_DISTRO, else trixie].",
 )
 
 
@@ -40,18 +48,12 @@ def lab() -> None:
 @lab.command()
 @name_option
 @click.option("--compute", default=2, show_default=True, type=Whole(1, 64), help="Compute nodes.")
-@click.option(
-    "--distro",
-    default="trixie",
-    show_default=True,
-    type=click.Choice(["trixie", "bookworm"]),
-    help="Debian release of the nodes.",
-)
-def up(name: str, compute: int, distro: str) -> None:
+@distro_option
+def up(name: str, compute: int, distro: str | None) -> None:
     """Create the lab (or complete it; running it twice is safe) and write its inventory."""
     from kiln.lab import cluster
 
-    plan, hosts = cluster.up(name, compute, distro, _log)
+    plan, hosts = cluster.up(name, compute, distros.chosen(distro).codename, _log)
     for node in plan.nodes:
         click.echo(f"{node.name:<24} {node.role:<11} {node.address}")
     click.echo(f"inventory: {hosts}")
@@ -131,20 +133,19 @@ def doctor() -> None:
 
 
 @lab.command()
-@click.option(
-    "--distro", default="trixie", show_default=True, type=click.Choice(["trixie", "bookworm"])
-)
+@distro_option
 @click.option("--rebuild", is_flag=True, help="Build even if the cached image is current.")
 @click.option(
     "--ee-base",
     is_flag=True,
     help="The execution environment's base image instead (docs/ansible.md).",
 )
-def image(distro: str, rebuild: bool, ee_base: bool) -> None:
+def image(distro: str | None, rebuild: bool, ee_base: bool) -> None:
     """Build (or reuse) the cached node image; Molecule scenarios use it too."""
     from kiln.lab import doctor as checks
     from kiln.lab import image as images
 
     checks.require()
     recipe = images.EE_BASE if ee_base else images.NODE
-    click.echo(images.ensure_image(distro, _log, rebuild=rebuild, recipe=recipe))
+    release = distros.chosen(distro).codename
+    click.echo(images.ensure_image(release, _log, rebuild=rebuild, recipe=recipe))

@@ -17,7 +17,7 @@ import yaml
 
 from kiln import files, paths
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.lab import doctor, image
+from kiln.lab import distros, doctor, image
 from kiln.lab.podman import answers, containers_with_label, exists, inspect, podman
 
 LABEL = "io.kiln.lab"
@@ -79,8 +79,7 @@ def plan(name: str, compute: int, distro: str) -> LabPlan:
     check_name(name)
     if not 1 <= compute <= 64:
         raise InputError(f"{compute} compute nodes: a lab has 1 to 64")
-    if distro not in image.DISTROS:
-        raise InputError(f"distro {distro}: expected one of {', '.join(image.DISTROS)}")
+    distro = distros.find(distro).codename
     prefix = _subnet_prefix(name)
     nodes = [
         LabNode(f"{name}-controller", "controller", f"{prefix}.10", "rack0", ("spine1", "leaf0")),
@@ -285,6 +284,8 @@ def inventory_data(lab: LabPlan, key: Path, apt_proxy: str | None) -> dict:
         # the check that ansible.cfg turns on for every real inventory.
         "ansible_host_key_checking": False,
         "kiln_lab_name": lab.name,
+        # The nodes' release (kiln.lab.distros), for lab settings that differ by it.
+        "kiln_lab_distro": lab.distro,
     }
     if apt_proxy:
         all_vars["base_apt_proxy"] = apt_proxy
@@ -334,8 +335,10 @@ def load_plan(name: str) -> LabPlan:
 
 
 def up(name: str, compute: int, distro: str, log: Callable[[str], None]) -> tuple[LabPlan, Path]:
-    """Create or complete the lab; safe to run again. Returns the plan and hosts.yml."""
+    """Create or complete the lab; safe to run again. Returns the plan and hosts.yml.
+    DISTRO: a codename or family-version name (kiln.lab.distros)."""
     lab = plan(name, compute, distro)
+    distro = lab.distro
     _cgroup_namespace()  # a bad KILN_LAB_CGROUPNS is refused before anything is made
     doctor.require()
     if (paths.lab_state_dir(name) / "lab.json").is_file():

@@ -1,6 +1,6 @@
-"""Debian images built once with debootstrap: the lab's node image (systemd and sshd)
-and the base of Kiln's execution environment (python3, pip and an SSH client, for
-ansible-builder: docs/ansible.md).
+"""Debian and Ubuntu images built once with debootstrap: the lab's node image (systemd
+and sshd) and the base of Kiln's execution environment (python3, pip and an SSH client,
+for ansible-builder: docs/ansible.md). The releases are kiln.lab.distros'.
 
 Each image carries a label with the hash of its recipe; it is rebuilt only when the
 recipe (this file's settings for the distro) changes.
@@ -18,11 +18,9 @@ from pathlib import Path
 
 from kiln import files
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.lab import doctor
+from kiln.lab import distros, doctor, ubuntu_keyring
 from kiln.lab.podman import inspect, podman
 
-DISTROS = {"trixie": "13", "bookworm": "12"}
-DEFAULT_DISTRO = "trixie"
 PACKAGES = ["python3", "systemd", "systemd-sysv", "dbus", "iproute2", "sudo", "openssh-server"]
 # Units that cannot work in a container and would leave systemd "degraded".
 MASKED_UNITS = ["systemd-modules-load.service", "getty@tty1.service", "console-getty.service"]
@@ -85,11 +83,7 @@ class Recipe:
 def _finish_apt(root: Path, distro: str) -> None:
     # debootstrap pointed apt at the build host's cache; images get the real archive
     # (and nodes an apt proxy from the base role when the inventory sets one).
-    (root / "etc/apt/sources.list").write_text(
-        f"deb http://deb.debian.org/debian {distro} main\n"
-        f"deb http://deb.debian.org/debian {distro}-updates main\n"
-        f"deb http://deb.debian.org/debian-security {distro}-security main\n"
-    )
+    (root / "etc/apt/sources.list").write_text(distros.find(distro).sources_list())
     for cached in (root / "var/cache/apt/archives").glob("*.deb"):
         cached.unlink()
 
@@ -180,35 +174,45 @@ def is_current(distro: str, recipe: Recipe = NODE) -> bool:
     return labels.get(RECIPE_LABEL) == recipe_hash(distro, recipe)
 
 
-def mirror() -> str:
-    """Where debootstrap downloads from: $KILN_DEBIAN_MIRROR, else the local apt cache."""
-    if env := os.environ.get("KILN_DEBIAN_MIRROR"):
+def mirror(distro: str = distros.DEFAULT) -> str:
+    """Where debootstrap downloads from: $KILN_DEBIAN_MIRROR (or $KILN_UBUNTU_MIRROR),
+    else the local apt cache, else the archive itself."""
+    release = distros.find(distro)
+    if env := os.environ.get(release.mirror_env):
         return env
     if doctor.apt_cache_available():
-        return f"http://127.0.0.1:{doctor.APT_CACHE_PORT}/deb.debian.org/debian"
-    return "http://deb.debian.org/debian"
+        return f"http://127.0.0.1:{doctor.APT_CACHE_PORT}/{release.archive}"
+    return f"http://{release.archive}"
+
+
+def _debootstrap(recipe: Recipe, release: distros.Distro, root: Path, tmp: Path) -> list[str]:
+    """The command that builds the tree; Ubuntu's takes the keyring of Ubuntu's archive
+    and the script shared by Ubuntu's releases."""
+    source = mirror(release.codename)
+    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(recipe.packages)}"]
+    if release.family == "ubuntu":
+        keyring = ubuntu_keyring.fetch(source, release.codename, tmp / "keyring")
+        cmd.append(f"--keyring={keyring}")
+    cmd += [release.codename, str(root), source]
+    if release.debootstrap_script:
+        cmd.append(f"/usr/share/debootstrap/scripts/{release.debootstrap_script}")
+    return cmd
 
 
 def ensure_image(
     distro: str, log: Callable[[str], None], rebuild: bool = False, recipe: Recipe = NODE
 ) -> str:
-    """Build the recipe's image unless one of the current recipe exists; return its name."""
-    if distro not in DISTROS:
-        raise InputError(f"unknown distro {distro!r} (expected one of {', '.join(DISTROS)})")
+    """Build the recipe's image unless one of the current recipe exists; return its name.
+    DISTRO: a codename or family-version name (kiln.lab.distros); images carry the
+    codename."""
+    distro = distros.find(distro).codename
     name = image_name(distro, recipe)
     if not rebuild and is_current(distro, recipe):
         return name
     log(f"building {recipe.what} {name} with debootstrap (once; about a minute)")
     with tempfile.TemporaryDirectory(prefix="kiln-rootfs-") as tmp:
         root = Path(tmp) / "root"
-        cmd = [
-            "debootstrap",
-            "--variant=minbase",
-            f"--include={','.join(recipe.packages)}",
-            distro,
-            str(root),
-            mirror(),
-        ]
+        cmd = _debootstrap(recipe, distros.find(distro), root, Path(tmp))
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             lines = [

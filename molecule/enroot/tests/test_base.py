@@ -1,5 +1,5 @@
-"""The base and nccl_env roles' real effects on the enroot scenario's nodes (Debian 13
-and 12), checked inside the containers."""
+"""The base and nccl_env roles' real effects on the enroot scenario's nodes (the releases
+scripts/molecule.sh picks: Debian 13 and 12, or Ubuntu), checked inside the containers."""
 
 import json
 import os
@@ -26,13 +26,20 @@ def test_packages_installed(host, package):
     assert host.package(package).is_installed
 
 
-# Recommends of base's packages (base_install_recommends: false): libcurl's publicsuffix,
-# and gnupg's gpg-wks-client on Debian 13 (Debian 12's gnupg depends on it).
-RECOMMENDS = {"enroot-a": ["publicsuffix", "gpg-wks-client"], "enroot-b": ["publicsuffix"]}
+# Recommends of base's packages (base_install_recommends: false), by release: libpsl's
+# publicsuffix, and gnupg's gpg-wks-client on Debian 13 and Ubuntu 24.04 (Debian 12's and
+# Ubuntu 22.04's gnupg depend on it).
+RECOMMENDS = {
+    "trixie": ["publicsuffix", "gpg-wks-client"],
+    "bookworm": ["publicsuffix"],
+    "noble": ["publicsuffix", "gpg-wks-client"],
+    "jammy": ["publicsuffix"],
+}
 
 
 def test_recommended_packages_are_left_out(host):
-    installed = [p for p in RECOMMENDS[host.backend.get_hostname()] if host.package(p).is_installed]
+    release = host.check_output(". /etc/os-release && echo $VERSION_CODENAME")
+    installed = [p for p in RECOMMENDS[release] if host.package(p).is_installed]
     assert installed == []
 
 

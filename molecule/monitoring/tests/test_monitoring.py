@@ -35,6 +35,16 @@ PINS = {
         "prometheus-alertmanager": "0.25.0-1+b4",
         "prometheus-node-exporter": "1.5.0-1+b6",
     },
+    "noble": {
+        "prometheus": "2.45.3+ds-2ubuntu0.3",
+        "prometheus-alertmanager": "0.26.0+ds-1ubuntu0.3",
+        "prometheus-node-exporter": "1.7.0-1ubuntu0.3",
+    },
+    "jammy": {
+        "prometheus": "2.31.2+ds1-1ubuntu1.22.04.3",
+        "prometheus-alertmanager": "0.23.0-4ubuntu0.3",
+        "prometheus-node-exporter": "1.3.1-1ubuntu0.22.04.3",
+    },
 }
 
 

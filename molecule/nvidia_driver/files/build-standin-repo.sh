@@ -6,6 +6,8 @@
 # real apt. They are empty but for units, IMEX's config and small scripts in place of
 # nvidia-smi, nvidia-imex and nvidia-imex-ctl.
 # The fabric manager is offered one patch behind the newest driver, as happens upstream.
+# The driver's package names are those of NVIDIA's tree for the release the script runs on
+# (/etc/os-release): debian12/debian13 or ubuntu2204/ubuntu2404.
 #   build-standin-repo.sh DIR   writes DIR/{*.deb,Packages,Release,InRelease,standin.pub}
 set -eu
 repo="$1"
@@ -130,19 +132,40 @@ standin() {
   equivs-build "$1.ctl" >/dev/null
 }
 
-for version in 580.95.05 580.105.08; do
-  v="$version-1"
-  for package in nvidia-kernel-open-dkms nvidia-kernel-dkms libcuda1 libnvidia-ml1; do
+# NVIDIA's ubuntu trees: the headless metapackages, their dependencies at the same
+# version, nvidia-smi in nvidia-utils and persistenced in nvidia-compute-utils.
+ubuntu_driver() {
+  local b=580 v="$1-0ubuntu1"
+  for package in "libnvidia-compute-$b" "nvidia-dkms-$b" "nvidia-dkms-$b-open"; do
     standin "$package" "$v"
   done
-  standin nvidia-smi "$v" 'Files: nvidia-smi /usr/bin/'
+  standin "nvidia-utils-$b" "$v" \
+    "$(printf '%s\n' 'Files: nvidia-smi /usr/bin/' "Depends: libnvidia-compute-$b (= $v)")"
+  standin "nvidia-compute-utils-$b" "$v" "$(printf '%s\n' \
+    'Files: nvidia-persistenced.service /lib/systemd/system/' 'Postinst: persistenced.postinst')"
+  for kind in "" -open; do
+    standin "nvidia-headless-$b$kind" "$v" "Depends: nvidia-dkms-$b$kind (= $v), \
+nvidia-compute-utils-$b (= $v), libnvidia-compute-$b (= $v)"
+  done
+}
+. /etc/os-release
+for version in 580.95.05 580.105.08; do
+  v="$version-1"
+  if [ "$ID" = ubuntu ]; then
+    ubuntu_driver "$version"
+  else
+    for package in nvidia-kernel-open-dkms nvidia-kernel-dkms libcuda1 libnvidia-ml1; do
+      standin "$package" "$v"
+    done
+    standin nvidia-smi "$v" 'Files: nvidia-smi /usr/bin/'
+    standin nvidia-driver-cuda "$v" \
+      "Depends: nvidia-smi (= $v), libcuda1 (= $v), libnvidia-ml1 (= $v)"
+    standin nvidia-persistenced "$v" \
+      "$(printf 'Files: nvidia-persistenced.service /lib/systemd/system/\nPostinst: persistenced.postinst')"
+  fi
   standin nvidia-imex "$v" "$(printf '%s\n' 'Files: nvidia-imex /usr/bin/' \
     ' nvidia-imex-ctl /usr/bin/' ' nvidia-imex.service /lib/systemd/system/' \
     ' config.cfg /etc/nvidia-imex/')"
-  standin nvidia-driver-cuda "$v" \
-    "Depends: nvidia-smi (= $v), libcuda1 (= $v), libnvidia-ml1 (= $v)"
-  standin nvidia-persistenced "$v" \
-    "$(printf 'Files: nvidia-persistenced.service /lib/systemd/system/\nPostinst: persistenced.postinst')"
 done
 for version in 580.95.05 580.105.07; do
   standin nvidia-fabricmanager-580 "$version-1" \

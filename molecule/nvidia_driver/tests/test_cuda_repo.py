@@ -1,8 +1,10 @@
 """The cuda-repo source on drv-cuda, against the scenario's stand-in for NVIDIA's
-repository (empty packages under NVIDIA's names; files/build-standin-repo.sh) with
-Debian's non-free component enabled beside it: the key pinned by sha256, Debian's
-packages of the same names refused by origin, the driver and the fabric manager at one
-exact version and held, the fabric manager enabled but not started without NVSwitches.
+repository (empty packages under the names of NVIDIA's tree for the node's release;
+files/build-standin-repo.sh), laid out as NVIDIA's trees, with the distribution's own
+packages of the same names beside it (Debian's non-free component; Ubuntu's restricted):
+the key pinned by sha256, the distribution's packages of the same names refused by
+origin, the driver and the fabric manager at one exact version and held, the fabric
+manager enabled but not started without NVSwitches.
 converge.yml also ran the role's IMEX step as on an NVL72 node (GPUs planted, the
 stand-in nvidia-smi reporting an NVLink domain): nvidia-imex at the driver's version,
 pinned and held, the domain's one node in nodes_config.cfg, the service running.
@@ -11,21 +13,58 @@ node is checked here as converge left it."""
 
 import re
 
+import pytest
+
 testinfra_hosts = ["podman://drv-cuda"]
 
 VERSION = "580.95.05"
-DRIVER = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "libcuda1",
-          "libnvidia-ml1"]  # fmt: skip
 FABRIC_MANAGER = ["nvidia-fabricmanager-580", "libnvidia-nscq-580"]
-PINNED = " ".join([*DRIVER, *FABRIC_MANAGER, "nvidia-persistenced"])
 IMEX = "nvidia-imex"  # from branch 580 on, without the branch
 
 
-def test_the_repository_is_added_with_its_key_checked(host):
+class Release:
+    """What differs by the node's release: NVIDIA's tree and package names there, and the
+    distribution's own build of the same names."""
+
+    def __init__(self, tree, origin, driver, persistenced, suffix, own, pinned=""):
+        self.tree = tree
+        self.origin = origin  # the distribution's archive, refused for the driver's names
+        self.driver = driver
+        self.persistenced = persistenced  # installed by name, where it has one
+        self.suffix = suffix  # NVIDIA's Debian revision of the driver's packages there
+        self.own = own  # (a package of the same name, its version in the distribution)
+        # What the pin names: every package of the branch on Ubuntu, whose archive has
+        # the dependencies too; else the packages installed by name.
+        self.pinned = pinned or " ".join([*driver, *FABRIC_MANAGER, *persistenced])
+
+
+DEBIAN = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "libcuda1",
+          "libnvidia-ml1"]  # fmt: skip
+UBUNTU = ["nvidia-headless-580-open", "nvidia-utils-580"]
+UBUNTU_PIN = "/^(lib)?nvidia-.*-580(-open)?$/"
+RELEASES = {
+    # Debian 13's own 550 build is in non-free; Ubuntu's 580 builds in restricted.
+    "trixie": Release("debian13", "Debian", DEBIAN, ["nvidia-persistenced"], "-1",
+                      ("nvidia-smi", r"550\.\S+")),
+    "bookworm": Release("debian12", "Debian", DEBIAN, ["nvidia-persistenced"], "-1",
+                        ("nvidia-smi", r"535\.\S+")),
+    "noble": Release("ubuntu2404", "Ubuntu", UBUNTU, [], "-0ubuntu1",
+                     ("nvidia-utils-580", r"580\.\S+ubuntu0\.24\.04\S*"), UBUNTU_PIN),
+    "jammy": Release("ubuntu2204", "Ubuntu", UBUNTU, [], "-0ubuntu1",
+                     ("nvidia-utils-580", r"580\.\S+ubuntu0\.22\.04\S*"), UBUNTU_PIN),
+}  # fmt: skip
+
+
+@pytest.fixture
+def release(host) -> Release:
+    return RELEASES[host.check_output(". /etc/os-release && echo $VERSION_CODENAME")]
+
+
+def test_the_repository_is_added_from_the_releases_tree_with_its_key_checked(host, release):
     assert host.file("/etc/apt/sources.list.d/kiln-nvidia.sources").content_string == (
         "# Managed by Kiln (nvidia_driver_source: cuda-repo)\n"
         "Types: deb\n"
-        "URIs: file:/srv/standin-cuda/\n"
+        f"URIs: file:/srv/standin-cuda-trees/{release.tree}/x86_64/\n"
         "Suites: /\n"
         "Signed-By: /etc/apt/keyrings/kiln-nvidia-cuda.asc\n"
     )
@@ -34,40 +73,44 @@ def test_the_repository_is_added_with_its_key_checked(host):
     assert (key.user, key.mode) == ("root", 0o644)
 
 
-def test_debian_is_refused_for_the_driver_names_and_the_version_is_pinned(host):
+def test_the_distribution_is_refused_for_the_driver_names_and_the_version_is_pinned(host, release):
+    pinned = release.pinned
     assert host.file("/etc/apt/preferences.d/kiln-nvidia-driver").content_string == (
         "# Managed by Kiln (nvidia_driver_version): every package of the driver stays at "
         "one version.\n"
-        "# NVIDIA's repository reuses Debian's package names: Debian's are never installed.\n"
-        f"Package: {PINNED}\n"
-        "Pin: release o=Debian\n"
+        f"# NVIDIA's repository reuses {release.origin}'s package names: {release.origin}'s"
+        " are never installed.\n"
+        f"Package: {pinned}\n"
+        f"Pin: release o={release.origin}\n"
         "Pin-Priority: -1\n"
         "\n"
-        f"Package: {PINNED}\n"
+        f"Package: {pinned}\n"
         f"Pin: version {VERSION}-*\n"
         "Pin-Priority: 1001\n"
     )
 
 
-def test_apt_sees_debians_packages_of_the_same_names_and_never_picks_them(host):
-    for package in ("nvidia-smi", "libcuda1"):
-        policy = host.check_output(f"apt-cache policy {package}")
-        # Debian 13's own 550 build is there (non-free), at priority -1.
-        debian = re.search(r"^\s+(550\.\S+) -1$", policy, re.M)
-        assert debian, policy
-        assert f"Candidate: {VERSION}-1\n" in policy, policy
-        assert f" *** {VERSION}-1 1001" in policy, policy
+def test_apt_sees_the_distributions_packages_of_the_same_names_and_never_picks_them(host, release):
+    package, own = release.own
+    policy = host.check_output(f"apt-cache policy {package}")
+    assert re.search(rf"^\s+{own} -1$", policy, re.M), policy
+    assert f"Candidate: {VERSION}{release.suffix}\n" in policy, policy
+    assert f" *** {VERSION}{release.suffix} 1001" in policy, policy
     upgrade = host.check_output("apt-get -s -o Debug::NoLocking=1 dist-upgrade")
     assert not re.search(r"^Inst (nvidia|libcuda|libnvidia)", upgrade, re.M), upgrade
 
 
-def test_driver_and_fabric_manager_are_installed_at_one_version_and_held(host):
-    for package in [*DRIVER, *FABRIC_MANAGER, "nvidia-persistenced"]:
+def test_driver_and_fabric_manager_are_installed_at_one_version_and_held(host, release):
+    versions = {
+        **dict.fromkeys([*release.driver, *release.persistenced], f"{VERSION}{release.suffix}"),
+        **dict.fromkeys(FABRIC_MANAGER, f"{VERSION}-1"),
+    }
+    for package, version in versions.items():
         installed = host.package(package)
         assert installed.is_installed, package
-        assert installed.version == f"{VERSION}-1", (package, installed.version)
+        assert installed.version == version, (package, installed.version)
     held = host.check_output("apt-mark showhold").split()
-    assert sorted(held) == sorted([*DRIVER, *FABRIC_MANAGER, IMEX])
+    assert sorted(held) == sorted([*release.driver, *FABRIC_MANAGER, IMEX])
 
 
 def test_the_fabric_manager_is_enabled_and_not_started_without_nvswitches(host):

@@ -26,7 +26,7 @@ def slurm_release(host) -> str:
 def test_the_build_is_for_the_nodes_slurm_and_pyxis_conf_names_it(host):
     name = host.backend.get_hostname()
     build = f"/usr/local/lib/pyxis/{VERSION}-slurm-{slurm_release(host)}"
-    # Only the build for this Slurm: slurm-c2's for 21.08.5 (side_effect) is gone.
+    # Only the build for this Slurm: slurm-c2's for 20.11.9 (side_effect) is gone.
     assert host.check_output("ls /usr/local/lib/pyxis").split() == [build.rsplit("/", 1)[1]]
     plugin = host.file(f"{build}/slurm/spank_pyxis.so")
     assert (plugin.user, plugin.group, plugin.mode) == ("root", "root", 0o644)  # make install's
