@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kiln import files
-from kiln.errors import ExitCode, InputError, KilnError
+from kiln.errors import ExitCode, KilnError
 from kiln.lab import distros, doctor, ubuntu_keyring
 from kiln.lab.podman import inspect, podman
 
