@@ -67,13 +67,13 @@ molecule: prereqs venv
 
 e2e: prereqs venv
 	scripts/setup-host.sh chromium
-	pytest tests/e2e -m "not migration and not newuser and not ubuntu" --durations=0
+	pytest tests/e2e -m "not migration and not ubuntu" --durations=0
 
 ## The region migration between two labs (about 15 minutes): not in `make test`.
 e2e-migration: prereqs venv
 	pytest tests/e2e -m migration --durations=0
 
-## A new user's first hour on a lab of its own (about 5 minutes): not in `make test`.
+## A new user's first hour on a lab of its own (about 5 minutes; `make test` runs it too).
 e2e-newuser: prereqs venv standins
 	pytest tests/e2e -m newuser --durations=0
 

@@ -3,8 +3,8 @@ validate` PASS with only the README's real-cluster commands (new, discover, pins
 check, provision, validate) and no variable edited by hand. The lab stands in for a
 rented cluster; the answers to `kiln inventory new`'s flags are all the user gives.
 
-Its own lab, provisioned from nothing (about 8 minutes): `make e2e-newuser`, and CI's
-slower step (`KILN_CI_MIGRATION=1`), not `make test`."""
+Its own lab, provisioned from nothing (about 5 minutes), after the e2e lab's tests in
+`make test`; alone: `make e2e-newuser`."""
 
 import json
 import os
