@@ -3,6 +3,7 @@
 This is the only module that knows the layout of a checkout versus an installed wheel.
 """
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -44,10 +45,13 @@ COLLECTION = ("kiln", "cluster")
 
 def collections_dir() -> Path:
     """A collections path holding kiln.cluster: a link to the content root, kept in the
-    state directory (a checkout or a wheel's content is not laid out as a collection)."""
-    top = state_dir() / "collections"
-    link = top.joinpath("ansible_collections", *COLLECTION)
+    state directory (a checkout or a wheel's content is not laid out as a collection).
+    One per content root: two checkouts or installs sharing a state directory never
+    point each other's running playbooks at their own plugins."""
     target = content_root()
+    tag = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:12]
+    top = state_dir() / "collections" / tag
+    link = top.joinpath("ansible_collections", *COLLECTION)
     if not (link.is_symlink() and link.resolve() == target.resolve()):
         link.parent.mkdir(parents=True, exist_ok=True)
         # A new link renamed over the old one: runs starting together never see none.

@@ -2,6 +2,7 @@
 collections path, run by plain ansible-playbook (no kiln CLI, no Kiln ansible.cfg), and
 the execution environment definition that packs it for AWX and ansible-navigator."""
 
+import hashlib
 import json
 import re
 import subprocess
@@ -203,15 +204,25 @@ def test_the_roles_name_their_plugins_as_the_collections():
 
 def test_kiln_reaches_its_own_content_as_the_collection(tmp_path, monkeypatch):
     monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path))
-    link = tmp_path / "collections/ansible_collections/kiln/cluster"
-    assert paths.collections_dir() == tmp_path / "collections"
-    assert link.resolve() == paths.content_root().resolve()
-    # A link left by another checkout or install is pointed at this one.
+    root = paths.content_root().resolve()
+    ours = tmp_path / "collections" / hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    link = ours / "ansible_collections/kiln/cluster"
+    assert paths.collections_dir() == ours
+    assert link.resolve() == root
+    # A link broken or changed by hand is pointed at this content again.
     link.unlink()
     link.symlink_to(tmp_path)
     paths.collections_dir()
-    assert link.resolve() == paths.content_root().resolve()
+    assert link.resolve() == root
     assert sorted(p.name for p in link.parent.iterdir()) == ["cluster"]
+    # Another checkout or install sharing the state directory gets a link of its own.
+    other = tmp_path / "other-checkout"
+    (other / "playbooks").mkdir(parents=True)
+    monkeypatch.setattr(paths, "content_root", lambda: other)
+    theirs = paths.collections_dir()
+    assert theirs.parent == ours.parent and theirs != ours
+    assert (theirs / "ansible_collections/kiln/cluster").resolve() == other
+    assert link.resolve() == root
 
 
 # ansible-test's sanity tests that need nothing from the network. The others (pep8,
@@ -254,7 +265,8 @@ def test_ansible_test_sanity_passes_what_runs_offline(installed):
 def test_kilns_own_collection_comes_before_the_operators(tmp_path, monkeypatch):
     monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path))
     monkeypatch.delenv("ANSIBLE_COLLECTIONS_PATH", raising=False)
-    ours = str(tmp_path / "collections")
+    ours = str(paths.collections_dir())
+    assert ours.startswith(f"{tmp_path}/collections/")
     found = execute.ansible_env()["ANSIBLE_COLLECTIONS_PATH"]
     assert found == f"{ours}:~/.ansible/collections:/usr/share/ansible/collections"
     monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", "/opt/site-collections")

@@ -23,6 +23,12 @@ BENCH = Path(torch_bench.__file__)
 
 
 ME = pwd.getpwuid(os.geteuid()).pw_name
+# `srun --mpi=list` of a Slurm built with PMIx, and of Ubuntu 22.04's 21.08.5 (without).
+PMIX_LISTED = (
+    "MPI plugin types are...\n\tnone\n\tcray_shasta\n\tpmi2\n\tpmix\n"
+    "specific pmix plugin versions available: pmix_v5\n"
+)
+NO_PMIX_LISTED = "srun: MPI types are...\nsrun: none\nsrun: cray_shasta\nsrun: pmi2\n"
 
 
 def tree_args(mount: Path, run: str = "r1", modules: int = 250, user: str = ME):
@@ -376,6 +382,8 @@ def test_the_mpi_check_runs_each_node_alone_only_when_the_run_across_fails(monke
     launched = []
 
     def fake_srun(argv, timeout, stdin=None):
+        if argv == ["srun", "--mpi=list"]:
+            return {"rc": 0, "stdout": PMIX_LISTED, "stderr": "", "seconds": 0.1}
         launched.append(argv)
         across = "--nodes=3" in argv
         return {"rc": across_rc if across else 0, "stdout": "{}", "stderr": "", "seconds": 1.0}
@@ -428,7 +436,12 @@ def on_path(tmp_path, monkeypatch):
     runs the command on this host, as srun runs it on a node."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    stand_in(bin_dir, "srun", 'while [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"')
+    stand_in(
+        bin_dir,
+        "srun",
+        f'[ "$*" = --mpi=list ] && {{ printf %s "{PMIX_LISTED}"; exit 0; }}\n'
+        'while [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"',
+    )
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     return bin_dir
 
@@ -551,6 +564,39 @@ def test_the_srun_probes_outputs_read_whole(tmp_path, on_path):
     assert run.across() == across
     assert sorted(run.each()) == ["gpu001", "gpu002"]
     assert reads_whole(layout.Command, written["alone"]["gpu002"]) == run.each()["gpu002"]
+
+
+@pytest.mark.parametrize(
+    ("listed", "skipped"),
+    [
+        ({"rc": 0, "stdout": "", "stderr": NO_PMIX_LISTED}, True),  # 21.08 writes to stderr
+        ({"rc": 0, "stdout": PMIX_LISTED, "stderr": ""}, False),
+        # No answer is no reason to skip: the check runs and its failure is reported.
+        ({"rc": 1, "stdout": "", "stderr": "srun: error: Unable to establish controller"}, False),
+    ],
+)
+def test_where_srun_lists_no_pmix_the_mpi_check_starts_nothing_and_says_why(
+    monkeypatch, listed, skipped
+):
+    launched = []
+
+    def fake_srun(argv, timeout, stdin=None):
+        if argv == ["srun", "--mpi=list"]:
+            return {**listed, "seconds": 0.1}
+        launched.append(argv)
+        return {"rc": 0, "stdout": "{}", "stderr": "", "seconds": 1.0}
+
+    monkeypatch.setattr(probe_launcher, "run", fake_srun)
+    args = argparse.Namespace(nodes="a,b", reservation="r", program="/p/check", time=5)
+    found = probe_launcher.mpi_check(args)
+    if skipped:
+        assert (found, launched) == ({"skipped": probe_launcher.NO_PMIX}, [])
+    else:
+        assert found == {
+            "all": {"rc": 0, "stdout": "{}", "stderr": "", "seconds": 1.0},
+            "alone": {},
+        }
+        assert len(launched) == 1
 
 
 def test_the_benchmark_and_a_pairs_output_read_whole(gloo_run, on_path):
