@@ -428,7 +428,7 @@ NO_BENCHMARK_NOTES = [
 
 def test_on_a_gpu_profile_collectives_that_could_not_run_leave_every_node_unchecked(raw):
     """A node whose GPUs were never measured is never a pass: unchecked, with what it
-    lacks, the run exits 4 and no node is drained (nothing says it is faulty)."""
+    lacks, the run exits 3 and no node is drained (nothing says it is faulty)."""
     raw.put(layout.COLLECTIVES_STEPS, collectives_steps_without_benchmarks("h100-sxm-8x-ib400"))
     report = make_report(raw)
     why = (
@@ -440,7 +440,7 @@ def test_on_a_gpu_profile_collectives_that_could_not_run_leave_every_node_unchec
         node: {"verdict": "unchecked", "reasons": [why]} for node in NODES
     }
     assert report.notes == NO_BENCHMARK_NOTES
-    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.HOSTS_FAILED)
+    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.NOT_CHECKED)
     assert report.actions == {"drain": {}, "resume": [], "left": {}}
     assert "| gpu001 | unchecked | collectives.run: collectives not measured" in (
         markdown.render(report)
@@ -587,7 +587,7 @@ def test_a_node_without_a_verdict_is_unchecked_in_every_rendering():
     report = model.Report(
         id="r", started="s", inventory="inv", profile=None, suites=["storage"], nodes=["gpu001"]
     )
-    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.HOSTS_FAILED)
+    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.NOT_CHECKED)
     assert markdown.render(report).splitlines()[0] == "# Kiln validation r: UNCHECKED"
     assert "| gpu001 | unchecked | not checked |" in markdown.render(report).splitlines()
     page = html.render(report)
@@ -1168,7 +1168,7 @@ def test_the_health_checks_drain_prefixes_are_the_node_programs_own():
 
 def test_a_node_nothing_was_judged_on_is_unchecked_and_never_resumed():
     """A node with no result but a skipped one was not checked: never a pass, not
-    drained for it, not resumed from Kiln's drain either, and the report exits 4."""
+    drained for it, not resumed from Kiln's drain either, and the report exits 3."""
     judgements = [
         Judgement("gpu001", "slurm.state", "", None, "", Verdict.PASS, "slurm.state: IDLE"),
         Judgement("gpu002", "collectives.run", "", None, "", Verdict.SKIP, "one rank"),
@@ -1186,4 +1186,4 @@ def test_a_node_nothing_was_judged_on_is_unchecked_and_never_resumed():
         "gpu002": {"verdict": "unchecked", "reasons": ["nothing was checked on the node"]},
     }
     assert actions.to_dict() == {"drain": {}, "resume": [], "left": {}}
-    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.HOSTS_FAILED)
+    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.NOT_CHECKED)
