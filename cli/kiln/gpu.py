@@ -130,49 +130,6 @@ def needs_reboot(loaded: str, installed: str) -> bool:
     return bool(installed) and loaded != installed
 
 
-@dataclass(frozen=True)
-class Gpu:
-    """One GPU as `nvidia-smi -q -x` describes it."""
-
-    bus_id: str
-    name: str
-    architecture: str
-    uuid: str
-    vbios: str
-    persistence: bool
-    fabric_state: str  # N/A outside an NVLink domain (NVL72 and the like)
-    clique_id: str
-    cluster_uuid: str
-
-
-@dataclass(frozen=True)
-class SmiReport:
-    driver_version: str
-    cuda_version: str
-    gpus: list[Gpu]
-
-
-def parse_smi_xml(text: str) -> SmiReport:
-    """`nvidia-smi -q -x` (kiln.node.nvidia_smi). Raises ValueError on text that is not
-    its XML."""
-    log = nvidia_smi.parse_xml(text)
-    gpus = [
-        Gpu(
-            bus_id=gpu.bus_id,
-            name=gpu.name,
-            architecture=gpu.architecture,
-            uuid=gpu.uuid,
-            vbios=gpu.vbios,
-            persistence=gpu.persistence == "Enabled",
-            fabric_state=gpu.fabric_state,
-            clique_id=gpu.clique_id,
-            cluster_uuid=gpu.cluster_uuid,
-        )
-        for gpu in log.gpus
-    ]
-    return SmiReport(log.driver_version, log.cuda_version, gpus)
-
-
 # --- version rules ----------------------------------------------------------------------
 
 
@@ -496,10 +453,9 @@ def local_fact(
     read. Stable between runs (no times), so writing it again changes nothing. imex:
     the role set IMEX up here (kiln.imex)."""
     try:
-        report = parse_smi_xml(smi_xml) if smi_xml.strip() else None
+        gpus = nvidia_smi.parse_xml(smi_xml).gpus if smi_xml.strip() else []
     except ValueError:
-        report = None
-    gpus = report.gpus if report else []
+        gpus = []
     # The NVLink domain (GB200/GB300 NVL72); nvidia-smi says N/A outside one.
     domain = next(
         (
@@ -530,7 +486,7 @@ def local_fact(
             "installed": plan["fabric_manager_installed"],
             "active": plan["fabric_manager_active"],
         },
-        "persistence": bool(gpus) and all(g.persistence for g in gpus),
+        "persistence": bool(gpus) and all(g.persistence == "Enabled" for g in gpus),
         "rdma": {"stack": plan["rdma_stack"], "path": plan["rdma_path"]},
         "nvlink_domain": domain,
         "imex": bool(imex),

@@ -12,6 +12,7 @@ import pytest
 from kiln import inventory
 from kiln.campaigns import campaign, validate
 from kiln.errors import ExitCode
+from kiln.node.slurm_state import NodeState
 from kiln.report import compare, html, junit, markdown, model, write
 from kiln.run import ids
 from kiln.validation import assess, collect, drain, profiles, suites
@@ -342,10 +343,10 @@ def test_an_idle_only_run_tests_idle_nodes_and_warns_of_the_busy_ones(raw):
 
 def test_drain_decisions():
     states = {
-        "a": drain.NodeState("IDLE", ""),
-        "b": drain.NodeState("IDLE+DRAIN", "kiln: storage.seq_read /shared 3 MB/s"),
-        "c": drain.NodeState("IDLE+DRAIN", "RMA ticket 42"),
-        "d": drain.NodeState("IDLE+DRAIN", "kiln: old reason"),
+        "a": NodeState("a", "IDLE", ""),
+        "b": NodeState("b", "IDLE+DRAIN", "kiln: storage.seq_read /shared 3 MB/s"),
+        "c": NodeState("c", "IDLE+DRAIN", "RMA ticket 42"),
+        "d": NodeState("d", "IDLE+DRAIN", "kiln: old reason"),
     }
     actions = drain.decide(
         {"a": "storage.mount /shared: not mounted", "c": "slurm.srun: failed", "d": "x"},
@@ -1162,7 +1163,7 @@ def test_the_health_checks_drain_prefixes_are_the_node_programs_own():
         active.REASON_PREFIX.strip(),
     ) == slurm_state.HEALTH_PREFIXES
     assert slurm_state.HEALTH_PREFIXES == ("kiln-health:", "kiln-active:")
-    active_drain = drain.NodeState("IDLE+DRAIN", "kiln-active: dcgm_diag: level 2 pcie GPU 0")
+    active_drain = NodeState("n", "IDLE+DRAIN", "kiln-active: dcgm_diag: level 2 pcie GPU 0")
     assert (active_drain.drained_by_health, active_drain.drained_by_kiln) == (True, False)
 
 
@@ -1179,7 +1180,7 @@ def test_a_node_nothing_was_judged_on_is_unchecked_and_never_resumed():
         judgements=judgements,
     )  # fmt: skip
     found = collect.Collected(nodes)
-    found.states = {"gpu002": drain.NodeState("IDLE+DRAIN", "kiln: slurm.srun: failed")}
+    found.states = {"gpu002": NodeState("gpu002", "IDLE+DRAIN", "kiln: slurm.srun: failed")}
     actions = validate.conclude(report, found, nodes, no_drain=False)
     assert report.node_verdicts == {
         "gpu001": {"verdict": "pass", "reasons": []},

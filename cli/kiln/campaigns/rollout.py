@@ -626,7 +626,7 @@ def new_options(request: Request, spec: inventory.ClusterSpec, nodes: list[str])
 
 def _kiln_or_none(seen: slurm_state.NodeState) -> bool:
     """Not drained, or drained by Kiln's validate or rollout (not its health check)."""
-    return not seen.drained or drain.NodeState(seen.state, seen.reason).drained_by_kiln
+    return not seen.drained or seen.drained_by_kiln
 
 
 def _out(view: View, node: str) -> bool:
