@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from kiln import gpu, mpi, pinned
+from kiln import mpi, pinned
+from kiln.roles.nvidia_driver import hardware
 
 DEFAULT_ROOT = "/opt/hpcx"
 # NVIDIA builds HPC-X under /build-result/<tarball's directory>; its pkg-config files
@@ -67,7 +68,7 @@ def node_flavour(
     distribution: str, major: str, arch: str, rdma_stack: str, cuda: str, version: str
 ) -> Flavour:
     """The build a node needs, from its facts (distribution, major release,
-    architecture), its RDMA stack (kiln.gpu.rdma_stack) and the CUDA major asked for."""
+    architecture), its RDMA stack (kiln.roles.nvidia_driver.hardware.rdma_stack) and the CUDA major asked for."""
     distro = BUILD_DISTRO.get((distribution, str(major)))
     if distro is None:
         supported = ", ".join(f"{d} {m}" for d, m in BUILD_DISTRO)
@@ -181,7 +182,7 @@ def plan(
         facts["distribution"],
         str(facts["distribution_major_version"]),
         facts["architecture"],
-        gpu.rdma_stack(dict.fromkeys(installed_packages(packages), "")),
+        hardware.rdma_stack(dict.fromkeys(installed_packages(packages), "")),
         str(settings["cuda"]),
         version,
     )

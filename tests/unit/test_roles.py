@@ -94,7 +94,11 @@ def test_each_roles_module_and_checks():
                 "kiln_address",
             ],
         ),
-        "nvidia_driver": ("kiln.gpu", "kiln.gpu", ["rollout_max_unavailable"]),
+        "nvidia_driver": (
+            "kiln.roles.nvidia_driver",
+            "kiln.roles.nvidia_driver.settings",
+            ["rollout_max_unavailable"],
+        ),
         "glusterfs_server": (None, None, []),
         "autofs": ("kiln.storage", None, ["autofs_default_options", "autofs_mounts"]),
         "health": ("kiln.health", "kiln.health", []),

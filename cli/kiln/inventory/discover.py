@@ -14,9 +14,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kiln import gpu, gpu_models, hostlist, nccl
+from kiln import gpu_models, hostlist, nccl
 from kiln.inventory.model import ClusterSpec
 from kiln.node import counted
+from kiln.roles.nvidia_driver import hardware
 from kiln.validation import profiles
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class NodeHardware:
     os: str = ""  # Ubuntu 24.04
     distribution: str = ""  # Ubuntu
     major: str = ""  # 24
-    rdma_stack: str = ""  # kiln.gpu.rdma_stack: doca-ofed, mlnx-ofed, inbox, none
+    rdma_stack: str = ""  # nvidia_driver.hardware.rdma_stack: doca-ofed, mlnx-ofed, inbox, none
     architecture: str = ""
     sockets: int = 0
     cores: int = 0  # per socket
@@ -141,7 +142,7 @@ def read_node(host: str, raw: dict[str, Any]) -> NodeHardware:
     """A host from what playbooks/discover.yml brought back."""
     facts = raw.get("facts") or {}
     detected_raw = raw.get("gpu_detect") or {}
-    detected = gpu.detect(detected_raw.get("pci") or [])
+    detected = hardware.detect(detected_raw.get("pci") or [])
     probe = raw.get("nccl_probe") or {}
     fabric = nccl.fabric_of(probe)
     os_name = " ".join(
@@ -152,7 +153,7 @@ def read_node(host: str, raw: dict[str, Any]) -> NodeHardware:
         os=os_name,
         distribution=str(facts.get("distribution") or ""),
         major=str(facts.get("distribution_version") or "").split(".")[0],
-        rdma_stack=gpu.rdma_stack(detected_raw.get("packages") or {}),
+        rdma_stack=hardware.rdma_stack(detected_raw.get("packages") or {}),
         architecture=str(facts.get("architecture") or ""),
         sockets=_int(facts.get("processor_count")),
         cores=_int(facts.get("processor_cores")),

@@ -1,9 +1,11 @@
 """The roles and where each one's Python lives: one entry per role of roles/.
 
-Each entry names the kiln module holding the role's logic (its filter plugin calls it),
-and the inventory groups whose hosts the role runs on (the plays of playbooks/ that
-apply it; tests/unit/test_roles.py reads them). Every variable of a role begins with
-its prefix, `<role>_`. What the inventory checks take from a role's module, by name:
+A role's logic is the package named after it, `kiln.roles.<role>` (OWN; its filter
+plugin calls it); an entry names another module only for a role whose logic has not
+moved here yet. Each entry also names the inventory groups whose hosts the role runs
+on (the plays of playbooks/ that apply it; tests/unit/test_roles.py reads them).
+Every variable of a role begins with its prefix, `<role>_`. What the inventory checks
+take from a role's module, by name:
 
 - `settings_problems(settings)`: the role's settings taken together (a version and its
   sha256), as each host of its groups resolves them, without the prefix; one line per
@@ -36,15 +38,24 @@ ValueCheck = tuple[type, Callable[[Any, dict[str, list[str]]], None]]
 SUPPORTED: dict[str, tuple[str, ...]] = {"Debian": ("12", "13"), "Ubuntu": ("22.04", "24.04")}
 
 
+# A Role's module when the role's logic is the package named after it.
+OWN = "kiln.roles.{role}"
+
+
 @dataclass(frozen=True)
 class Role:
     name: str
-    # The kiln module holding the role's logic; None where the role has none.
+    # The kiln module holding the role's logic: OWN, another module (not moved yet), or
+    # None where the role has none.
     module: str | None
     # The inventory groups whose hosts it runs on ("all": every host).
     groups: tuple[str, ...]
     # {distribution: releases} it supports (meta/main.yml's platforms say the same).
     platforms: dict[str, tuple[str, ...]] = field(default_factory=lambda: SUPPORTED)
+
+    def __post_init__(self) -> None:
+        if self.module == OWN:
+            object.__setattr__(self, "module", OWN.format(role=self.name))
 
     @property
     def prefix(self) -> str:
@@ -78,7 +89,7 @@ ROLES: dict[str, Role] = {
     role.name: role
     for role in (
         Role("base", "kiln.base", ("all",)),
-        Role("nvidia_driver", "kiln.gpu", ("slurm_compute",)),
+        Role("nvidia_driver", OWN, ("slurm_compute",)),
         Role("glusterfs_server", None, ("storage",)),
         Role("autofs", "kiln.storage", ("all",)),
         Role("health", "kiln.health", ("slurm_compute", "slurm_controller")),
