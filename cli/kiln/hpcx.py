@@ -68,7 +68,8 @@ def node_flavour(
     distribution: str, major: str, arch: str, rdma_stack: str, cuda: str, version: str
 ) -> Flavour:
     """The build a node needs, from its facts (distribution, major release,
-    architecture), its RDMA stack (kiln.roles.nvidia_driver.hardware.rdma_stack) and the CUDA major asked for."""
+    architecture), its RDMA stack (kiln.roles.nvidia_driver.hardware.rdma_stack) and the
+    CUDA major asked for."""
     distro = BUILD_DISTRO.get((distribution, str(major)))
     if distro is None:
         supported = ", ".join(f"{d} {m}" for d, m in BUILD_DISTRO)

@@ -189,8 +189,8 @@ def test_validate_paths_come_from_the_results_layout(tmp_path):
 
 
 def test_gpu_filters_plan_pin_and_name_packages_off_the_pin():
-    """The role's whole path through kiln.roles.nvidia_driver: detect output to plan, apt's policy to a
-    pin, dpkg's versions to what is off it, and the fact."""
+    """The role's whole path through kiln.roles.nvidia_driver: detect output to plan,
+    apt's policy to a pin, dpkg's versions to what is off it, and the fact."""
     offered = filters("kiln_gpu")
     detected = {"pci": [], "proc_version": "", "modinfo_version": "", "packages": {}}
     settings = {"source": "debian", "required": False, "install_without_gpu": True,

@@ -662,7 +662,7 @@ PROC_580_65 = (
 
 
 def fact(installed: str, gpus: int = 8) -> dict:
-    """The node's kiln_gpu local fact (nvidia_driver.node_plan.local_fact), the parts judged here."""
+    """The node's kiln_gpu local fact (node_plan.local_fact), the parts judged here."""
     return {"gpu_count": gpus, "driver": {"installed": installed, "pinned": installed}}
 
 

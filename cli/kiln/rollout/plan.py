@@ -40,7 +40,8 @@ class BadValue(InputError):
 
 def max_unavailable(text: str, compute: int) -> int:
     """A node count (2) or a share of the compute nodes (10%, at least one node), read
-    as kiln.roles.nvidia_driver.reboots.batch_size reads rollout_max_unavailable; never more than the nodes."""
+    as kiln.roles.nvidia_driver.reboots.batch_size reads rollout_max_unavailable; never
+    more than the nodes."""
     given = str(text).strip()
     if reboots.share_problem("", given):
         raise BadValue(
