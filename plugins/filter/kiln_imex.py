@@ -11,7 +11,8 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import imex, slurm
+from kiln import imex
+from kiln.roles import slurm
 from kiln.roles.nvidia_driver import apt
 
 

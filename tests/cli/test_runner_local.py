@@ -523,7 +523,7 @@ BASE_PREFLIGHT = """
 
 
 def test_the_base_role_refuses_config_injection_before_writing(local_inventory, tmp_path):
-    """The role's own check (kiln.base through its filter) on values that never passed
+    """The role's own check (kiln.roles.base through its filter) on values that never passed
     `kiln inventory check` (play variables): every node refused, nothing run, exit 2."""
     playbook = tmp_path / "base.yml"
     playbook.write_text(BASE_PREFLIGHT)
@@ -562,7 +562,7 @@ SLURM_ROLE = """
 def test_the_slurm_role_refuses_config_injection_before_installing_anything(
     local_inventory, tmp_path
 ):
-    """The role's first task (kiln.slurm's checks through kiln_value_problems) on values
+    """The role's first task (kiln.roles.slurm's checks through kiln_value_problems) on values
     that never passed `kiln inventory check` (play variables): every node refused before
     the role installs or writes anything, exit 2, the password never shown."""
     playbook = tmp_path / "slurm.yml"

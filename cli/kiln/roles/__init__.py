@@ -88,19 +88,20 @@ class Role:
 ROLES: dict[str, Role] = {
     role.name: role
     for role in (
-        Role("base", "kiln.base", ("all",)),
+        Role("base", OWN, ("all",)),
         Role("nvidia_driver", OWN, ("slurm_compute",)),
         Role("glusterfs_server", None, ("storage",)),
-        Role("autofs", "kiln.storage", ("all",)),
+        Role("autofs", OWN, ("all",)),
+        # Not moved under kiln.roles yet: health, monitoring, validate.
         Role("health", "kiln.health", ("slurm_compute", "slurm_controller")),
-        Role("munge", "kiln.munge", ("slurm_controller", "slurm_compute", "slurm_login")),
-        Role("slurm", "kiln.slurm", ("slurm_controller", "slurm_compute", "slurm_login")),
-        Role("mpi", "kiln.mpi", ("slurm_compute", "slurm_login")),
-        Role("hpcx", "kiln.hpcx", ("slurm_compute", "slurm_login")),
-        Role("nccl_env", "kiln.nccl", ("slurm_compute",)),
-        Role("nccl_tests", "kiln.nccl_tests", ("slurm_compute",)),
-        Role("enroot", "kiln.enroot", ("slurm_compute", "slurm_login")),
-        Role("pyxis", "kiln.pyxis", ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("munge", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("slurm", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("mpi", OWN, ("slurm_compute", "slurm_login")),
+        Role("hpcx", OWN, ("slurm_compute", "slurm_login")),
+        Role("nccl_env", OWN, ("slurm_compute",)),
+        Role("nccl_tests", OWN, ("slurm_compute",)),
+        Role("enroot", OWN, ("slurm_compute", "slurm_login")),
+        Role("pyxis", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
         Role("monitoring", "kiln.monitoring.settings", ("all",)),
         Role("validate", "kiln.validation", ("slurm_controller", "slurm_compute")),
     )

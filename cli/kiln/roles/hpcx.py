@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from kiln import mpi, pinned
+from kiln import pinned
+from kiln.roles import mpi
 from kiln.roles.nvidia_driver import hardware
 
 DEFAULT_ROOT = "/opt/hpcx"
@@ -204,7 +205,7 @@ def plan(
 def module_files(home: str, version: str, rebuilt: bool, family: bool = True) -> dict[str, str]:
     """Kiln's mpi/hpcx (and mpi/hpcx-pmix where Open MPI was rebuilt against the
     system PMIx): each puts HPC-X's own module directory on the path and loads the
-    module file HPC-X ships, inside the mpi family (`family`: kiln.mpi.modulefile's)."""
+    module file HPC-X ships, inside the mpi family (`family`: kiln.roles.mpi.modulefile's)."""
     variants = [("hpcx", "hpcx", f"{home}/ompi", "NVIDIA HPC-X {v} (its own Open MPI)")]
     if rebuilt:
         variants.append(
