@@ -1,6 +1,6 @@
 """The roles and where each one's Python lives: one entry per role of roles/.
 
-A role's logic is the package named after it, `kiln.roles.<role>` (OWN; its filter
+A role's logic is the module named after it, `kiln.roles.<role>` (OWN; its filter
 plugin calls it); an entry names another module only for a role whose logic has not
 moved here yet. Each entry also names the inventory groups whose hosts the role runs
 on (the plays of playbooks/ that apply it; tests/unit/test_roles.py reads them).
@@ -38,7 +38,7 @@ ValueCheck = tuple[type, Callable[[Any, dict[str, list[str]]], None]]
 SUPPORTED: dict[str, tuple[str, ...]] = {"Debian": ("12", "13"), "Ubuntu": ("22.04", "24.04")}
 
 
-# A Role's module when the role's logic is the package named after it.
+# A Role's module when the role's logic is the module named after it, kiln.roles.<role>.
 OWN = "kiln.roles.{role}"
 
 
