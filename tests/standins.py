@@ -905,8 +905,8 @@ def _sha256(path: Path) -> str:
 
 def _real_pins(where: Path) -> dict[str, str]:
     """The sha256 of the lab's releases in `where`, read from the files the role fetches."""
-    from kiln import enroot as kiln_enroot
-    from kiln import pyxis as kiln_pyxis
+    from kiln.roles import enroot as kiln_enroot
+    from kiln.roles import pyxis as kiln_pyxis
 
     base = (where / "enroot").as_uri()
     chosen = kiln_enroot.packages(LAB_ENROOT, "", True, "", arch(), base)

@@ -1,6 +1,6 @@
 """Which cloud a node runs in, from the names its firmware gives (/sys/class/dmi/id:
 sys_vendor, product_name), and how that cloud's metadata service is asked for the
-machine type. The one home of both: kiln.nccl judges a node's probe with it, and the
+machine type. The one home of both: kiln.roles.nccl_env judges a node's probe with it, and the
 nccl_env role asks a node's metadata service only where this module names one (the
 kiln_nccl_metadata filter); the node probe (roles/nccl_env/files/kiln-nccl-probe)
 decides nothing, it reads DMI and fetches the URL it is given.

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kiln import gpu
+from kiln.roles.nvidia_driver import apt, versions
 
 # The nccl_tests_toolkit choices: auto installs where the driver comes from NVIDIA's
 # repository and no *_home names the operator's own toolkit; cuda-repo always (the
@@ -71,7 +71,7 @@ def packages(cuda: str, nccl: str) -> list[str]:
 def for_driver(driver: str) -> Release | None:
     """The newest release the driver runs (its branch at least the release's), or None
     for a driver older than every release or no driver."""
-    branch = gpu.branch(driver or "")
+    branch = versions.branch(driver or "")
     if not branch.isdigit():
         return None
     return next((r for r in RELEASES if r.driver <= int(branch)), None)
@@ -175,7 +175,7 @@ def plan(settings: dict[str, Any], source: str, repository: bool, driver: str) -
             }
         cuda = release.cuda
     minimum = MAJOR_MIN_DRIVER.get(cuda.split(".")[0], 0)
-    branch = gpu.branch(driver or "")
+    branch = versions.branch(driver or "")
     if branch.isdigit() and int(branch) < minimum:
         return {
             **nothing,
@@ -199,7 +199,7 @@ def plan(settings: dict[str, Any], source: str, repository: bool, driver: str) -
 def not_offered(policy: str, chosen: dict[str, Any]) -> str:
     """From `apt-cache policy` of the chosen packages (without versions): what NVIDIA's
     repository does not offer, one line naming the variable to set, or ""."""
-    policies = gpu.parse_apt_policy(policy)
+    policies = apt.parse_apt_policy(policy)
     missing = []
     for entry in chosen["packages"]:
         name, _, version = entry.partition("=")

@@ -13,6 +13,7 @@ class ExitCode(IntEnum):
     OK = 0
     FAILED = 1  # an operation failed outside any host (a playbook error, a podman error)
     BAD_INPUT = 2  # nothing ran
+    NOT_CHECKED = 3  # a judged run: a node was not checked, and none failed
     HOSTS_FAILED = 4  # one or more hosts failed or were unreachable
     VALIDATION_FAILED = 5  # validation ran and a node (or a judged result) failed
     DRIFT = 6  # `kiln drift` found a node that differs from what is declared

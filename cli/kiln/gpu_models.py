@@ -1,6 +1,7 @@
 """What each NVIDIA data-center GPU model is, from NVIDIA's datasheets: its links, memory
 and peak throughput. Keyed by the name `nvidia-smi` prints (product_name), which the
-nvidia_driver role records as the node's `gpu_model` fact (kiln.gpu.local_fact).
+nvidia_driver role records as the node's `gpu_model` fact
+(kiln.roles.nvidia_driver.node_plan.local_fact).
 
 The one home of these numbers: the health role's expected NVLinks, and the validation
 profiles' notes on peak throughput, refer here. Where each number comes from: docs/gpu.md.

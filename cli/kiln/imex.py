@@ -8,7 +8,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kiln import gpu, hostlist
+from kiln import hostlist
+from kiln.roles.nvidia_driver import versions
 from kiln.topology.model import TopologyError
 from kiln.topology.sources import read_nvlink
 
@@ -27,7 +28,7 @@ class ImexError(ValueError):
 
 def package(version: str) -> str:
     """nvidia-imex-570 for a 570 driver, nvidia-imex from 580 on."""
-    major = gpu.branch(version)
+    major = versions.branch(version)
     return "nvidia-imex" if int(major) >= UNVERSIONED_FROM else f"nvidia-imex-{major}"
 
 

@@ -5,8 +5,9 @@ do not all agree."""
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiln import files, nccl
+from kiln import files
 from kiln.inventory.model import ClusterSpec
+from kiln.roles import nccl_env
 from kiln.run.display import Displays
 from kiln.run.events import RunSummary
 from kiln.run.gather import gather
@@ -20,7 +21,7 @@ IMPLICIT_GROUPS = ("all", "ungrouped")
 class NodeSettings:
     node: str
     preset: str = ""
-    settings: list[nccl.Effective] = field(default_factory=list)
+    settings: list[nccl_env.Effective] = field(default_factory=list)
     note: str = ""  # what is missing: no file, no record of Kiln's
     error: str = ""  # why the node could not be read
 
@@ -53,12 +54,12 @@ def read_node(node: str, raw: dict[str, Any]) -> NodeSettings:
     environment = dict(
         line.partition("=")[::2] for line in raw.get("environment", []) if "=" in line
     )
-    settings = nccl.effective(raw.get("conf", ""), fact, environment)
+    settings = nccl_env.effective(raw.get("conf", ""), fact, environment)
     shown = NodeSettings(node, fact.get("preset", ""), settings)
     if not raw.get("conf"):
-        shown.note = f"no {nccl.CONF}: the nccl_env role has not run here"
+        shown.note = f"no {nccl_env.CONF}: the nccl_env role has not run here"
     elif not fact:
-        shown.note = f"{nccl.CONF} was not written by Kiln"
+        shown.note = f"{nccl_env.CONF} was not written by Kiln"
     return shown
 
 
@@ -73,4 +74,4 @@ def show(spec: ClusterSpec, nodes: list[str], display: Displays) -> Shown:
     ]
     groups = {g: m for g, m in spec.groups.items() if g not in IMPLICIT_GROUPS}
     readable = {n.node: n.settings for n in shown if not n.error}
-    return Shown(shown, nccl.differences(readable, groups), gathered.summary)
+    return Shown(shown, nccl_env.differences(readable, groups), gathered.summary)

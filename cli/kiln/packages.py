@@ -12,7 +12,7 @@ the task's cache_valid_time: cache_age_argv reads their age the way ansible.buil
 does.
 
 Also: the dependencies apt says it cannot satisfy, from its output, so a failed install
-is reported as one line naming them (kiln.enroot)."""
+is reported as one line naming them (kiln.roles.enroot)."""
 
 import fnmatch
 import re

@@ -1,4 +1,4 @@
-"""Filters that hand the enroot role's settings to kiln.enroot: the role and `kiln
+"""Filters that hand the enroot role's settings to kiln.roles.enroot: the role and `kiln
 inventory check` judge them the same way, and one place writes enroot's files."""
 
 import sys
@@ -11,7 +11,7 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import enroot, storage
+from kiln.roles import autofs, enroot
 
 
 def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files, nccl_dirs=()):
@@ -40,7 +40,7 @@ def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files, ncc
                 "50-kiln-nccl.fstab": enroot.nccl_mounts(nccl_files, list(nccl_dirs)),
             },
         }
-    except (enroot.EnrootError, storage.StorageError) as exc:
+    except (enroot.EnrootError, autofs.StorageError) as exc:
         raise AnsibleFilterError(str(exc)) from None
 
 

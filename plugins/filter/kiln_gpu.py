@@ -1,5 +1,5 @@
-"""Filters that hand what a node reported to kiln.gpu: the role and Kiln's tests judge
-GPUs, driver versions and pins the same way."""
+"""Filters that hand what a node reported to kiln.roles.nvidia_driver: the role and
+Kiln's tests judge GPUs, driver versions and pins the same way."""
 
 import sys
 from pathlib import Path
@@ -11,57 +11,57 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import gpu
 from kiln.node import slurm_state
+from kiln.roles.nvidia_driver import apt, node_plan, reboots, settings, versions
 
 
 def kiln_gpu_plan(detected, settings):
-    return gpu.node_plan(dict(detected), dict(settings)).to_json()
+    return node_plan.node_plan(dict(detected), dict(settings)).to_json()
 
 
 def kiln_gpu_preinstalled_problems(plan, version, listed=""):
     """listed: how many GPUs nvidia-smi -L printed; "" when it was not asked."""
     count = int(listed) if str(listed).strip() not in ("", "None") else None
-    return gpu.preinstalled_problems(plan, str(version or ""), count)
+    return node_plan.preinstalled_problems(plan, str(version or ""), count)
 
 
 def kiln_gpu_preinstalled_driver(plan):
-    return gpu.preinstalled_driver(plan)
+    return node_plan.preinstalled_driver(plan)
 
 
 def kiln_gpu_pin(apt_policy, requested):
     try:
-        return gpu.pin_version(str(requested or ""), gpu.parse_apt_policy(str(apt_policy)))
+        return apt.pin_version(str(requested or ""), apt.parse_apt_policy(str(apt_policy)))
     except ValueError as exc:
         raise AnsibleFilterError(f"nvidia_driver_version: {exc}") from None
 
 
 def kiln_gpu_off_pin(dpkg_query, packages, pinned):
-    return gpu.off_pin(str(dpkg_query), list(packages), str(pinned))
+    return apt.off_pin(str(dpkg_query), list(packages), str(pinned))
 
 
 def kiln_gpu_apt_pin(version):
-    return gpu.apt_pin(str(version))
+    return apt.apt_pin(str(version))
 
 
-def kiln_gpu_settings_problems(settings):
-    return gpu.settings_problems(dict(settings))
+def kiln_gpu_settings_problems(given):
+    return settings.settings_problems(dict(given))
 
 
 def kiln_gpu_branch(version):
-    return gpu.branch(str(version or ""))
+    return versions.branch(str(version or ""))
 
 
 def kiln_gpu_fabric_manager_packages(version):
-    return gpu.fabric_manager_packages(str(version))
+    return apt.fabric_manager_packages(str(version))
 
 
 def kiln_gpu_fabric_manager_mismatch(apt_policy, pinned):
-    return gpu.fabric_manager_mismatch(str(pinned), gpu.parse_apt_policy(str(apt_policy)))
+    return apt.fabric_manager_mismatch(str(pinned), apt.parse_apt_policy(str(apt_policy)))
 
 
 def kiln_gpu_fact(plan, smi_xml, pinned, source, imex=False):
-    return gpu.local_fact(
+    return node_plan.local_fact(
         dict(plan), str(smi_xml or ""), str(pinned or ""), str(source), bool(imex)
     )
 
@@ -78,7 +78,7 @@ def kiln_gpu_reboot_plan(hosts, hostvars, batch, reboot):
         if (facts.get("_nvidia_driver_slurmd") or {}).get("stdout") == "active":
             in_slurm.append(host)
     try:
-        return gpu.reboot_plan(pending, in_slurm, batch, bool(reboot)).to_json()
+        return reboots.reboot_plan(pending, in_slurm, batch, bool(reboot)).to_json()
     except ValueError as exc:
         raise AnsibleFilterError(
             f"nvidia_driver_reboot_batch: expected a count (4) or a share (10%), got {batch!r}"
@@ -86,7 +86,7 @@ def kiln_gpu_reboot_plan(hosts, hostvars, batch, reboot):
 
 
 def kiln_gpu_reboot_target(fact, proc_version, version, source):
-    return gpu.reboot_target(
+    return reboots.reboot_target(
         dict(fact or {}), str(proc_version or ""), str(version or ""), str(source)
     )
 
@@ -96,10 +96,10 @@ def kiln_gpu_reboot_refusal(hosts, hostvars, limit, compute, scontrol, inventory
     judged against rollout_max_unavailable of the `compute` nodes and Slurm's states
     (`scontrol --oneliner show node`). A cap that is no count or share is the refusal:
     returned, not raised, so every node fails with it (the filter runs once)."""
-    if problem := gpu.share_problem(gpu.MAX_UNAVAILABLE, limit):
+    if problem := reboots.share_problem(reboots.MAX_UNAVAILABLE, limit):
         return problem
     targets = {h: str(hostvars[h].get("_nvidia_driver_reboot_target") or "") for h in hosts}
-    return gpu.reboot_refusal(
+    return reboots.reboot_refusal(
         targets,
         limit,
         list(compute or hosts),
@@ -109,7 +109,7 @@ def kiln_gpu_reboot_refusal(hosts, hostvars, limit, compute, scontrol, inventory
 
 
 def kiln_gpu_reboot_reason(version):
-    return gpu.reboot_reason(str(version))
+    return reboots.reboot_reason(str(version))
 
 
 class FilterModule:

@@ -1,4 +1,4 @@
-"""Filters that hand the hpcx role's settings and facts to kiln.hpcx: the role, the
+"""Filters that hand the hpcx role's settings and facts to kiln.roles.hpcx: the role, the
 pre-flight play and `kiln inventory check` judge them the same way."""
 
 import sys
@@ -11,11 +11,12 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import hostlist, hpcx
+from kiln import hostlist
+from kiln.roles import hpcx
 
 
 def kiln_hpcx_plan(settings, facts, packages, driver=""):
-    """One node's HPC-X (kiln.hpcx.plan), after the checks `kiln inventory check`
+    """One node's HPC-X (kiln.roles.hpcx.plan), after the checks `kiln inventory check`
     makes; a setting that cannot be used fails the task with its one-line reason."""
     problems = hpcx.settings_problems(settings)
     if problems:

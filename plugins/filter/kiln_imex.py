@@ -11,7 +11,9 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import gpu, imex, slurm
+from kiln import imex
+from kiln.roles import slurm
+from kiln.roles.nvidia_driver import apt
 
 
 def _nodes(hostvars, hosts):
@@ -43,8 +45,8 @@ def kiln_imex_package(version):
 
 
 def kiln_imex_mismatch(apt_policy, pinned):
-    return gpu.exact_mismatch(
-        "IMEX", [imex.package(str(pinned))], str(pinned), gpu.parse_apt_policy(str(apt_policy))
+    return apt.exact_mismatch(
+        "IMEX", [imex.package(str(pinned))], str(pinned), apt.parse_apt_policy(str(apt_policy))
     )
 
 

@@ -1,4 +1,4 @@
-"""Filters that hand the mpi role's settings to kiln.mpi: the role and `kiln inventory
+"""Filters that hand the mpi role's settings to kiln.roles.mpi: the role and `kiln inventory
 check` judge them the same way, and one place renders the module files."""
 
 import sys
@@ -11,7 +11,7 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import mpi
+from kiln.roles import mpi
 
 
 def kiln_mpi_module_files(openmpi_version, family=True):

@@ -1,4 +1,4 @@
-"""Filters that hand the nccl_tests role's settings to kiln.nccl_tests: the role and
+"""Filters that hand the nccl_tests role's settings to kiln.roles.nccl_tests: the role and
 `kiln inventory check` judge them the same way, and one place plans the build."""
 
 import sys
@@ -9,7 +9,8 @@ try:
 except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
 
-from kiln import cuda_toolkit, nccl_tests
+from kiln import cuda_toolkit
+from kiln.roles import nccl_tests
 
 
 def kiln_nccl_tests_problems(settings):

@@ -1,4 +1,4 @@
-"""Filters that hand the pyxis role's settings to kiln.pyxis: the role and `kiln
+"""Filters that hand the pyxis role's settings to kiln.roles.pyxis: the role and `kiln
 inventory check` judge them the same way, and one place writes pyxis.conf."""
 
 import sys
@@ -11,7 +11,7 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import pyxis
+from kiln.roles import pyxis
 
 
 def kiln_pyxis_problems(settings):

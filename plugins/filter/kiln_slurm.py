@@ -1,4 +1,4 @@
-"""Filters that hand Slurm config rendering to kiln.slurm and kiln.topology: one
+"""Filters that hand Slurm config rendering to kiln.roles.slurm and kiln.topology: one
 implementation for the CLI's checks and the role."""
 
 import sys
@@ -11,13 +11,14 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import accounting, slurm
+from kiln import accounting
+from kiln.roles import slurm
 from kiln.topology import for_slurm
 from kiln.topology.model import TopologyError
 
 
 def kiln_slurm_settings(defaults, overrides, plugin_paths, controllers, **cluster):
-    """slurm.conf's settings (kiln.slurm.settings); plugin_paths: what the controller has."""
+    """slurm.conf's settings (kiln.roles.slurm.settings); plugin_paths: what the controller has."""
     names = [Path(p).name for p in plugin_paths]
     try:
         return slurm.settings(

@@ -1,4 +1,4 @@
-"""Filters that hand storage declarations to kiln.storage: the role and `kiln inventory
+"""Filters that hand storage declarations to kiln.roles.autofs: the role and `kiln inventory
 check` judge a mount the same way."""
 
 import sys
@@ -11,13 +11,13 @@ except ImportError:  # plain ansible-playbook from a checkout without Kiln insta
 
 from ansible.errors import AnsibleFilterError
 
-from kiln import storage
+from kiln.roles import autofs
 
 
 def kiln_storage_plan(declared, host_groups, kernel, default_options):
     try:
-        return storage.host_plan(declared, list(host_groups), kernel, dict(default_options))
-    except storage.StorageError as exc:
+        return autofs.host_plan(declared, list(host_groups), kernel, dict(default_options))
+    except autofs.StorageError as exc:
         raise AnsibleFilterError(f"autofs_mounts: {exc}") from None
 
 

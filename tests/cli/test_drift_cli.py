@@ -49,7 +49,7 @@ def test_a_drift_run_that_reached_no_host_is_not_no_drift(write_inventory, state
     ]
 
     report = run_kiln("report", "show", report_id, "--format", "json")
-    assert report.returncode == ExitCode.HOSTS_FAILED, report.stderr
+    assert report.returncode == ExitCode.NOT_CHECKED, report.stderr
     data = json.loads(report.stdout)
     unchecked = {"verdict": "unchecked", "reasons": [f"not checked: {WHY}"]}
     assert (data["verdict"], data["node_verdicts"]) == (
@@ -60,10 +60,10 @@ def test_a_drift_run_that_reached_no_host_is_not_no_drift(write_inventory, state
         (host, "drift.run", "unchecked") for host in ("ctl1", "gpu001", "gpu002")
     ]
     terminal = run_kiln("report", "show", report_id)
-    assert terminal.returncode == ExitCode.HOSTS_FAILED
+    assert terminal.returncode == ExitCode.NOT_CHECKED
     assert terminal.stdout.splitlines()[-1] == "UNCHECKED 3 nodes"
     junit = run_kiln("report", "show", report_id, "--format", "junit")
-    assert junit.returncode == ExitCode.HOSTS_FAILED
+    assert junit.returncode == ExitCode.NOT_CHECKED
     assert f'<error message="not checked: {WHY}">' in junit.stdout
 
     as_json = run_kiln("drift", "-i", inv, "--json")

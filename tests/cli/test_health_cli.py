@@ -70,12 +70,12 @@ def test_a_healthy_and_a_failing_node(local_inventory, tmp_path):
     assert data["run"]
 
 
-def test_a_node_whose_check_cannot_run_exits_4(local_inventory, tmp_path):
+def test_a_node_whose_check_cannot_run_exits_3(local_inventory, tmp_path):
     broken = node(tmp_path, "local-c1", {})
     (tmp_path / "local-c1.json").write_text("{not json")
     inv = local_inventory({"local-c1": broken})
     shown = run_kiln("health", "-i", inv, "--no-slurm", "--json")
-    assert shown.returncode == ExitCode.HOSTS_FAILED, shown.stderr
+    assert shown.returncode == ExitCode.NOT_CHECKED, shown.stderr
     found = json.loads(shown.stdout)["nodes"]["local-c1"]
     assert found["status"] == "ERROR" and found["results"] == []
     assert "Run kiln-health" in found["error"]

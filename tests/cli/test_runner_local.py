@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,48 @@ def test_playbook_error_outside_hosts_exits_1(local_inventory, tmp_path):
     assert "no.such.module" in report["error"]
 
 
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    started: int  # clock ticks since boot: tells a reused pid from the one seen
+    argv: list[str]
+
+    def alive(self) -> bool:
+        now = _read(self.pid)
+        return now is not None and now.started == self.started
+
+
+def _read(pid: int) -> Process | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)", which may hold spaces
+    if fields[0] == "Z":  # exited, not yet reaped by its parent
+        return None
+    return Process(pid, int(fields[19]), [a.decode(errors="replace") for a in argv if a])
+
+
+def descendants(root: int) -> dict[int, Process]:
+    """The processes below `root` now, from /proc's parent links."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int(entry.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = {}, list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if (process := _read(pid)) is not None:
+            found[pid] = process
+        todo += children.get(pid, [])
+    return found
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_interrupt_exits_130_and_keeps_the_record(local_inventory, tmp_path, state_dir, signum):
     """Ctrl-C, and SIGTERM as systemd or CI send it: Ansible is stopped (none left
@@ -194,10 +237,18 @@ def test_an_interrupt_exits_130_and_keeps_the_record(local_inventory, tmp_path, 
         # Event files are named <counter>-<uuid>.json: what happened is in their content.
         return any('"runner_on_start"' in read(p) for p in events())
 
+    seen: dict[int, Process] = {}
+
+    def sleeping() -> bool:  # the task's command runs, somewhere below this kiln
+        seen.update(descendants(proc.pid))
+        return any(p.argv == ["sleep", "61"] for p in seen.values())
+
     try:
-        while time.monotonic() < deadline and not task_started():
+        while time.monotonic() < deadline and not (task_started() and sleeping()):
             time.sleep(0.2)
         assert task_started(), "the task never started"
+        assert sleeping(), "the task's sleep never ran under this kiln"
+        seen.update(descendants(proc.pid))
         proc.send_signal(signum)
         proc.communicate(timeout=60)
     finally:
@@ -210,9 +261,8 @@ def test_an_interrupt_exits_130_and_keeps_the_record(local_inventory, tmp_path, 
     assert record["exit_code"] == 130
     assert events(), "the run's events are kept"
     time.sleep(1)
-    left = subprocess.run(["pgrep", "-f", str(slow)], capture_output=True, text=True, check=False)
-    assert left.stdout == "", "ansible-playbook was left running"
-    assert subprocess.run(["pgrep", "-f", "sleep 61"], check=False).returncode == 1
+    # Only this run's own processes (by pid and start time): none is left running.
+    assert [p.argv for p in seen.values() if p.alive()] == []
 
 
 MITOGEN_CHECK = """
@@ -473,7 +523,7 @@ BASE_PREFLIGHT = """
 
 
 def test_the_base_role_refuses_config_injection_before_writing(local_inventory, tmp_path):
-    """The role's own check (kiln.base through its filter) on values that never passed
+    """The role's own check (kiln.roles.base through its filter) on values that never passed
     `kiln inventory check` (play variables): every node refused, nothing run, exit 2."""
     playbook = tmp_path / "base.yml"
     playbook.write_text(BASE_PREFLIGHT)
@@ -512,7 +562,7 @@ SLURM_ROLE = """
 def test_the_slurm_role_refuses_config_injection_before_installing_anything(
     local_inventory, tmp_path
 ):
-    """The role's first task (kiln.slurm's checks through kiln_value_problems) on values
+    """The role's first task (kiln.roles.slurm's checks through kiln_value_problems) on values
     that never passed `kiln inventory check` (play variables): every node refused before
     the role installs or writes anything, exit 2, the password never shown."""
     playbook = tmp_path / "slurm.yml"

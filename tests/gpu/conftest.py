@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln import gpu
+from kiln.roles.nvidia_driver import hardware
 from tests.gpu import machine as gm
 
 # The node programs put Kiln's node library first on sys.path: the one installed at
@@ -72,7 +72,7 @@ def detected() -> dict:
 @pytest.fixture(scope="session")
 def gpu_machine(detected) -> gm.Machine:
     try:
-        return gm.probe(len(gpu.detect(detected.get("pci") or []).gpus))
+        return gm.probe(len(hardware.detect(detected.get("pci") or []).gpus))
     except gm.NotAGpuMachine as exc:
         pytest.skip(f"not a GPU machine: {exc}")
     except gm.BrokenGpuMachine as exc:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kiln import gpu_models, nccl_tests
+from kiln import gpu_models
 from kiln.node import cuda_toolchain
+from kiln.roles import nccl_tests
 from kiln.validation import burn_in_samples, nccl_judge, profiles
 from kiln.validation import nccl_tests as nccl_output
 from kiln.validation.burn_in_judge import Limits, judge_round
@@ -156,7 +157,7 @@ def test_torch_bench_on_nccl(gpu_machine, record, summary, tmp_path):
 
 
 def test_nccl_tests_built_and_judged(gpu_machine, record, summary, tmp_path):
-    """nccl-tests built as the nccl_tests role builds it (kiln.nccl_tests), run on every
+    """nccl-tests built as the nccl_tests role builds it (kiln.roles.nccl_tests), run on every
     GPU and judged by `kiln judge nccl-tests`."""
     tarball = os.environ.get("KILN_NCCL_TESTS_TARBALL", "")
     sha256 = os.environ.get("KILN_NCCL_TESTS_SHA256", "")

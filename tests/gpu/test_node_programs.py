@@ -5,8 +5,9 @@ import json
 import os
 import subprocess
 
-from kiln import gpu, health
+from kiln import health
 from kiln.node import counted, nvidia_smi
+from kiln.roles.nvidia_driver import hardware, node_plan, versions
 from tests.gpu import machine as gm
 from tests.gpu.conftest import run_program
 
@@ -35,14 +36,14 @@ def test_detection_matches_nvidia_smi(gpu_machine, detected, record):
     """sysfs's GPUs are nvidia-smi's (address and PCI id); the module loaded is the
     driver nvidia-smi reports."""
     record.write("kiln-gpu-detect.json", json.dumps(detected, indent=2) + "\n", "kiln-gpu-detect")
-    hardware = gpu.detect(detected["pci"])
+    found = hardware.detect(detected["pci"])
     from_smi = gm.query(("pci.bus_id", "pci.device_id"))
-    assert sorted(
-        (d.address, f"{d.device}{d.vendor[2:]}".lower()) for d in hardware.gpus
-    ) == sorted((gm.pci_address(g["pci.bus_id"]), g["pci.device_id"].lower()) for g in from_smi)
-    module = gpu.loaded_module(detected["proc_version"])
+    assert sorted((d.address, f"{d.device}{d.vendor[2:]}".lower()) for d in found.gpus) == sorted(
+        (gm.pci_address(g["pci.bus_id"]), g["pci.device_id"].lower()) for g in from_smi
+    )
+    module = versions.loaded_module(detected["proc_version"])
     assert module is not None and module.version == gpu_machine.driver
-    plan = gpu.node_plan(detected, {"source": "preinstalled"})
+    plan = node_plan.node_plan(detected, {"source": "preinstalled"})
     assert (plan.gpus, plan.work, plan.fail, plan.loaded) == (
         len(gpu_machine.gpus),
         True,
@@ -57,9 +58,9 @@ def test_detection_matches_nvidia_smi(gpu_machine, detected, record):
 
 def test_driver_plan_preinstalled(gpu_machine, detected, summary):
     """nvidia_driver_source preinstalled accepts this machine's driver, at its version."""
-    plan = gpu.node_plan(detected, {"source": "preinstalled"}).to_json()
-    assert gpu.preinstalled_driver(plan) == gpu_machine.driver
-    assert gpu.preinstalled_problems(plan, gpu_machine.driver, smi_list_count()) == []
+    plan = node_plan.node_plan(detected, {"source": "preinstalled"}).to_json()
+    assert node_plan.preinstalled_driver(plan) == gpu_machine.driver
+    assert node_plan.preinstalled_problems(plan, gpu_machine.driver, smi_list_count()) == []
     if not plan["installed"]:
         summary.append(
             "- modinfo finds no NVIDIA module on disk here: the preinstalled source keeps "
@@ -177,8 +178,8 @@ def test_health_gpu_checks(gpu_machine, detected, record, summary, tmp_path):
     """kiln-health with the configuration the health role writes for this machine (the
     nvidia_driver role's fact -> kiln.health.node_config): each GPU check's verdict is
     what nvidia-smi's own answers make it, OK on a healthy GPU."""
-    plan = gpu.node_plan(detected, {"source": "preinstalled"}).to_json()
-    fact = gpu.local_fact(plan, gm.smi("-q", "-x"), gpu_machine.driver, "preinstalled")
+    plan = node_plan.node_plan(detected, {"source": "preinstalled"}).to_json()
+    fact = node_plan.local_fact(plan, gm.smi("-q", "-x"), gpu_machine.driver, "preinstalled")
     config = health.node_config(fact, {"timeout": 45, "check_timeout": 20})
     # This machine has no munge, Slurm or Kiln mounts: only the GPUs are under test.
     config.update(munge=False, slurm=False)

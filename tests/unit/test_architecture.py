@@ -172,12 +172,12 @@ FLOOR = "kiln.validation"
 BELOW_FLOOR = {
     "kiln.errors",
     "kiln.hostlist",
-    "kiln.slurm",
+    "kiln.roles.slurm",
     "kiln.formats",
     "kiln.files",
     "kiln.yaml_input",
     "kiln.paths",
-    "kiln.mpi",
+    "kiln.roles.mpi",
     "kiln.gpu_models",  # standard library only, as are kiln.cloud and kiln.node
     "kiln.cloud",
 }

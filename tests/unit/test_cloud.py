@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from kiln import cloud, nccl
+from kiln import cloud
+from kiln.roles import nccl_env
 from tests.conftest import REPO
 
 PROBE = REPO / "roles" / "nccl_env" / "files" / "kiln-nccl-probe"
@@ -97,15 +98,15 @@ def test_the_probe_asks_the_url_it_is_given_and_the_plan_reads_the_machine(metad
     answer = run_probe("--metadata", url, "--header", GCP["header"])
     assert answer == {"metadata": "projects/123456/machineTypes/a3-megagpu-8g"}
     assert seen == [{"path": "/computeMetadata/v1/instance/machine-type", "flavor": "Google"}]
-    # What the role hands kiln.nccl: the probe's findings with the answer as "machine".
+    # What the role hands kiln.roles.nccl_env: the probe's findings with the answer as "machine".
     probe = {
         "infiniband": {},
         "dmi": {"sys_vendor": "Google", "product_name": "Google Compute Engine"},
         "socket_ifname": "enp0s12",
         "machine": answer["metadata"],
     }
-    fabric = nccl.fabric_of(probe)
-    assert (fabric.cloud, fabric.machine, nccl.gcp_plugin(fabric)) == (
+    fabric = nccl_env.fabric_of(probe)
+    assert (fabric.cloud, fabric.machine, nccl_env.gcp_plugin(fabric)) == (
         "gcp",
         "a3-megagpu-8g",
         "tcpxo",

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kiln import cuda_toolkit, nccl_tests
+from kiln import cuda_toolkit
+from kiln.roles import nccl_tests
 from tests.unit.test_filter_plugins import filters
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "nccl.md"

@@ -1,4 +1,4 @@
-"""kiln.enroot: the release packages pinned together, which of them a node lacks, what
+"""kiln.roles.enroot: the release packages pinned together, which of them a node lacks, what
 apt could not install, enroot.conf, the directories Kiln makes, and the mounts.d entries
 for shared storage and NCCL's files."""
 
@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from kiln import enroot
+from kiln.roles import enroot
 from tests import standins
 
 SHA = "f0a5b505df371643d8c1b2ae5b1c0df7f5f68c41d0334ed9c6926fb3797b55ae"

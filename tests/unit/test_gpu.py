@@ -1,4 +1,4 @@
-"""kiln.gpu on recorded outputs: an H100 SXM VM with driver 580.159.04 (open kernel
+"""kiln.roles.nvidia_driver on recorded outputs: an H100 SXM VM with driver 580.159.04 (open kernel
 module), in tests/fixtures/gpu/h100-80gb-hbm3-vm (see its README). The PCI inputs are
 in the shape the role's detect script prints from sysfs; an HGX board's are derived from
 the recorded GPU by adding the devices such a board has (NVSwitch 10de:22a3, ConnectX-7
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kiln import gpu
 from kiln.node import slurm_state
+from kiln.roles.nvidia_driver import apt, hardware, node_plan, reboots, settings, versions
 
 H100_VM = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
 
@@ -56,9 +56,9 @@ def hgx_devices():
 
 
 def test_the_recorded_vm_has_one_gpu_no_nvswitch_and_no_hca():
-    found = gpu.detect(VM_DEVICES)
-    assert found == gpu.Hardware(
-        gpus=[gpu.PciDevice("0000:00:06.0", "0x10de", "0x2330", "0x030200", "nvidia")],
+    found = hardware.detect(VM_DEVICES)
+    assert found == hardware.Hardware(
+        gpus=[hardware.PciDevice("0000:00:06.0", "0x10de", "0x2330", "0x030200", "nvidia")],
         nvswitches=[],
         hcas=[],
     )
@@ -66,7 +66,7 @@ def test_the_recorded_vm_has_one_gpu_no_nvswitch_and_no_hca():
 
 
 def test_an_hgx_board_has_eight_gpus_four_nvswitches_and_its_hcas_in_bus_order():
-    found = gpu.detect(hgx_devices())
+    found = hardware.detect(hgx_devices())
     assert [d.address for d in found.gpus] == [
         "0000:18:00.0",
         "0000:2a:00.0",
@@ -90,69 +90,47 @@ def test_an_hgx_board_has_eight_gpus_four_nvswitches_and_its_hcas_in_bus_order()
 
 
 def test_a_node_without_nvidia_devices_has_no_gpu():
-    assert gpu.detect(VM_DEVICES[:3]) == gpu.Hardware()
-    assert not gpu.detect([]).has_gpu
+    assert hardware.detect(VM_DEVICES[:3]) == hardware.Hardware()
+    assert not hardware.detect([]).has_gpu
 
 
 def test_the_loaded_module_is_read_from_proc():
-    assert gpu.loaded_module(recorded("proc-driver-nvidia-version.txt")) == gpu.LoadedModule(
-        version="580.159.04", open=True
-    )
+    assert versions.loaded_module(
+        recorded("proc-driver-nvidia-version.txt")
+    ) == versions.LoadedModule(version="580.159.04", open=True)
     proprietary = (
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n"
     )
-    assert gpu.loaded_module(proprietary) == gpu.LoadedModule(version="535.183.01", open=False)
-    assert gpu.loaded_module("") is None
-
-
-def test_nvidia_smi_xml_is_read_for_every_gpu_field():
-    report = gpu.parse_smi_xml(recorded("nvidia-smi-q.xml"))
-    assert report == gpu.SmiReport(
-        driver_version="580.159.04",
-        cuda_version="13.0",
-        gpus=[
-            gpu.Gpu(
-                bus_id="00000000:00:06.0",
-                name="NVIDIA H100 80GB HBM3",
-                architecture="Hopper",
-                uuid="GPU-320a3b5b-5f8b-e47d-48a5-f808c0da1f70",
-                vbios="96.00.DA.00.0C",
-                persistence=True,
-                # outside an NVLink domain the fabric fields read N/A
-                fabric_state="N/A",
-                clique_id="N/A",
-                cluster_uuid="N/A",
-            )
-        ],
+    assert versions.loaded_module(proprietary) == versions.LoadedModule(
+        version="535.183.01", open=False
     )
-    with pytest.raises(ValueError, match="printed no XML"):
-        gpu.parse_smi_xml("NVIDIA-SMI has failed because it couldn't communicate with the driver")
+    assert versions.loaded_module("") is None
 
 
 def test_versions_exact_branches_and_apt_pins():
-    assert [gpu.is_exact(v) for v in ("580.159.04", "550.54", "580", "580.*", "r580")] == [
+    assert [versions.is_exact(v) for v in ("580.159.04", "550.54", "580", "580.*", "r580")] == [
         True,
         True,
         False,
         False,
         False,
     ]
-    assert gpu.branch("580.159.04") == "580"
+    assert versions.branch("580.159.04") == "580"
     assert [
-        gpu.upstream(v)
+        versions.upstream(v)
         for v in ("580.159.04-1", "1:580.159.04-0ubuntu0.24.04.1", "535.216.03-1~deb12u1")
     ] == ["580.159.04", "580.159.04", "535.216.03"]
-    assert gpu.apt_pin("580.159.04") == "580.159.04-*"
-    assert gpu.apt_pin("580") == "580.*"
+    assert apt.apt_pin("580.159.04") == "580.159.04-*"
+    assert apt.apt_pin("580") == "580.*"
 
 
 def test_a_reboot_is_needed_when_the_installed_module_is_not_the_loaded_one():
-    loaded = gpu.loaded_module(recorded("proc-driver-nvidia-version.txt"))
+    loaded = versions.loaded_module(recorded("proc-driver-nvidia-version.txt"))
     assert loaded is not None
-    assert not gpu.needs_reboot(loaded.version, "580.159.04")
-    assert gpu.needs_reboot(loaded.version, "580.172.08")
-    assert gpu.needs_reboot("", "580.159.04")  # installed, never loaded
-    assert not gpu.needs_reboot("", "")  # nothing installed (preinstalled check mode)
+    assert not versions.needs_reboot(loaded.version, "580.159.04")
+    assert versions.needs_reboot(loaded.version, "580.172.08")
+    assert versions.needs_reboot("", "580.159.04")  # installed, never loaded
+    assert not versions.needs_reboot("", "")  # nothing installed (preinstalled check mode)
 
 
 ROLLOUT = "slurmd runs here: kiln rollout reboots it through Slurm"
@@ -161,25 +139,25 @@ ROLLOUT = "slurmd runs here: kiln rollout reboots it through Slurm"
 def test_nodes_in_slurm_are_left_to_kiln_rollout_and_new_nodes_reboot_in_batches():
     pending = [f"gpu{i:03d}" for i in range(1, 24)]
     in_slurm = ["gpu001", "gpu002", "gpu003"]
-    plan = gpu.reboot_plan(pending, in_slurm, "10%")
+    plan = reboots.reboot_plan(pending, in_slurm, "10%")
     assert plan.to_json() == {
         "rollout": ["gpu001", "gpu002", "gpu003"],
         # 20 new nodes at 10%: batches of 2
         "batches": [[f"gpu{i:03d}", f"gpu{i + 1:03d}"] for i in range(4, 24, 2)],
         "reported": {"gpu001": ROLLOUT, "gpu002": ROLLOUT, "gpu003": ROLLOUT},
     }
-    assert gpu.reboot_plan(["b", "a", "c"], [], 2).batches == [["a", "b"], ["c"]]
-    assert gpu.reboot_plan(["a"], [], "10%").batches == [["a"]]  # at least one
-    assert gpu.reboot_plan([], [], "10%").to_json() == {
+    assert reboots.reboot_plan(["b", "a", "c"], [], 2).batches == [["a", "b"], ["c"]]
+    assert reboots.reboot_plan(["a"], [], "10%").batches == [["a"]]  # at least one
+    assert reboots.reboot_plan([], [], "10%").to_json() == {
         "rollout": [],
         "batches": [],
         "reported": {},
     }
-    assert gpu.reboot_reason("580.159.04") == "kiln: driver 580.159.04"
+    assert reboots.reboot_reason("580.159.04") == "kiln: driver 580.159.04"
 
 
 def test_no_reboot_only_reports_and_leaves_nothing_to_the_rollout():
-    assert gpu.reboot_plan(["b", "a"], ["a"], "10%", reboot=False).to_json() == {
+    assert reboots.reboot_plan(["b", "a"], ["a"], "10%", reboot=False).to_json() == {
         "rollout": [],
         "batches": [],
         "reported": {"a": "not rebooted (--no-reboot)", "b": "not rebooted (--no-reboot)"},
@@ -189,8 +167,8 @@ def test_no_reboot_only_reports_and_leaves_nothing_to_the_rollout():
 @pytest.mark.parametrize("batch", ["0", "-1", "0%", "101%", "ten", "10 %", "", "1.5"])
 def test_a_reboot_batch_that_is_no_count_or_share_is_refused(batch):
     with pytest.raises(ValueError):
-        gpu.reboot_plan(["a"], [], batch)
-    assert gpu.settings_problems({"reboot_batch": batch}) == [
+        reboots.reboot_plan(["a"], [], batch)
+    assert settings.settings_problems({"reboot_batch": batch}) == [
         f"nvidia_driver_reboot_batch {batch!r}: expected a node count (4) or a share of the "
         "nodes (10%)"
     ]
@@ -198,18 +176,18 @@ def test_a_reboot_batch_that_is_no_count_or_share_is_refused(batch):
 
 @pytest.mark.parametrize("batch", ["1", "25", "10%", "100%", "2.5%", 3])
 def test_reboot_batches_as_counts_and_shares(batch):
-    assert gpu.settings_problems({"reboot_batch": batch}) == []
+    assert settings.settings_problems({"reboot_batch": batch}) == []
 
 
 def test_rdma_stack_and_the_gpudirect_path():
-    assert gpu.rdma_stack({"doca-ofed": "2.9.1", "rdma-core": "2410mlnx54"}) == "doca-ofed"
-    assert gpu.rdma_stack({"mlnx-ofed-kernel-dkms": "24.10", "rdma-core": "x"}) == "mlnx-ofed"
-    assert gpu.rdma_stack({"rdma-core": "44.0-2"}) == "inbox"
-    assert gpu.rdma_stack({}) == "none"
-    assert gpu.rdma_path("mlnx-ofed", "proprietary") == "peermem"
-    assert gpu.rdma_path("inbox", "open") == "dmabuf"
-    assert gpu.rdma_path("inbox", "proprietary") == "none"
-    assert gpu.rdma_path("none", "open") == "none"
+    assert hardware.rdma_stack({"doca-ofed": "2.9.1", "rdma-core": "2410mlnx54"}) == "doca-ofed"
+    assert hardware.rdma_stack({"mlnx-ofed-kernel-dkms": "24.10", "rdma-core": "x"}) == "mlnx-ofed"
+    assert hardware.rdma_stack({"rdma-core": "44.0-2"}) == "inbox"
+    assert hardware.rdma_stack({}) == "none"
+    assert hardware.rdma_path("mlnx-ofed", "proprietary") == "peermem"
+    assert hardware.rdma_path("inbox", "open") == "dmabuf"
+    assert hardware.rdma_path("inbox", "proprietary") == "none"
+    assert hardware.rdma_path("none", "open") == "none"
 
 
 # `apt-cache policy` as apt 2.6 prints it on Debian 12 with the non-free components:
@@ -251,31 +229,31 @@ POLICY_INSTALLED = """nvidia-smi:
 
 
 def test_apt_policy_gives_each_package_installed_candidate_and_offered_versions():
-    policies = gpu.parse_apt_policy(POLICY_BOOKWORM)
+    policies = apt.parse_apt_policy(POLICY_BOOKWORM)
     assert policies == {
-        "nvidia-open-kernel-dkms": gpu.AptPolicy("", "535.261.03-1", ("535.261.03-1",)),
-        "nvidia-smi": gpu.AptPolicy(
+        "nvidia-open-kernel-dkms": apt.AptPolicy("", "535.261.03-1", ("535.261.03-1",)),
+        "nvidia-smi": apt.AptPolicy(
             "", "535.309.01-0+deb12u1", ("535.309.01-0+deb12u1", "535.261.03-1")
         ),
-        "firmware-nvidia-gsp": gpu.AptPolicy(
+        "firmware-nvidia-gsp": apt.AptPolicy(
             "", "535.309.01-0+deb12u1", ("535.309.01-0+deb12u1", "535.261.03-1")
         ),
     }
-    assert gpu.parse_apt_policy(POLICY_INSTALLED) == {
-        "nvidia-smi": gpu.AptPolicy(
+    assert apt.parse_apt_policy(POLICY_INSTALLED) == {
+        "nvidia-smi": apt.AptPolicy(
             "535.261.03-1", "535.261.03-1", ("535.309.01-0+deb12u1", "535.261.03-1")
         )
     }
-    assert gpu.parse_apt_policy("") == {}
+    assert apt.parse_apt_policy("") == {}
 
 
 def test_the_pin_is_a_version_every_package_has():
-    bookworm = gpu.parse_apt_policy(POLICY_BOOKWORM)
+    bookworm = apt.parse_apt_policy(POLICY_BOOKWORM)
     # apt's candidate for nvidia-smi is 535.309.01, which the open modules do not have.
-    assert gpu.pin_version("", bookworm) == "535.261.03"
-    assert gpu.pin_version("535.261.03", bookworm) == "535.261.03"
+    assert apt.pin_version("", bookworm) == "535.261.03"
+    assert apt.pin_version("535.261.03", bookworm) == "535.261.03"
     with pytest.raises(ValueError) as missing:
-        gpu.pin_version("535.309.01", bookworm)
+        apt.pin_version("535.309.01", bookworm)
     assert str(missing.value) == (
         "driver 535.309.01 is not offered for every package (firmware-nvidia-gsp: "
         "535.261.03, 535.309.01; nvidia-open-kernel-dkms: 535.261.03; nvidia-smi: "
@@ -283,34 +261,34 @@ def test_the_pin_is_a_version_every_package_has():
     )
     # Without the open modules, the newest; once installed, a re-run keeps it.
     proprietary = {k: v for k, v in bookworm.items() if k != "nvidia-open-kernel-dkms"}
-    assert gpu.pin_version("", proprietary) == "535.309.01"
-    assert gpu.pin_version("", gpu.parse_apt_policy(POLICY_INSTALLED)) == "535.261.03"
+    assert apt.pin_version("", proprietary) == "535.309.01"
+    assert apt.pin_version("", apt.parse_apt_policy(POLICY_INSTALLED)) == "535.261.03"
     with pytest.raises(ValueError) as none:
-        gpu.pin_version("", gpu.parse_apt_policy("nvidia-smi:\n  Installed: (none)\n"))
+        apt.pin_version("", apt.parse_apt_policy("nvidia-smi:\n  Installed: (none)\n"))
     assert str(none.value) == "no driver version is offered for every package (nvidia-smi: none)"
-    assert gpu.version_key("535.309.01") > gpu.version_key("535.261.03")
+    assert versions.version_key("535.309.01") > versions.version_key("535.261.03")
 
 
 def test_a_branch_pins_the_installed_or_newest_version_of_that_branch():
-    policies = gpu.parse_apt_policy(POLICY_CUDA_REPO)
+    policies = apt.parse_apt_policy(POLICY_CUDA_REPO)
     # Debian's 550 at priority -1 is never a choice.
-    assert policies["nvidia-driver-cuda"] == gpu.AptPolicy(
+    assert policies["nvidia-driver-cuda"] == apt.AptPolicy(
         "", "580.105.08-1", ("580.105.08-1", "580.95.05-1")
     )
     driver = {"nvidia-driver-cuda": policies["nvidia-driver-cuda"]}
-    assert gpu.pin_version("580", driver) == "580.105.08"
-    assert gpu.pin_version("", driver) == "580.105.08"
+    assert apt.pin_version("580", driver) == "580.105.08"
+    assert apt.pin_version("", driver) == "580.105.08"
     # Every package: the fabric manager has no 580.105.08.
-    assert gpu.pin_version("580", policies) == "580.95.05"
+    assert apt.pin_version("580", policies) == "580.95.05"
     with pytest.raises(ValueError) as none:
-        gpu.pin_version("575", policies)
+        apt.pin_version("575", policies)
     assert str(none.value) == (
         "no driver of branch 575 is offered for every package (nvidia-driver-cuda: "
         "580.95.05, 580.105.08; nvidia-fabricmanager-580: 580.95.05, 580.105.07)"
     )
     installed = POLICY_CUDA_REPO.replace("Installed: (none)", "Installed: 580.95.05-1", 1)
-    driver = {"nvidia-driver-cuda": gpu.parse_apt_policy(installed)["nvidia-driver-cuda"]}
-    assert gpu.pin_version("580", driver) == "580.95.05"
+    driver = {"nvidia-driver-cuda": apt.parse_apt_policy(installed)["nvidia-driver-cuda"]}
+    assert apt.pin_version("580", driver) == "580.95.05"
 
 
 # `apt-cache policy` with NVIDIA's CUDA repository (a flat repository: no suite in the
@@ -338,28 +316,28 @@ nvidia-fabricmanager-580:
 
 
 def test_the_fabric_manager_must_be_offered_at_the_drivers_exact_version():
-    policies = gpu.parse_apt_policy(POLICY_CUDA_REPO)
-    assert gpu.fabric_manager_packages("580.95.05") == [
+    policies = apt.parse_apt_policy(POLICY_CUDA_REPO)
+    assert apt.fabric_manager_packages("580.95.05") == [
         "nvidia-fabricmanager-580",
         "libnvidia-nscq-580",
     ]
-    with_nscq = gpu.parse_apt_policy(
+    with_nscq = apt.parse_apt_policy(
         POLICY_CUDA_REPO
         + POLICY_CUDA_REPO.split("nvidia-fabricmanager-580:\n")[1].join(
             ["libnvidia-nscq-580:\n", ""]
         )
     )
-    assert gpu.fabric_manager_mismatch("580.95.05", with_nscq) == ""
-    assert gpu.fabric_manager_mismatch("580.105.08", with_nscq) == (
+    assert apt.fabric_manager_mismatch("580.95.05", with_nscq) == ""
+    assert apt.fabric_manager_mismatch("580.105.08", with_nscq) == (
         "the fabric manager must equal the driver exactly: driver 580.105.08, "
         "nvidia-fabricmanager-580 offered at 580.95.05, 580.105.07"
     )
     # NSCQ missing from the sources altogether.
-    assert gpu.fabric_manager_mismatch("580.95.05", policies) == (
+    assert apt.fabric_manager_mismatch("580.95.05", policies) == (
         "the fabric manager must equal the driver exactly: driver 580.95.05, "
         "libnvidia-nscq-580 offered at no version"
     )
-    assert [gpu.wants_fabric_manager(s, n) for s in ("auto", "install", "off") for n in (0, 4)] == [
+    assert [apt.wants_fabric_manager(s, n) for s in ("auto", "install", "off") for n in (0, 4)] == [
         False, True, True, True, False, False,
     ]  # fmt: skip
 
@@ -369,10 +347,13 @@ def test_settings_that_cannot_go_together_are_named_before_any_node_is_touched()
         "source": "cuda-repo",
         "cuda_repo_key_sha256": "1c3d5f7a9b2e4c6d8f0a1b3c5d7e9f2a4b6c8d0e1f3a5b7c9d2e4f6a8b0c1d3e",
     }
-    assert gpu.settings_problems({}) == []
-    assert gpu.settings_problems({**key, "fabric_manager": "install", "version": "580.95.05"}) == []
-    assert gpu.settings_problems({"source": "ubuntu", "version": "580"}) == []
-    assert gpu.settings_problems(
+    assert settings.settings_problems({}) == []
+    assert (
+        settings.settings_problems({**key, "fabric_manager": "install", "version": "580.95.05"})
+        == []
+    )
+    assert settings.settings_problems({"source": "ubuntu", "version": "580"}) == []
+    assert settings.settings_problems(
         {"source": "debian", "fabric_manager": "install", "version": "5.8"}
     ) == [
         "nvidia_driver_version '5.8' is neither an exact version (580.95.05) nor a branch (580)",
@@ -381,11 +362,11 @@ def test_settings_that_cannot_go_together_are_named_before_any_node_is_touched()
         "nvidia_driver_fabric_manager install: Debian does not package the fabric manager "
         "(use nvidia_driver_source cuda-repo)",
     ]
-    assert gpu.settings_problems({"source": "cuda-repo", "cuda_repo_key_sha256": "AB"}) == [
+    assert settings.settings_problems({"source": "cuda-repo", "cuda_repo_key_sha256": "AB"}) == [
         "nvidia_driver_cuda_repo_key_sha256 'AB' is not a sha256 (64 hex digits, lower "
         "case); `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
     ]
-    assert gpu.settings_problems({"source": "ubuntu"}) == [
+    assert settings.settings_problems({"source": "ubuntu"}) == [
         "nvidia_driver_source ubuntu needs nvidia_driver_version: Canonical's packages are "
         "named for a branch (580) or an exact version (580.95.05)"
     ]
@@ -432,7 +413,7 @@ SETTINGS = {"source": "debian", "required": False, "install_without_gpu": False,
 
 
 def test_the_recorded_vm_is_planned_whole():
-    plan = gpu.node_plan(
+    plan = node_plan.node_plan(
         detected(VM_DEVICES, recorded("proc-driver-nvidia-version.txt"), "580.159.04"),
         {**SETTINGS, "source": "preinstalled"},
     )
@@ -456,20 +437,20 @@ def test_the_recorded_vm_is_planned_whole():
 
 
 def test_a_node_without_a_gpu_is_skipped_with_a_note_unless_one_is_required():
-    plan = gpu.node_plan(detected(VM_DEVICES[:3]), SETTINGS)
+    plan = node_plan.node_plan(detected(VM_DEVICES[:3]), SETTINGS)
     assert (plan.work, plan.fail) == (False, "")
     assert plan.skip == "no NVIDIA GPU found on the PCI bus: the driver stack is not installed here"
-    required = gpu.node_plan(detected(VM_DEVICES[:3]), {**SETTINGS, "required": True})
+    required = node_plan.node_plan(detected(VM_DEVICES[:3]), {**SETTINGS, "required": True})
     assert required.fail == (
         "no NVIDIA GPU found on the PCI bus, and nvidia_driver_required is true"
     )
     # An image built on a machine without a GPU installs the stack anyway.
-    image = gpu.node_plan(detected([]), {**SETTINGS, "install_without_gpu": True})
+    image = node_plan.node_plan(detected([]), {**SETTINGS, "install_without_gpu": True})
     assert (image.work, image.skip, image.fail, image.reboot_needed) == (True, "", "", False)
 
 
 def test_an_upgrade_waiting_for_a_reboot_and_the_rdma_path_on_an_hgx_node():
-    plan = gpu.node_plan(
+    plan = node_plan.node_plan(
         detected(
             hgx_devices(),
             recorded("proc-driver-nvidia-version.txt"),
@@ -487,8 +468,10 @@ def test_an_upgrade_waiting_for_a_reboot_and_the_rdma_path_on_an_hgx_node():
         "580.172.08",
         False,
     )
-    assert not gpu.node_plan(detected(hgx_devices()), {**SETTINGS, "fabric_manager": "off"}).fail
-    debian = gpu.node_plan(detected(hgx_devices()), SETTINGS)
+    assert not node_plan.node_plan(
+        detected(hgx_devices()), {**SETTINGS, "fabric_manager": "off"}
+    ).fail
+    debian = node_plan.node_plan(detected(hgx_devices()), SETTINGS)
     assert debian.fail == (
         "4 NVSwitches need the fabric manager, which Debian does not package: use "
         "nvidia_driver_source cuda-repo (NVIDIA's repository or a mirror)"
@@ -496,11 +479,13 @@ def test_an_upgrade_waiting_for_a_reboot_and_the_rdma_path_on_an_hgx_node():
 
 
 def test_the_local_fact_from_the_recorded_vm():
-    plan = gpu.node_plan(
+    plan = node_plan.node_plan(
         detected(VM_DEVICES, recorded("proc-driver-nvidia-version.txt"), "580.159.04"),
         {**SETTINGS, "source": "preinstalled"},
     ).to_json()
-    assert gpu.local_fact(plan, recorded("nvidia-smi-q.xml"), "580.159.04", "preinstalled") == {
+    assert node_plan.local_fact(
+        plan, recorded("nvidia-smi-q.xml"), "580.159.04", "preinstalled"
+    ) == {
         "gpu_count": 1,
         "gpu_model": "NVIDIA H100 80GB HBM3",
         "gpus": [
@@ -528,19 +513,19 @@ def test_the_local_fact_from_the_recorded_vm():
         "imex": False,
     }
     # nvidia-smi failing (exit 9 without a GPU) leaves the GPU list empty, not an error.
-    empty = gpu.local_fact(plan, "NVIDIA-SMI has failed", "", "debian")
+    empty = node_plan.local_fact(plan, "NVIDIA-SMI has failed", "", "debian")
     assert (empty["gpus"], empty["gpu_model"], empty["persistence"]) == ([], "", False)
 
 
 def test_packages_off_the_pin_are_named_with_their_version():
     dpkg = "nvidia-smi 535.261.03-1\nlibcuda1 535.309.01-0+deb12u1\nlibnvidia-ml1 \n"
     packages = ["nvidia-smi", "libcuda1", "libnvidia-ml1", "firmware-nvidia-gsp"]
-    assert gpu.off_pin(dpkg, packages, "535.261.03") == [
+    assert apt.off_pin(dpkg, packages, "535.261.03") == [
         "libcuda1 535.309.01-0+deb12u1",
         "libnvidia-ml1 missing",
         "firmware-nvidia-gsp missing",
     ]
-    assert gpu.off_pin(dpkg, ["nvidia-smi"], "535.261.03") == []
+    assert apt.off_pin(dpkg, ["nvidia-smi"], "535.261.03") == []
 
 
 def test_the_detect_script_reads_a_sysfs_tree_into_what_detect_sorts(tmp_path, monkeypatch):
@@ -561,8 +546,8 @@ def test_the_detect_script_reads_a_sysfs_tree_into_what_detect_sorts(tmp_path, m
     monkeypatch.setattr(gpu_detect, "PCI", devices)
     found = gpu_detect.pci_devices()
     assert found == [{**entry, "driver": entry.get("driver", "")} for entry in VM_DEVICES]
-    assert gpu.detect(found).gpus == [
-        gpu.PciDevice("0000:00:06.0", "0x10de", "0x2330", "0x030200", "nvidia")
+    assert hardware.detect(found).gpus == [
+        hardware.PciDevice("0000:00:06.0", "0x10de", "0x2330", "0x030200", "nvidia")
     ]
     monkeypatch.setattr(gpu_detect, "PCI", tmp_path / "missing")
     assert gpu_detect.pci_devices() == []
@@ -632,7 +617,7 @@ PREINSTALLED = {
     ],
 )
 def test_preinstalled_problems(plan, version, listed, expected):
-    assert gpu.preinstalled_problems({**PREINSTALLED, **plan}, version, listed) == expected
+    assert node_plan.preinstalled_problems({**PREINSTALLED, **plan}, version, listed) == expected
 
 
 # --- reboots of nodes in Slurm: never more of the cluster out at once than allowed -----
@@ -652,20 +637,20 @@ COMPUTE = [f"gpu{i:03d}" for i in range(1, 21)]  # 20 nodes: 10% is 2
 
 def test_reboot_room_counts_nodes_already_out():
     states = slurm_state.parse(SCONTROL)
-    assert gpu.out_of_service(states, COMPUTE) == ["gpu002", "gpu003", "gpu005"]
-    assert gpu.reboot_room("10%", COMPUTE, states) == 0  # 2 allowed, 3 out already
-    assert gpu.reboot_room(5, COMPUTE, states) == 2
-    assert gpu.reboot_room("10%", COMPUTE, {}) == 2
-    assert gpu.reboot_room("10%", COMPUTE[:4], {}) == 1  # at least one node
+    assert reboots.out_of_service(states, COMPUTE) == ["gpu002", "gpu003", "gpu005"]
+    assert reboots.reboot_room("10%", COMPUTE, states) == 0  # 2 allowed, 3 out already
+    assert reboots.reboot_room(5, COMPUTE, states) == 2
+    assert reboots.reboot_room("10%", COMPUTE, {}) == 2
+    assert reboots.reboot_room("10%", COMPUTE[:4], {}) == 1  # at least one node
 
 
 def test_a_count_of_thousands_of_digits_is_every_node():
     """Read by its length, not int(): Python refuses integers of over 4,300 digits."""
-    assert gpu.batch_size("9" * 5000, 20) == 20
-    assert gpu.reboot_room("9" * 5000, COMPUTE, {}) == 20
-    assert gpu.batch_size("21", 20) == 20
-    assert gpu.batch_size("20", 20) == 20
-    assert gpu.batch_size("3", 20) == 3
+    assert reboots.batch_size("9" * 5000, 20) == 20
+    assert reboots.reboot_room("9" * 5000, COMPUTE, {}) == 20
+    assert reboots.batch_size("21", 20) == 20
+    assert reboots.batch_size("20", 20) == 20
+    assert reboots.batch_size("3", 20) == 3
 
 
 # /proc/driver/nvidia/version of a node running driver 580.65.06 (open modules).
@@ -677,7 +662,7 @@ PROC_580_65 = (
 
 
 def fact(installed: str, gpus: int = 8) -> dict:
-    """The node's kiln_gpu local fact (kiln.gpu.local_fact), the parts judged here."""
+    """The node's kiln_gpu local fact (node_plan.local_fact), the parts judged here."""
     return {"gpu_count": gpus, "driver": {"installed": installed, "pinned": installed}}
 
 
@@ -707,7 +692,7 @@ def fact(installed: str, gpus: int = 8) -> dict:
     ],
 )
 def test_the_driver_a_node_in_slurm_would_wait_to_load(node, loaded, version, source, target):
-    assert gpu.reboot_target(node, loaded, version, source) == target
+    assert reboots.reboot_target(node, loaded, version, source) == target
 
 
 def test_a_driver_change_on_more_nodes_in_slurm_than_allowed_is_refused():
@@ -715,20 +700,20 @@ def test_a_driver_change_on_more_nodes_in_slurm_than_allowed_is_refused():
     # 20 compute nodes, 10%: 2 may be out; 3 are out already (gpu002, gpu003, gpu005).
     # gpu003 waits too but is out already: it takes no more room.
     targets = {"gpu001": "580.95.05", "gpu003": "580.95.05", "gpu006": "", "gpu004": "580.95.05"}
-    assert gpu.reboot_refusal(targets, "10%", COMPUTE, states, "inv/prod") == (
+    assert reboots.reboot_refusal(targets, "10%", COMPUTE, states, "inv/prod") == (
         "2 nodes in Slurm would need a reboot for driver 580.95.05; rollout_max_unavailable "
         "(10%) allows 0 more, 3 compute nodes being out of service already: apply it with "
         "`kiln rollout -i inv/prod`"
     )
-    assert gpu.reboot_refusal(targets, 5, COMPUTE, states, "inv/prod") == ""  # room for 2
+    assert reboots.reboot_refusal(targets, 5, COMPUTE, states, "inv/prod") == ""  # room for 2
     three = {"gpu001": "580.95.05", "gpu004": "580.95.05", "gpu006": "of branch 590"}
-    assert gpu.reboot_refusal(three, "10%", COMPUTE, {}, "inv/prod") == (
+    assert reboots.reboot_refusal(three, "10%", COMPUTE, {}, "inv/prod") == (
         "3 nodes in Slurm would need a reboot for driver 580.95.05, of branch 590; "
         "rollout_max_unavailable (10%) allows 2: apply it with `kiln rollout -i inv/prod`"
     )
-    assert gpu.reboot_refusal({"gpu001": "", "gpu004": ""}, "10%", COMPUTE, {}, "i") == ""
+    assert reboots.reboot_refusal({"gpu001": "", "gpu004": ""}, "10%", COMPUTE, {}, "i") == ""
     with pytest.raises(ValueError):
-        gpu.reboot_refusal(three, "half", COMPUTE, {}, "inv/prod")
+        reboots.reboot_refusal(three, "half", COMPUTE, {}, "inv/prod")
 
 
 @pytest.mark.parametrize(("value", "problem"), [("10%", ""), (4, ""), ("4", ""), ("0", "'0'")])
@@ -741,5 +726,5 @@ def test_rollout_max_unavailable_is_a_count_or_a_share(value, problem):
         if problem
         else []
     )
-    assert gpu.settings_problems({"rollout_max_unavailable": value}) == expected
-    assert gpu.settings_problems({}) == []  # the inventory check reads it by itself
+    assert settings.settings_problems({"rollout_max_unavailable": value}) == expected
+    assert settings.settings_problems({}) == []  # the inventory check reads it by itself

@@ -7,9 +7,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from kiln import gpu
 from kiln.node import gpu_checks, gpu_metrics, metrics, nvidia_smi
 from kiln.node.checks import Result
+from kiln.roles.nvidia_driver import node_plan
 from kiln.validation import burn_in_samples, nccl_judge, nccl_tests, profiles
 from kiln.validation.burn_in_judge import Limits, judge_round
 from kiln.validation.verdicts import Judgement, Verdict
@@ -62,8 +62,8 @@ def test_smi_xml():
 def test_driver_plan_from_detection():
     """The driver came from the VM's host: loaded, open module, no modinfo on disk."""
     detected = json.loads(recorded("kiln-gpu-detect.json"))
-    plan = gpu.node_plan(detected, {"source": "preinstalled"})
-    assert plan == gpu.NodePlan(
+    plan = node_plan.node_plan(detected, {"source": "preinstalled"})
+    assert plan == node_plan.NodePlan(
         gpus=1,
         nvswitches=0,
         hcas=0,
@@ -75,7 +75,7 @@ def test_driver_plan_from_detection():
         rdma_stack="none",
         rdma_path="none",
     )
-    assert gpu.preinstalled_problems(plan.to_json(), DRIVER, 1) == []
+    assert node_plan.preinstalled_problems(plan.to_json(), DRIVER, 1) == []
 
 
 def test_health_rules_give_what_kiln_health_printed():

@@ -1,9 +1,10 @@
-"""kiln.hpcx: the build each node takes, the URL checked against it, the module files,
+"""kiln.roles.hpcx: the build each node takes, the URL checked against it, the module files,
 and the settings refused before any node is touched."""
 
 import pytest
 
-from kiln import formats, hpcx
+from kiln import formats
+from kiln.roles import hpcx
 
 SHA = "6fb0a81ed1ced47412a7703c2ab98e8de5d28de0d8333c926fadc7063661e67a"
 SETTINGS = {

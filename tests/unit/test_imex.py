@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from kiln import imex, slurm
+from kiln import imex
+from kiln.roles import slurm
 from tests.unit.test_filter_plugins import filters
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "gpu" / "imex"

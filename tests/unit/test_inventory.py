@@ -350,11 +350,11 @@ def test_hosts_of_the_same_groups_are_judged_once(write_inventory, monkeypatch):
     """A rack written as a host range shares one dict of variables, and each role's
     settings are judged once per dict: a 1,000,000-host inventory is judged per rack,
     not per host (docs/performance.md)."""
-    from kiln import gpu
+    from kiln.roles import nvidia_driver  # the module the registry names for the role
 
     judged = []
-    real = gpu.settings_problems
-    monkeypatch.setattr(gpu, "settings_problems", lambda s: judged.append(s) or real(s))
+    real = nvidia_driver.settings_problems
+    monkeypatch.setattr(nvidia_driver, "settings_problems", lambda s: judged.append(s) or real(s))
     racks = {f"rack{r}": {"hosts": {f"gpu[{r}000:{r}499]": None}} for r in (1, 2, 3)}
     racks["rack3"]["hosts"]["gpu3500"] = {"nvidia_driver_version": "550"}
     hosts = cluster_inventory(compute=())

@@ -94,7 +94,7 @@ def test_a_target_is_down_after_three_failed_scrapes_and_at_least_a_minute(inter
         "annotations": {
             "summary": "{{ $labels.job }} on {{ with $labels.node }}{{ . }}{{ else }}"
             "{{ $labels.instance }}{{ end }} cannot be scraped",
-            "runbook": "kiln health --nodes {{ $labels.node }} (exit 4: the node is unreachable);"
+            "runbook": "kiln health --nodes {{ $labels.node }} (exit 3: the node is unreachable);"
             " kiln provision --limit {{ $labels.node }} --tags monitoring",
         },
     }

@@ -1,8 +1,8 @@
-"""kiln.mpi: the module files the mpi role writes, and the module path it accepts."""
+"""kiln.roles.mpi: the module files the mpi role writes, and the module path it accepts."""
 
 import pytest
 
-from kiln import mpi
+from kiln.roles import mpi
 
 
 def test_debian_open_mpi_module_whole_file():

@@ -1,4 +1,4 @@
-"""kiln.nccl: the fabric from /sys/class/infiniband dumps (tests/fixtures/nccl, written
+"""kiln.roles.nccl_env: the fabric from /sys/class/infiniband dumps (tests/fixtures/nccl, written
 from the kernel's sysfs formats), the preset for it, overrides, and /etc/nccl.conf as
 NCCL reads it."""
 
@@ -11,21 +11,22 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kiln import nccl, nccl_show
+from kiln import nccl_show
+from kiln.roles import nccl_env
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nccl"
 COMPUTE = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10"]
 
 
-def fabric(name: str, **extra) -> nccl.Fabric:
+def fabric(name: str, **extra) -> nccl_env.Fabric:
     sysfs = yaml.safe_load((FIXTURES / f"{name}.yml").read_text())
-    return nccl.Fabric(ports=tuple(nccl.read_ports(sysfs)), **extra)
+    return nccl_env.Fabric(ports=tuple(nccl_env.read_ports(sysfs)), **extra)
 
 
 def test_the_ports_of_a_dgx_h100():
-    ports = nccl.read_ports(yaml.safe_load((FIXTURES / "dgx-h100-ib.yml").read_text()))
+    ports = nccl_env.read_ports(yaml.safe_load((FIXTURES / "dgx-h100-ib.yml").read_text()))
     assert [p.device for p in ports] == [f"mlx5_{n}" for n in range(12)]  # mlx5_10 after 9
-    assert ports[0] == nccl.Port(
+    assert ports[0] == nccl_env.Port(
         device="mlx5_0",
         port=1,
         state="ACTIVE",
@@ -35,7 +36,7 @@ def test_the_ports_of_a_dgx_h100():
         netdevs=("ibp24s0",),
         roce_v2_gid=None,
     )
-    assert ports[1] == nccl.Port(
+    assert ports[1] == nccl_env.Port(
         device="mlx5_1",
         port=1,
         state="ACTIVE",
@@ -49,7 +50,7 @@ def test_the_ports_of_a_dgx_h100():
 
 
 def test_infiniband_preset_uses_active_compute_rails_by_exact_name():
-    name, settings = nccl.preset(fabric("dgx-h100-ib", socket_ifname="enp170s0f0np0"))
+    name, settings = nccl_env.preset(fabric("dgx-h100-ib", socket_ifname="enp170s0f0np0"))
     assert name == "infiniband"
     assert settings.values == {
         "NCCL_IB_HCA": "=" + ",".join(f"{d}:1" for d in COMPUTE),
@@ -69,9 +70,9 @@ def test_infiniband_preset_uses_active_compute_rails_by_exact_name():
 
 
 def test_the_whole_file_for_a_dgx_h100_with_an_exclusion_and_an_override():
-    name, settings = nccl.preset(fabric("dgx-h100-ib", socket_ifname="bond0"), ["mlx5_10"])
-    settings = nccl.with_overrides(settings, {"NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": ""})
-    text = nccl.render(name, settings)
+    name, settings = nccl_env.preset(fabric("dgx-h100-ib", socket_ifname="bond0"), ["mlx5_10"])
+    settings = nccl_env.with_overrides(settings, {"NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": ""})
+    text = nccl_env.render(name, settings)
     assert text.splitlines() == [
         "# Written by Kiln (role nccl_env): preset infiniband",
         "# infiniband: NCCL's environment variable documentation (NCCL_IB_HCA exact match)",
@@ -91,14 +92,14 @@ def test_the_whole_file_for_a_dgx_h100_with_an_exclusion_and_an_override():
         "# NCCL_SOCKET_IFNAME removed by nccl_env_overrides",
     ]
     # What NCCL takes from it: the settings, and nothing from the comments.
-    assert nccl.parse(text) == {
+    assert nccl_env.parse(text) == {
         "NCCL_IB_HCA": "=mlx5_0:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_9:1",
         "NCCL_DEBUG": "WARN",
     }
 
 
 def test_roce_preset_takes_the_common_roce_v2_gid():
-    name, settings = nccl.preset(fabric("roce-8rail", socket_ifname="eno1"))
+    name, settings = nccl_env.preset(fabric("roce-8rail", socket_ifname="eno1"))
     assert name == "roce"
     assert settings.values == {
         "NCCL_IB_HCA": "=" + ",".join(f"mlx5_{n}:1" for n in range(8)),
@@ -110,13 +111,13 @@ def test_roce_preset_takes_the_common_roce_v2_gid():
 
 
 def test_efa_sets_little():
-    name, settings = nccl.preset(fabric("aws-p5-efa", socket_ifname="enp71s0", cloud="aws"))
+    name, settings = nccl_env.preset(fabric("aws-p5-efa", socket_ifname="enp71s0", cloud="aws"))
     assert (name, settings.values) == ("efa", {"FI_PROVIDER": "efa"})
 
 
 def test_azure_ndv5_adds_its_topology_file():
     azure = fabric("dgx-h100-ib", cloud="azure", machine="Standard_ND96isr_H100_v5")
-    name, settings = nccl.preset(azure)
+    name, settings = nccl_env.preset(azure)
     assert name == "azure-ndv5"
     assert list(settings.values) == [
         "NCCL_IB_HCA",
@@ -128,7 +129,7 @@ def test_azure_ndv5_adds_its_topology_file():
 
 
 def test_no_rdma_device_means_sockets():
-    name, settings = nccl.preset(nccl.Fabric(socket_ifname="eth0"))
+    name, settings = nccl_env.preset(nccl_env.Fabric(socket_ifname="eth0"))
     assert (name, settings.values) == (
         "socket",
         {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0"},
@@ -146,11 +147,11 @@ def test_no_rdma_device_means_sockets():
     ],
 )
 def test_parse_reads_lines_as_nccl_does(line, taken):
-    assert nccl.parse(line + "\n") == taken
+    assert nccl_env.parse(line + "\n") == taken
 
 
 def test_the_first_of_two_lines_wins_as_in_nccl():
-    assert nccl.parse("NCCL_DEBUG=WARN\nNCCL_DEBUG=INFO\n") == {"NCCL_DEBUG": "WARN"}
+    assert nccl_env.parse("NCCL_DEBUG=WARN\nNCCL_DEBUG=INFO\n") == {"NCCL_DEBUG": "WARN"}
 
 
 @pytest.mark.parametrize(
@@ -162,16 +163,19 @@ def test_the_first_of_two_lines_wins_as_in_nccl():
     ],
 )
 def test_overrides_nccl_would_misread_are_refused(overrides, message):
-    with pytest.raises(nccl.NcclError, match="^" + re.escape(message)):
-        nccl.with_overrides(nccl.Settings(), overrides)
+    with pytest.raises(nccl_env.NcclError, match="^" + re.escape(message)):
+        nccl_env.with_overrides(nccl_env.Settings(), overrides)
 
 
 def test_clouds_from_dmi():
-    assert nccl.cloud_of({"sys_vendor": "Amazon EC2", "product_name": "p5.48xlarge"}) == "aws"
+    assert nccl_env.cloud_of({"sys_vendor": "Amazon EC2", "product_name": "p5.48xlarge"}) == "aws"
     azure = {"sys_vendor": "Microsoft Corporation", "product_name": "Virtual Machine"}
-    assert nccl.cloud_of(azure) == "azure"
-    assert nccl.cloud_of({"sys_vendor": "Google", "product_name": "Google Compute Engine"}) == "gcp"
-    assert nccl.cloud_of({"sys_vendor": "NVIDIA", "product_name": "DGXH100"}) == ""
+    assert nccl_env.cloud_of(azure) == "azure"
+    assert (
+        nccl_env.cloud_of({"sys_vendor": "Google", "product_name": "Google Compute Engine"})
+        == "gcp"
+    )
+    assert nccl_env.cloud_of({"sys_vendor": "NVIDIA", "product_name": "DGXH100"}) == ""
 
 
 # --- the node probe, the role's plan, `kiln nccl show` -------------------------------------
@@ -245,8 +249,8 @@ PLUGINS = {
 
 def test_a3_ultra_takes_the_gib_plugins_own_settings():
     probe = {"infiniband": {}, "dmi": GCP, "socket_ifname": "enp0s12", "machine": "a3-ultragpu-8g"}
-    assert nccl.plugin_script(probe, PLUGINS) == "/usr/local/gib/scripts/set_nccl_env.sh"
-    planned = nccl.plan(
+    assert nccl_env.plugin_script(probe, PLUGINS) == "/usr/local/gib/scripts/set_nccl_env.sh"
+    planned = nccl_env.plan(
         probe,
         {"NCCL_DEBUG": "WARN"},
         [],
@@ -287,8 +291,8 @@ def test_a3_ultra_takes_the_gib_plugins_own_settings():
 
 def test_a_gcp_machine_whose_plugin_script_is_missing_gets_the_generic_preset():
     probe = {"infiniband": {}, "dmi": GCP, "socket_ifname": "ens4", "machine": "a3-highgpu-8g"}
-    assert nccl.plugin_script(probe, PLUGINS) == ""  # no TCPX script configured
-    planned = nccl.plan(probe, {}, [])
+    assert nccl_env.plugin_script(probe, PLUGINS) == ""  # no TCPX script configured
+    planned = nccl_env.plan(probe, {}, [])
     assert planned["fact"] == {
         "preset": "socket",
         "values": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=ens4"},
@@ -303,36 +307,38 @@ def test_a_gcp_machine_whose_plugin_script_is_missing_gets_the_generic_preset():
 def test_other_machines_and_clouds_need_no_plugin():
     on_gcp = {"dmi": GCP, "machine": "n2-standard-8"}
     elsewhere = {"dmi": {"sys_vendor": "Dell Inc."}, "machine": "a3-ultragpu-8g"}
-    assert nccl.plugin_script(on_gcp, PLUGINS) == nccl.plugin_script(elsewhere, PLUGINS) == ""
+    assert (
+        nccl_env.plugin_script(on_gcp, PLUGINS) == nccl_env.plugin_script(elsewhere, PLUGINS) == ""
+    )
 
 
 def test_what_is_in_effect_names_every_source():
-    planned = nccl.plan({"socket_ifname": "eth0"}, {"NCCL_DEBUG": "WARN"}, [])
+    planned = nccl_env.plan({"socket_ifname": "eth0"}, {"NCCL_DEBUG": "WARN"}, [])
     conf = planned["conf"] + "NCCL_P2P_LEVEL=NVL\n"  # added by hand after Kiln wrote it
     conf = conf.replace("NCCL_DEBUG=WARN", "NCCL_DEBUG=INFO")  # and one changed
-    found = nccl.effective(conf, planned["fact"], {"NCCL_IB_DISABLE": "0", "HOME": "/root"})
+    found = nccl_env.effective(conf, planned["fact"], {"NCCL_IB_DISABLE": "0", "HOME": "/root"})
     assert found == [
-        nccl.Effective("NCCL_IB_DISABLE", "0", "environment"),
-        nccl.Effective("NCCL_SOCKET_IFNAME", "=eth0", "preset socket"),
-        nccl.Effective("NCCL_DEBUG", "INFO", "file"),
-        nccl.Effective("NCCL_P2P_LEVEL", "NVL", "file"),
+        nccl_env.Effective("NCCL_IB_DISABLE", "0", "environment"),
+        nccl_env.Effective("NCCL_SOCKET_IFNAME", "=eth0", "preset socket"),
+        nccl_env.Effective("NCCL_DEBUG", "INFO", "file"),
+        nccl_env.Effective("NCCL_P2P_LEVEL", "NVL", "file"),
     ]
 
 
 def test_groups_whose_nodes_differ_are_named():
-    same = [nccl.Effective("NCCL_IB_HCA", "=mlx5_0:1", "preset infiniband")]
-    other = [nccl.Effective("NCCL_IB_HCA", "=mlx5_1:1", "preset infiniband")]
-    extra = [*same, nccl.Effective("NCCL_DEBUG", "INFO", "environment")]
+    same = [nccl_env.Effective("NCCL_IB_HCA", "=mlx5_0:1", "preset infiniband")]
+    other = [nccl_env.Effective("NCCL_IB_HCA", "=mlx5_1:1", "preset infiniband")]
+    extra = [*same, nccl_env.Effective("NCCL_DEBUG", "INFO", "environment")]
     settings = {"gpu01": same, "gpu02": same, "gpu03": other, "gpu04": extra}
     groups = {"rack1": ["gpu01", "gpu02"], "rack2": ["gpu03", "gpu04"], "solo": ["gpu01"]}
-    assert nccl.differences(settings, groups) == [
+    assert nccl_env.differences(settings, groups) == [
         "group rack2: NCCL_DEBUG differs: (unset) on gpu03; INFO on gpu04",
         "group rack2: NCCL_IB_HCA differs: =mlx5_1:1 on gpu03; =mlx5_0:1 on gpu04",
     ]
 
 
 def test_show_reads_what_the_playbook_brought_back():
-    planned = nccl.plan({"socket_ifname": "eth0"}, {}, [])
+    planned = nccl_env.plan({"socket_ifname": "eth0"}, {}, [])
     raw = {
         "conf": planned["conf"],
         "fact": json.dumps(planned["fact"]),
@@ -342,9 +348,9 @@ def test_show_reads_what_the_playbook_brought_back():
         node="c1",
         preset="socket",
         settings=[
-            nccl.Effective("NCCL_IB_DISABLE", "1", "preset socket"),
-            nccl.Effective("NCCL_SOCKET_IFNAME", "=eth0", "preset socket"),
-            nccl.Effective("NCCL_DEBUG", "INFO", "environment"),
+            nccl_env.Effective("NCCL_IB_DISABLE", "1", "preset socket"),
+            nccl_env.Effective("NCCL_SOCKET_IFNAME", "=eth0", "preset socket"),
+            nccl_env.Effective("NCCL_DEBUG", "INFO", "environment"),
         ],
     )
     bare = nccl_show.read_node("c2", {"conf": "", "fact": "", "environment": []})

@@ -1,4 +1,4 @@
-"""kiln.nccl_tests, nccl-tests built by Kiln: the release pinned together, the GPU
+"""kiln.roles.nccl_tests, nccl-tests built by Kiln: the release pinned together, the GPU
 architectures, the stamp a build is judged stale by, and the make command for a
 toolchain (NCCL from the CUDA repository's libnccl-dev or from a PyPI wheel, with and
 without MPI), each result compared whole."""
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kiln import nccl_tests
+from kiln.roles import nccl_tests
 from tests import standins
 
 REAL = standins.facts("nccl_tests", standins.NCCL_FACTS_DOC)

@@ -236,8 +236,8 @@ def test_a_line_without_state_or_reason():
 
 # One set per purpose: BUSY (in use or changing by itself: nothing against the node) and
 # UNAVAILABLE (Slurm cannot run a job there); REBOOTING, in BUSY, is also what the
-# driver role counts as out of service (kiln.gpu.out_of_service). Each state, as
-# validate's plan (idle-only and not) and the scheduled active check take it.
+# driver role counts as out of service (kiln.roles.nvidia_driver.reboots.out_of_service).
+# Each state, as validate's plan (idle-only and not) and the scheduled active check take it.
 STATES = {
     "IDLE": ("test", "test", "test"),
     "MIXED": ("busy", "test", "skip"),

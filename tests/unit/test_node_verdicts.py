@@ -2,6 +2,7 @@
 node verdicts are derived from its judgements, for validate, burn-in, the scheduled
 active check, drift and `kiln judge`."""
 
+from kiln.errors import ExitCode
 from kiln.report import model
 from kiln.validation.assess import NOTHING_CHECKED, NodeVerdict
 from kiln.validation.verdicts import Judgement, Verdict
@@ -85,4 +86,4 @@ def test_nothing_judged_leaves_every_node_unchecked():
     assert found.node_verdicts == {
         n: {"verdict": "unchecked", "reasons": [NOTHING_CHECKED]} for n in NODES
     }
-    assert found.exit_code == 4
+    assert found.exit_code == ExitCode.NOT_CHECKED == 3

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kiln import hpcx, inventory
+from kiln import inventory
 from kiln.inventory import pins, scaffold
+from kiln.roles import hpcx
 from tests import standins
 from tests.conftest import REPO, run_kiln
 

@@ -1,10 +1,10 @@
-"""kiln.pyxis: the release pinned together, the Slurm release read from its headers,
+"""kiln.roles.pyxis: the release pinned together, the Slurm release read from its headers,
 the build directory keyed by both releases, pyxis.conf, and which builds are stale."""
 
 import pytest
 import yaml
 
-from kiln import pyxis
+from kiln.roles import pyxis
 from tests import standins
 
 SHA = "092c9c86c357a057ca561efd9fb3b705aa1e3b41fec3fa602e0be6ae21a8ba4a"

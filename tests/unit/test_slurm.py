@@ -1,9 +1,9 @@
-"""kiln.slurm: the config model on the rendered text."""
+"""kiln.roles.slurm: the config model on the rendered text."""
 
 import pytest
 
-from kiln import slurm
-from kiln.slurm import NodeShape, SlurmConfigError
+from kiln.roles import slurm
+from kiln.roles.slurm import NodeShape, SlurmConfigError
 
 SHAPE = NodeShape(
     cpus=128,

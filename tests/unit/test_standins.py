@@ -23,11 +23,11 @@ import pytest
 import yaml
 
 from kiln import cuda_toolkit as kiln_cuda_toolkit
-from kiln import enroot as kiln_enroot
-from kiln import hpcx as kiln_hpcx
-from kiln import nccl_tests as kiln_nccl_tests
-from kiln import pyxis as kiln_pyxis
 from kiln.node import cuda_toolchain
+from kiln.roles import enroot as kiln_enroot
+from kiln.roles import hpcx as kiln_hpcx
+from kiln.roles import nccl_tests as kiln_nccl_tests
+from kiln.roles import pyxis as kiln_pyxis
 from tests import standins
 
 ENROOT = standins.facts("enroot")

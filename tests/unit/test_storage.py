@@ -1,16 +1,16 @@
-"""kiln.storage: autofs maps for every filesystem type, on the rendered text."""
+"""kiln.roles.autofs: autofs maps for every filesystem type, on the rendered text."""
 
 import pytest
 
-from kiln import storage
+from kiln.roles import autofs
 
 HEADER = "# Managed by Kiln (autofs role): changes are overwritten.\n"
 
 
 def render(**mount) -> str:
     item = {"name": "data", "path": "/data", **mount}
-    (parsed,) = storage.parse([item])
-    return storage.map_line(parsed, kernel="6.1.0-18-amd64")
+    (parsed,) = autofs.parse([item])
+    return autofs.map_line(parsed, kernel="6.1.0-18-amd64")
 
 
 @pytest.mark.parametrize(
@@ -57,13 +57,13 @@ def test_map_line_for_every_type(mount, line):
 
 
 def test_no_nconnect_on_old_kernels():
-    (mount,) = storage.parse([{"name": "a", "path": "/a", "type": "nfs", "source": "s:/e"}])
-    assert "nconnect" not in storage.map_line(mount, kernel="4.19.0-26-amd64")
-    assert "nconnect=8" in storage.map_line(mount, kernel="5.3.0")
+    (mount,) = autofs.parse([{"name": "a", "path": "/a", "type": "nfs", "source": "s:/e"}])
+    assert "nconnect" not in autofs.map_line(mount, kernel="4.19.0-26-amd64")
+    assert "nconnect=8" in autofs.map_line(mount, kernel="5.3.0")
 
 
 def test_direct_and_indirect_maps():
-    mounts = storage.parse(
+    mounts = autofs.parse(
         [
             {"name": "shared", "path": "/shared", "type": "glusterfs", "source": "st1:/shared"},
             {
@@ -76,7 +76,7 @@ def test_direct_and_indirect_maps():
             },
         ]
     )
-    files = storage.files(mounts)
+    files = autofs.files(mounts)
     assert files == {
         "/etc/auto.master.d/kiln-shared.autofs": HEADER
         + "/- /etc/auto.kiln-shared --timeout=3600\n",
@@ -87,22 +87,22 @@ def test_direct_and_indirect_maps():
 
 
 def test_mounts_go_to_the_hosts_of_their_groups():
-    mounts = storage.parse(
+    mounts = autofs.parse(
         [
             {"name": "a", "path": "/a", "type": "bind", "source": "/x"},
             {"name": "b", "path": "/b", "type": "bind", "source": "/y", "groups": ["slurm_login"]},
         ],
         {"slurm_login": ["login1"], "slurm_compute": ["gpu001"]},
     )
-    assert [m.name for m in storage.for_host(mounts, ["slurm_compute"])] == ["a"]
-    assert [m.name for m in storage.for_host(mounts, ["slurm_login"])] == ["a", "b"]
+    assert [m.name for m in autofs.for_host(mounts, ["slurm_compute"])] == ["a"]
+    assert [m.name for m in autofs.for_host(mounts, ["slurm_login"])] == ["a", "b"]
 
 
 def test_health_check_list_names_the_server():
-    (mount,) = storage.parse(
+    (mount,) = autofs.parse(
         [{"name": "w", "path": "/w", "type": "nfs", "source": "vast-vip:/w", "required": False}]
     )
-    assert storage.check_list([mount]) == [
+    assert autofs.check_list([mount]) == [
         {
             "name": "w",
             "path": "/w",
@@ -141,8 +141,8 @@ def test_health_check_list_names_the_server():
 )
 def test_bad_declarations(mounts, message):
     """The rest (same mount point, relative path, unknown group) run through the CLI."""
-    with pytest.raises(storage.StorageError) as caught:
-        storage.parse(mounts, {"slurm_compute": ["gpu001"]})
+    with pytest.raises(autofs.StorageError) as caught:
+        autofs.parse(mounts, {"slurm_compute": ["gpu001"]})
     assert str(caught.value) == message
 
 
@@ -154,9 +154,9 @@ def test_the_documented_default_options_are_the_roles():
     for line in (REPO / "docs" / "storage.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
         kind = cells[0].split("`")[1] if cells[0].startswith("`") else ""
-        if len(cells) == 4 and kind in storage.TYPES:
+        if len(cells) == 4 and kind in autofs.TYPES:
             rows[kind] = cells[2].split("`")[1] if "`" in cells[2] else ""
-    defaults = storage.role_default_options()
+    defaults = autofs.role_default_options()
     for kind, options in defaults.items():
         assert rows[kind] == ",".join(options), kind
     assert set(rows) - set(defaults) == {"bind", "generic"}  # types with no defaults

@@ -449,7 +449,7 @@ def on_path(tmp_path, monkeypatch):
 def test_the_storage_probes_output_reads_whole(tmp_path, monkeypatch, on_path):
     """The real kiln-mount-check on a declared mount that is not mounted, and fio (its
     recorded JSON) on declared scratch."""
-    from kiln import storage
+    from kiln.roles import autofs
     from kiln.validation import results as layout
 
     shared, scratch = tmp_path / "shared", tmp_path / "scratch"
@@ -457,7 +457,7 @@ def test_the_storage_probes_output_reads_whole(tmp_path, monkeypatch, on_path):
     scratch.mkdir()
     declared = [{"name": "shared", "path": str(shared), "type": "nfs", "source": "nas:/ml"}]
     config = tmp_path / "mounts.json"
-    config.write_text(json.dumps(storage.check_list(storage.parse(declared))))
+    config.write_text(json.dumps(autofs.check_list(autofs.parse(declared))))
     mount_check = REPO / "roles" / "autofs" / "files" / "kiln-mount-check"
     check = stand_in(
         on_path, "mount-check", f'exec {sys.executable} {mount_check} --config {config} "$@"'

@@ -12,6 +12,7 @@ import pytest
 from kiln import inventory
 from kiln.campaigns import campaign, validate
 from kiln.errors import ExitCode
+from kiln.node.slurm_state import NodeState
 from kiln.report import compare, html, junit, markdown, model, write
 from kiln.run import ids
 from kiln.validation import assess, collect, drain, profiles, suites
@@ -342,10 +343,10 @@ def test_an_idle_only_run_tests_idle_nodes_and_warns_of_the_busy_ones(raw):
 
 def test_drain_decisions():
     states = {
-        "a": drain.NodeState("IDLE", ""),
-        "b": drain.NodeState("IDLE+DRAIN", "kiln: storage.seq_read /shared 3 MB/s"),
-        "c": drain.NodeState("IDLE+DRAIN", "RMA ticket 42"),
-        "d": drain.NodeState("IDLE+DRAIN", "kiln: old reason"),
+        "a": NodeState("a", "IDLE", ""),
+        "b": NodeState("b", "IDLE+DRAIN", "kiln: storage.seq_read /shared 3 MB/s"),
+        "c": NodeState("c", "IDLE+DRAIN", "RMA ticket 42"),
+        "d": NodeState("d", "IDLE+DRAIN", "kiln: old reason"),
     }
     actions = drain.decide(
         {"a": "storage.mount /shared: not mounted", "c": "slurm.srun: failed", "d": "x"},
@@ -428,7 +429,7 @@ NO_BENCHMARK_NOTES = [
 
 def test_on_a_gpu_profile_collectives_that_could_not_run_leave_every_node_unchecked(raw):
     """A node whose GPUs were never measured is never a pass: unchecked, with what it
-    lacks, the run exits 4 and no node is drained (nothing says it is faulty)."""
+    lacks, the run exits 3 and no node is drained (nothing says it is faulty)."""
     raw.put(layout.COLLECTIVES_STEPS, collectives_steps_without_benchmarks("h100-sxm-8x-ib400"))
     report = make_report(raw)
     why = (
@@ -440,7 +441,7 @@ def test_on_a_gpu_profile_collectives_that_could_not_run_leave_every_node_unchec
         node: {"verdict": "unchecked", "reasons": [why]} for node in NODES
     }
     assert report.notes == NO_BENCHMARK_NOTES
-    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.HOSTS_FAILED)
+    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.NOT_CHECKED)
     assert report.actions == {"drain": {}, "resume": [], "left": {}}
     assert "| gpu001 | unchecked | collectives.run: collectives not measured" in (
         markdown.render(report)
@@ -587,7 +588,7 @@ def test_a_node_without_a_verdict_is_unchecked_in_every_rendering():
     report = model.Report(
         id="r", started="s", inventory="inv", profile=None, suites=["storage"], nodes=["gpu001"]
     )
-    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.HOSTS_FAILED)
+    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.NOT_CHECKED)
     assert markdown.render(report).splitlines()[0] == "# Kiln validation r: UNCHECKED"
     assert "| gpu001 | unchecked | not checked |" in markdown.render(report).splitlines()
     page = html.render(report)
@@ -1162,13 +1163,13 @@ def test_the_health_checks_drain_prefixes_are_the_node_programs_own():
         active.REASON_PREFIX.strip(),
     ) == slurm_state.HEALTH_PREFIXES
     assert slurm_state.HEALTH_PREFIXES == ("kiln-health:", "kiln-active:")
-    active_drain = drain.NodeState("IDLE+DRAIN", "kiln-active: dcgm_diag: level 2 pcie GPU 0")
+    active_drain = NodeState("n", "IDLE+DRAIN", "kiln-active: dcgm_diag: level 2 pcie GPU 0")
     assert (active_drain.drained_by_health, active_drain.drained_by_kiln) == (True, False)
 
 
 def test_a_node_nothing_was_judged_on_is_unchecked_and_never_resumed():
     """A node with no result but a skipped one was not checked: never a pass, not
-    drained for it, not resumed from Kiln's drain either, and the report exits 4."""
+    drained for it, not resumed from Kiln's drain either, and the report exits 3."""
     judgements = [
         Judgement("gpu001", "slurm.state", "", None, "", Verdict.PASS, "slurm.state: IDLE"),
         Judgement("gpu002", "collectives.run", "", None, "", Verdict.SKIP, "one rank"),
@@ -1179,11 +1180,11 @@ def test_a_node_nothing_was_judged_on_is_unchecked_and_never_resumed():
         judgements=judgements,
     )  # fmt: skip
     found = collect.Collected(nodes)
-    found.states = {"gpu002": drain.NodeState("IDLE+DRAIN", "kiln: slurm.srun: failed")}
+    found.states = {"gpu002": NodeState("gpu002", "IDLE+DRAIN", "kiln: slurm.srun: failed")}
     actions = validate.conclude(report, found, nodes, no_drain=False)
     assert report.node_verdicts == {
         "gpu001": {"verdict": "pass", "reasons": []},
         "gpu002": {"verdict": "unchecked", "reasons": ["nothing was checked on the node"]},
     }
     assert actions.to_dict() == {"drain": {}, "resume": [], "left": {}}
-    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.HOSTS_FAILED)
+    assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.NOT_CHECKED)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kiln import files, gpu, hostlist, inventory
+from kiln import files, hostlist, inventory
 from kiln.campaigns import campaign
 from kiln.campaigns import validate as validation
 from kiln.campaigns.campaign import Outcome
@@ -25,6 +25,7 @@ from kiln.errors import ExitCode, InputError, KilnError
 from kiln.health import VERDICTS
 from kiln.node import slurm_jobs, slurm_state
 from kiln.report import model
+from kiln.roles.nvidia_driver import reboots
 from kiln.rollout import plan as planning
 from kiln.rollout import record as records
 from kiln.rollout import waits
@@ -603,7 +604,9 @@ def new_options(request: Request, spec: inventory.ClusterSpec, nodes: list[str])
         size = planning.max_unavailable(request.max_unavailable, compute)
     else:  # the inventory's setting
         controller = spec.group("slurm_controller")[0]
-        limit = spec.hosts[controller].vars.get(gpu.MAX_UNAVAILABLE, gpu.MAX_UNAVAILABLE_DEFAULT)
+        limit = spec.hosts[controller].vars.get(
+            reboots.MAX_UNAVAILABLE, reboots.MAX_UNAVAILABLE_DEFAULT
+        )
         try:
             size = planning.max_unavailable(str(limit), compute)
         except planning.BadValue as exc:
@@ -626,7 +629,7 @@ def new_options(request: Request, spec: inventory.ClusterSpec, nodes: list[str])
 
 def _kiln_or_none(seen: slurm_state.NodeState) -> bool:
     """Not drained, or drained by Kiln's validate or rollout (not its health check)."""
-    return not seen.drained or drain.NodeState(seen.state, seen.reason).drained_by_kiln
+    return not seen.drained or seen.drained_by_kiln
 
 
 def _out(view: View, node: str) -> bool:

@@ -32,7 +32,7 @@ def burn_in(
     """Burn the compute nodes in: GPU stress, collectives and storage under load, in
     rounds until DURATION is spent, inside a maintenance reservation.
 
-    Exit 0 when every node passes, 5 when a node fails, 4 when a node was not checked
+    Exit 0 when every node passes, 5 when a node fails, 3 when a node was not checked
     and none failed, 130 when stopped (Ctrl-C ends
     the current round; the rounds that ended are judged and the nodes let go)."""
     from kiln.campaigns import burn_in as burn

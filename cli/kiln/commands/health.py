@@ -33,8 +33,8 @@ def health(
     node now and print a node x check table. As under Slurm, a failing node is drained
     with a `kiln-health:` reason and a node that check drained is resumed once it passes.
 
-    Exit 0 when no node fails (warnings included), 5 when one fails, 4 when a node could
-    not be checked. With --schedule: 0, or 4 when the controller could not be read."""
+    Exit 0 when no node fails (warnings included), 5 when one fails, 3 when a node could
+    not be checked (none failed). With --schedule: 0, or 4 when the controller could not be read."""
     from kiln import health_check
 
     spec = inventory.load(inventory_path)

@@ -26,7 +26,7 @@ def show(inventory_path: Path | None, node: str | None, json_mode: bool) -> None
     """Print each node's NCCL settings and where each came from (preset, override, file,
     environment); flag groups whose nodes differ.
 
-    Exit 0 when every node was read, 4 when one could not be."""
+    Exit 0 when every node was read, 3 when one could not be (not checked)."""
     from kiln import nccl_show
 
     spec = inventory.load(inventory_path)

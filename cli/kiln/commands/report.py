@@ -55,7 +55,10 @@ def list_(json_mode: bool) -> None:
 )
 @click.option("-o", "--output", type=click.Path(), help="Write to this file instead.")
 def show(run: str, kind: str, output: str | None) -> None:
-    """Re-render one run (an id, a unique prefix, `latest`, or a report.json)."""
+    """Re-render one run (an id, a unique prefix, `latest`, or a report.json).
+
+    Exit as the run did: 0 when every node passed, 5 when one failed, 3 when a node was
+    not checked and none failed."""
     from kiln.report import html, junit, markdown
 
     if output:

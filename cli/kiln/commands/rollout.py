@@ -72,7 +72,8 @@ def rollout(
     validate) and resumed. Controllers and login nodes go first, one at a time.
 
     Exit 0 when every node passed, 5 when a node failed (it stays drained; the rollout
-    stops at --max-failures), 4 when a node was left out, 7 when another Kiln command
+    stops at --max-failures), 3 when a node was left out (not checked), 4 when a change
+    failed outside the batch (resumable), 7 when another Kiln command
     holds the inventory, 130 when interrupted (--resume ID carries on)."""
     from kiln.campaigns import rollout as rolling
     from kiln.commands.validate import _suites

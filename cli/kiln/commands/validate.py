@@ -47,7 +47,7 @@ def validate(
 ) -> None:
     """Validate the cluster: Slurm, storage and collectives on every compute node.
 
-    Exit 0 when every node passes (warnings included), 5 when a node fails, 4 when a
+    Exit 0 when every node passes (warnings included), 5 when a node fails, 3 when a
     node was not checked and none failed."""
     from kiln.campaigns import validate as validation
 

@@ -14,9 +14,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kiln import gpu, gpu_models, hostlist, nccl
+from kiln import gpu_models, hostlist
 from kiln.inventory.model import ClusterSpec
 from kiln.node import counted
+from kiln.roles import nccl_env
+from kiln.roles.nvidia_driver import hardware
 from kiln.validation import profiles
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ class NodeHardware:
     os: str = ""  # Ubuntu 24.04
     distribution: str = ""  # Ubuntu
     major: str = ""  # 24
-    rdma_stack: str = ""  # kiln.gpu.rdma_stack: doca-ofed, mlnx-ofed, inbox, none
+    rdma_stack: str = ""  # nvidia_driver.hardware.rdma_stack: doca-ofed, mlnx-ofed, inbox, none
     architecture: str = ""
     sockets: int = 0
     cores: int = 0  # per socket
@@ -59,8 +61,8 @@ class NodeHardware:
     container: bool = False
     gpu_ids: list[str] = field(default_factory=list)  # PCI device ids, one per GPU
     nvswitches: int = 0
-    ports: list[nccl.Port] = field(default_factory=list)
-    fabric: nccl.Fabric = field(default_factory=nccl.Fabric)
+    ports: list[nccl_env.Port] = field(default_factory=list)
+    fabric: nccl_env.Fabric = field(default_factory=nccl_env.Fabric)
 
     @property
     def gpu_model(self) -> str:
@@ -72,13 +74,13 @@ class NodeHardware:
         return found.name if found else f"NVIDIA GPU {self.gpu_ids[0]}"
 
     @property
-    def rails(self) -> list[nccl.Port]:
-        """The compute rails: the ports NCCL would use (kiln.nccl.rails)."""
-        return nccl.rails(self.ports, [])[0]
+    def rails(self) -> list[nccl_env.Port]:
+        """The compute rails: the ports NCCL would use (kiln.roles.nccl_env.rails)."""
+        return nccl_env.rails(self.ports, [])[0]
 
     @property
     def preset(self) -> str:
-        return nccl.preset(self.fabric)[0]
+        return nccl_env.preset(self.fabric)[0]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -141,9 +143,9 @@ def read_node(host: str, raw: dict[str, Any]) -> NodeHardware:
     """A host from what playbooks/discover.yml brought back."""
     facts = raw.get("facts") or {}
     detected_raw = raw.get("gpu_detect") or {}
-    detected = gpu.detect(detected_raw.get("pci") or [])
+    detected = hardware.detect(detected_raw.get("pci") or [])
     probe = raw.get("nccl_probe") or {}
-    fabric = nccl.fabric_of(probe)
+    fabric = nccl_env.fabric_of(probe)
     os_name = " ".join(
         str(facts.get(k) or "") for k in ("distribution", "distribution_version")
     ).strip()
@@ -152,7 +154,7 @@ def read_node(host: str, raw: dict[str, Any]) -> NodeHardware:
         os=os_name,
         distribution=str(facts.get("distribution") or ""),
         major=str(facts.get("distribution_version") or "").split(".")[0],
-        rdma_stack=gpu.rdma_stack(detected_raw.get("packages") or {}),
+        rdma_stack=hardware.rdma_stack(detected_raw.get("packages") or {}),
         architecture=str(facts.get("architecture") or ""),
         sockets=_int(facts.get("processor_count")),
         cores=_int(facts.get("processor_cores")),
@@ -199,14 +201,14 @@ def _size(size_bytes: int) -> str:
     return f"{size_bytes / 10**6:.0f} MB"
 
 
-def _rates(ports: list[nccl.Port]) -> dict[tuple[str, float], list[nccl.Port]]:
-    grouped: dict[tuple[str, float], list[nccl.Port]] = {}
+def _rates(ports: list[nccl_env.Port]) -> dict[tuple[str, float], list[nccl_env.Port]]:
+    grouped: dict[tuple[str, float], list[nccl_env.Port]] = {}
     for port in ports:
         grouped.setdefault((port.link_layer, port.rate_gbps), []).append(port)
     return grouped
 
 
-def _names(ports: list[nccl.Port]) -> str:
+def _names(ports: list[nccl_env.Port]) -> str:
     return hostlist.compress(p.device for p in ports)
 
 
@@ -319,15 +321,15 @@ def _propose_compute(found: Discovery, compute: list[NodeHardware]) -> None:
     _propose_topology(found, typical, [n.host for n in compute])
 
 
-def _rail_key(port: nccl.Port) -> tuple[str, int, str, float]:
+def _rail_key(port: nccl_env.Port) -> tuple[str, int, str, float]:
     return (port.device, port.port, port.link_layer, port.rate_gbps)
 
 
-def _rate(port: nccl.Port) -> int | float:
+def _rate(port: nccl_env.Port) -> int | float:
     return int(port.rate_gbps) if port.rate_gbps == int(port.rate_gbps) else port.rate_gbps
 
 
-def _rail_text(ports: list[nccl.Port]) -> str:
+def _rail_text(ports: list[nccl_env.Port]) -> str:
     if not ports:
         return "none"
     return ", ".join(
@@ -337,7 +339,7 @@ def _rail_text(ports: list[nccl.Port]) -> str:
 
 
 def _rail_text_keys(keys: tuple) -> str:
-    return _rail_text([nccl.Port(d, p, "ACTIVE", r, layer) for d, p, layer, r in keys])
+    return _rail_text([nccl_env.Port(d, p, "ACTIVE", r, layer) for d, p, layer, r in keys])
 
 
 def _propose_profile(found: Discovery, node: NodeHardware) -> None:

@@ -27,9 +27,10 @@ from typing import Any
 
 import jinja2
 
-from kiln import enroot, hpcx, paths, pinned, roles
+from kiln import paths, pinned, roles
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec, Definition
+from kiln.roles import enroot, hpcx
 
 # The signing keys the repositories publish, by their OpenPGP v4 fingerprint: NVIDIA's
 # CUDA repositories (3bf863cc.pub, since 2022; 8793F200.pub on the newest repositories)

@@ -73,7 +73,7 @@ ALERTS: tuple[Alert, ...] = (
           "{{ $labels.job }} on "
           "{{ with $labels.node }}{{ . }}{{ else }}{{ $labels.instance }}{{ end }}"
           " cannot be scraped",
-          "kiln health --nodes {{ $labels.node }} (exit 4: the node is unreachable);"
+          "kiln health --nodes {{ $labels.node }} (exit 3: the node is unreachable);"
           " kiln provision --limit {{ $labels.node }} --tags monitoring"),
 )
 # fmt: on

@@ -29,14 +29,11 @@ HW_SLOWDOWNS = {
 # --- nvidia-smi, NVLinks, fabric, XIDs ---------------------------------------------
 
 
-Gpu = nvidia_smi.SmiGpu
-
-
-def parse_smi_xml(text: str) -> list[Gpu]:
+def parse_smi_xml(text: str) -> list[nvidia_smi.SmiGpu]:
     return nvidia_smi.parse_xml(text).gpus
 
 
-def slowdowns(gpu: Gpu) -> list[str]:
+def slowdowns(gpu: nvidia_smi.SmiGpu) -> list[str]:
     return [label for event, label in HW_SLOWDOWNS.items() if event in gpu.clock_events]
 
 
@@ -79,7 +76,9 @@ def judge_xids(xids: list[tuple[str, int]]) -> Result:
     return Result("gpu_xid", "OK", "no XID since boot")
 
 
-def judge_gpus(gpus: list[Gpu], expected: int, loaded: str, installed: str) -> list[Result]:
+def judge_gpus(
+    gpus: list[nvidia_smi.SmiGpu], expected: int, loaded: str, installed: str
+) -> list[Result]:
     def worst(check: str, bad: list[str], status: str, good: str) -> Result:
         return Result(check, status, "; ".join(bad)) if bad else Result(check, "OK", good)
 
@@ -172,7 +171,7 @@ def _judged(check: str, bad: list[str], ok: str) -> Result:
     return Result(check, "FAIL", "; ".join(bad)) if bad else Result(check, "OK", ok)
 
 
-def fabric_not_registered(gpus: list[Gpu], in_domain: bool) -> list[str]:
+def fabric_not_registered(gpus: list[nvidia_smi.SmiGpu], in_domain: bool) -> list[str]:
     """GPUs whose NVLink fabric is not Completed/Success. Outside an NVLink domain (HGX
     boards) nvidia-smi says N/A, which is fine there; in one (NVL72) N/A means the GPU
     dropped out of its domain."""
@@ -186,7 +185,7 @@ def fabric_not_registered(gpus: list[Gpu], in_domain: bool) -> list[str]:
     ]
 
 
-def judge_fabric(service: str, gpus: list[Gpu]) -> Result:
+def judge_fabric(service: str, gpus: list[nvidia_smi.SmiGpu]) -> Result:
     if service != "active":
         return Result(
             "fabric_manager", "FAIL", f"nvidia-fabricmanager is {service or 'not installed'}"
@@ -195,7 +194,7 @@ def judge_fabric(service: str, gpus: list[Gpu]) -> Result:
     return _judged("fabric_manager", bad, "fabric manager active, fabric registered")
 
 
-def judge_nvlink_fabric(gpus: list[Gpu]) -> Result:
+def judge_nvlink_fabric(gpus: list[nvidia_smi.SmiGpu]) -> Result:
     """A node in an NVLink domain (NVL72): every GPU registered with the fabric."""
     bad = fabric_not_registered(gpus, in_domain=True) or ([] if gpus else ["no GPU reported"])
     return _judged(

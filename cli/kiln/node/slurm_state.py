@@ -66,6 +66,20 @@ class NodeState:
     def busy(self) -> frozenset[str]:
         return self.flags & BUSY
 
+    # Whose drain it is, by its reason's prefix: each program lifts only its own.
+    @property
+    def drained_by_kiln(self) -> bool:
+        """Drained by kiln validate, burn-in or rollout (not by the health checks)."""
+        return self.drained and self.reason.startswith(VALIDATE_PREFIX)
+
+    @property
+    def drained_by_others(self) -> bool:
+        return self.drained and not self.drained_by_kiln
+
+    @property
+    def drained_by_health(self) -> bool:
+        return self.drained and self.reason.startswith(HEALTH_PREFIXES)
+
 
 def parse_line(line: str) -> NodeState:
     """One node's line (or the whole output for one node)."""

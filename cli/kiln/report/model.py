@@ -113,7 +113,7 @@ class Report:
 
     @property
     def exit_code(self) -> ExitCode:
-        """5 when something failed, else 4 when a node was not checked, else 0."""
+        """5 when something failed, else 3 when a node was not checked, else 0."""
         return exit_code(self.verdict)
 
     @property

@@ -8,10 +8,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from kiln import gpu, hostlist
+from kiln import hostlist
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec
 from kiln.node import slurm_state
+from kiln.roles.nvidia_driver import reboots
 
 # Slurm's upgrade order for the hosts that are not compute nodes: slurmdbd and slurmctld
 # live on the controllers (the slurm role restarts slurmdbd before slurmctld), then the
@@ -39,9 +40,10 @@ class BadValue(InputError):
 
 def max_unavailable(text: str, compute: int) -> int:
     """A node count (2) or a share of the compute nodes (10%, at least one node), read
-    as kiln.gpu.batch_size reads rollout_max_unavailable; never more than the nodes."""
+    as kiln.roles.nvidia_driver.reboots.batch_size reads rollout_max_unavailable; never
+    more than the nodes."""
     given = str(text).strip()
-    if gpu.share_problem("", given):
+    if reboots.share_problem("", given):
         raise BadValue(
             "max_unavailable",
             f"{given!r}: expected a node count (2) or a share of the compute nodes (10%), "
@@ -54,7 +56,7 @@ def max_unavailable(text: str, compute: int) -> int:
             f"{_shown(given)}: more than the {compute} compute node"
             f"{'' if compute == 1 else 's'} of the rollout",
         )
-    return gpu.batch_size(given, compute)
+    return reboots.batch_size(given, compute)
 
 
 def duration(text: str) -> timedelta:

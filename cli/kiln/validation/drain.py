@@ -11,6 +11,7 @@ resumes it once it passes), but it fails: the check found a fault on it.
 from dataclasses import asdict, dataclass, field
 
 from kiln.node import slurm_state
+from kiln.node.slurm_state import NodeState
 from kiln.validation.verdicts import Verdict
 
 PREFIX = slurm_state.VALIDATE_PREFIX
@@ -24,32 +25,6 @@ NOT_A_FAULT = ("drained by someone else", "busy")
 HEALTH_DRAINED = "drained by Kiln's health check"
 # slurmctld keeps reasons short in `sinfo`; a long one is cut, not refused.
 REASON_LIMIT = 200
-
-
-@dataclass
-class NodeState:
-    state: str
-    reason: str
-
-    @property
-    def flags(self) -> frozenset[str]:
-        return slurm_state.flags(self.state)
-
-    @property
-    def drained(self) -> bool:
-        return bool(self.flags & slurm_state.DRAINED)
-
-    @property
-    def drained_by_kiln(self) -> bool:
-        return self.drained and self.reason.startswith(PREFIX)
-
-    @property
-    def drained_by_others(self) -> bool:
-        return self.drained and not self.drained_by_kiln
-
-    @property
-    def drained_by_health(self) -> bool:
-        return self.drained and self.reason.startswith(slurm_state.HEALTH_PREFIXES)
 
 
 def skipped_verdict(why: str) -> Verdict:
@@ -74,10 +49,7 @@ class Plan:
 
 def parse_states(scontrol_text: str) -> dict[str, NodeState]:
     """`scontrol show node --oneliner` (any number of nodes) -> state per node."""
-    return {
-        name: NodeState(seen.state, seen.reason)
-        for name, seen in slurm_state.parse(scontrol_text).items()
-    }
+    return slurm_state.parse(scontrol_text)
 
 
 def still_ours(scontrol_text: str, nodes: list[str]) -> list[str]:

@@ -30,8 +30,9 @@ from pathlib import Path
 from types import NoneType, UnionType
 from typing import Any, Self, get_args
 
-from kiln import files, mpi
+from kiln import files
 from kiln.errors import InputError
+from kiln.roles import mpi
 
 NODE_ROOT = "/var/lib/kiln/validate"
 SLURM_STATE = "slurm_state.json"
@@ -203,7 +204,7 @@ class Command(Record):
 
 @dataclass
 class Mount(Record):
-    """One declared mount (kiln.storage's check entry) as kiln-mount-check judged it."""
+    """One declared mount (kiln.roles.autofs's check entry) as kiln-mount-check judged it."""
 
     name: str = ""
     path: str = ""

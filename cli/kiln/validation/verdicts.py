@@ -45,14 +45,14 @@ def worst(found: Iterable[Verdict], default: Verdict = Verdict.PASS) -> Verdict:
 
 def exit_code(verdict: Verdict, canceled: bool = False) -> ExitCode:
     """Every command that judges exits by this: 5 when something failed (even in a
-    canceled run: what was judged stands), else 130 when the run was canceled, else 4
+    canceled run: what was judged stands), else 130 when the run was canceled, else 3
     when a node was not checked, else 0 (warnings, skips and figures measured but not
-    judged fail nothing)."""
+    judged fail nothing). Not 4: that is a host that failed a run (docs/cli.md)."""
     if verdict is Verdict.FAIL:
         return ExitCode.VALIDATION_FAILED
     if canceled:
         return ExitCode.INTERRUPTED
-    return ExitCode.HOSTS_FAILED if verdict is Verdict.UNCHECKED else ExitCode.OK
+    return ExitCode.NOT_CHECKED if verdict is Verdict.UNCHECKED else ExitCode.OK
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """The roles and where each one's Python lives: one entry per role of roles/.
 
-Each entry names the kiln module holding the role's logic (its filter plugin calls it),
-and the inventory groups whose hosts the role runs on (the plays of playbooks/ that
-apply it; tests/unit/test_roles.py reads them). Every variable of a role begins with
-its prefix, `<role>_`. What the inventory checks take from a role's module, by name:
+A role's logic is the module named after it, `kiln.roles.<role>` (OWN; its filter
+plugin calls it); an entry names another module only for a role whose logic has not
+moved here yet. Each entry also names the inventory groups whose hosts the role runs
+on (the plays of playbooks/ that apply it; tests/unit/test_roles.py reads them).
+Every variable of a role begins with its prefix, `<role>_`. What the inventory checks
+take from a role's module, by name:
 
 - `settings_problems(settings)`: the role's settings taken together (a version and its
   sha256), as each host of its groups resolves them, without the prefix; one line per
@@ -36,15 +38,24 @@ ValueCheck = tuple[type, Callable[[Any, dict[str, list[str]]], None]]
 SUPPORTED: dict[str, tuple[str, ...]] = {"Debian": ("12", "13"), "Ubuntu": ("22.04", "24.04")}
 
 
+# A Role's module when the role's logic is the module named after it, kiln.roles.<role>.
+OWN = "kiln.roles.{role}"
+
+
 @dataclass(frozen=True)
 class Role:
     name: str
-    # The kiln module holding the role's logic; None where the role has none.
+    # The kiln module holding the role's logic: OWN, another module (not moved yet), or
+    # None where the role has none.
     module: str | None
     # The inventory groups whose hosts it runs on ("all": every host).
     groups: tuple[str, ...]
     # {distribution: releases} it supports (meta/main.yml's platforms say the same).
     platforms: dict[str, tuple[str, ...]] = field(default_factory=lambda: SUPPORTED)
+
+    def __post_init__(self) -> None:
+        if self.module == OWN:
+            object.__setattr__(self, "module", OWN.format(role=self.name))
 
     @property
     def prefix(self) -> str:
@@ -77,19 +88,20 @@ class Role:
 ROLES: dict[str, Role] = {
     role.name: role
     for role in (
-        Role("base", "kiln.base", ("all",)),
-        Role("nvidia_driver", "kiln.gpu", ("slurm_compute",)),
+        Role("base", OWN, ("all",)),
+        Role("nvidia_driver", OWN, ("slurm_compute",)),
         Role("glusterfs_server", None, ("storage",)),
-        Role("autofs", "kiln.storage", ("all",)),
+        Role("autofs", OWN, ("all",)),
+        # Not moved under kiln.roles yet: health, monitoring, validate.
         Role("health", "kiln.health", ("slurm_compute", "slurm_controller")),
-        Role("munge", "kiln.munge", ("slurm_controller", "slurm_compute", "slurm_login")),
-        Role("slurm", "kiln.slurm", ("slurm_controller", "slurm_compute", "slurm_login")),
-        Role("mpi", "kiln.mpi", ("slurm_compute", "slurm_login")),
-        Role("hpcx", "kiln.hpcx", ("slurm_compute", "slurm_login")),
-        Role("nccl_env", "kiln.nccl", ("slurm_compute",)),
-        Role("nccl_tests", "kiln.nccl_tests", ("slurm_compute",)),
-        Role("enroot", "kiln.enroot", ("slurm_compute", "slurm_login")),
-        Role("pyxis", "kiln.pyxis", ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("munge", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("slurm", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("mpi", OWN, ("slurm_compute", "slurm_login")),
+        Role("hpcx", OWN, ("slurm_compute", "slurm_login")),
+        Role("nccl_env", OWN, ("slurm_compute",)),
+        Role("nccl_tests", OWN, ("slurm_compute",)),
+        Role("enroot", OWN, ("slurm_compute", "slurm_login")),
+        Role("pyxis", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
         Role("monitoring", "kiln.monitoring.settings", ("all",)),
         Role("validate", "kiln.validation", ("slurm_controller", "slurm_compute")),
     )

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from kiln import gpu, mpi, pinned
+from kiln import pinned
+from kiln.roles import mpi
+from kiln.roles.nvidia_driver import hardware
 
 DEFAULT_ROOT = "/opt/hpcx"
 # NVIDIA builds HPC-X under /build-result/<tarball's directory>; its pkg-config files
@@ -67,7 +69,8 @@ def node_flavour(
     distribution: str, major: str, arch: str, rdma_stack: str, cuda: str, version: str
 ) -> Flavour:
     """The build a node needs, from its facts (distribution, major release,
-    architecture), its RDMA stack (kiln.gpu.rdma_stack) and the CUDA major asked for."""
+    architecture), its RDMA stack (kiln.roles.nvidia_driver.hardware.rdma_stack) and the
+    CUDA major asked for."""
     distro = BUILD_DISTRO.get((distribution, str(major)))
     if distro is None:
         supported = ", ".join(f"{d} {m}" for d, m in BUILD_DISTRO)
@@ -181,7 +184,7 @@ def plan(
         facts["distribution"],
         str(facts["distribution_major_version"]),
         facts["architecture"],
-        gpu.rdma_stack(dict.fromkeys(installed_packages(packages), "")),
+        hardware.rdma_stack(dict.fromkeys(installed_packages(packages), "")),
         str(settings["cuda"]),
         version,
     )
@@ -202,7 +205,7 @@ def plan(
 def module_files(home: str, version: str, rebuilt: bool, family: bool = True) -> dict[str, str]:
     """Kiln's mpi/hpcx (and mpi/hpcx-pmix where Open MPI was rebuilt against the
     system PMIx): each puts HPC-X's own module directory on the path and loads the
-    module file HPC-X ships, inside the mpi family (`family`: kiln.mpi.modulefile's)."""
+    module file HPC-X ships, inside the mpi family (`family`: kiln.roles.mpi.modulefile's)."""
     variants = [("hpcx", "hpcx", f"{home}/ompi", "NVIDIA HPC-X {v} (its own Open MPI)")]
     if rebuilt:
         variants.append(

@@ -11,7 +11,8 @@ a new build is made and the old one is no longer loaded.
 import re
 from typing import Any
 
-from kiln import formats, pinned, slurm
+from kiln import formats, pinned
+from kiln.roles import slurm
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/pyxis/archive/refs/tags"
 CONF = f"{slurm.PLUGSTACK_DIR}/pyxis.conf"

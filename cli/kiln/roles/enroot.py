@@ -14,8 +14,9 @@ with unpacked images.
 import re
 from typing import Any
 
-from kiln import formats, pinned, storage
+from kiln import formats, pinned
 from kiln import packages as dpkg
+from kiln.roles import autofs
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/enroot/releases/download"
 # The package's enroot.conf is a conffile, every setting in it commented out: Kiln leaves
@@ -189,7 +190,7 @@ def storage_mounts(autofs_mounts: Any, host_groups: list[str]) -> str:
     """The site's shared storage (the autofs role's mounts for this host), bound into
     containers at the same paths (rbind: an automount point brings its mounts along)."""
     lines = []
-    for mount in storage.for_host(storage.parse(autofs_mounts or []), host_groups):
+    for mount in autofs.for_host(autofs.parse(autofs_mounts or []), host_groups):
         point = mount.mount_point
         lines.append(f"{point} {point} none x-create=dir,rbind,nofail,silent")
     return "\n".join(lines) + "\n" if lines else ""
