@@ -237,7 +237,8 @@ def test_mpi_default_is_what_was_asked_where_it_can_work():
     assert slurm.Cluster(["c"], found, mpi="none").mpi_default == "none"
     assert slurm.Cluster(["c"], ["libpmix.so"]).mpi_default == "none"
     assert slurm.Cluster(["c"], ["libpmix.so"]).pmix_problem == (
-        "this Slurm build has no PMIx plugin (mpi_pmix.so)"
+        "this Slurm build has no PMIx plugin (mpi_pmix.so): Open MPI programs start"
+        " with mpirun inside an allocation"
     )
     assert slurm.Cluster(["c"], []).mpi_default == "none"
     assert slurm.Cluster(["c"], [], mpi="pmi2").mpi_default == "pmi2"

@@ -353,7 +353,10 @@ class Cluster:
         Slurm's plugin dlopen()s the unversioned libpmix.so (upstream builds and Debian 12;
         Debian's libpmix-dev), so the runtime's libpmix.so.2 alone is not enough there."""
         if "mpi_pmix.so" not in self.plugins:
-            return "this Slurm build has no PMIx plugin (mpi_pmix.so)"
+            return (
+                "this Slurm build has no PMIx plugin (mpi_pmix.so): Open MPI programs start"
+                " with mpirun inside an allocation"
+            )
         if "libpmix.so" not in self.plugins:
             return (
                 "the PMIx library Slurm's plugin loads (libpmix.so, Debian's libpmix-dev) "
