@@ -1,11 +1,12 @@
-"""What the validate role runs, decided in kiln.validation.suites and handed to the role
-through its filters (kiln_validate_prepare, _tree, _cold_import, _cold_import_argv,
-_mpi_record). Each argv is compared whole: the YAML runs it as it is."""
+"""What the validate role runs, decided in kiln.validation.suites and .registry and
+handed to the role through its filters (kiln_validate_look, _prepare, _tree,
+_cold_import, _cold_import_argv, _mpi_record). Each argv is compared whole: the YAML
+runs it as it is."""
 
 import json
 import time
 
-from kiln.validation import profiles, suites
+from kiln.validation import profiles, registry, suites
 from tests.unit.test_filter_plugins import filters
 
 VALIDATE = filters("kiln_validate")
@@ -23,6 +24,9 @@ SETTINGS = {
     "torch_python": "python3",
     "nccl_tests_dir": "/opt/nccl-tests/build",
     "nccl_tests_image": "",
+    "nccl_tests_version": "",
+    "cuda_home": "",
+    "nccl_home": "",
     "storage": dict(profiles.STORAGE_DEFAULTS),
     "collectives": dict(profiles.COLLECTIVES_DEFAULTS),
     "burn_in": {},
@@ -32,32 +36,30 @@ SETTINGS = {
     "paths": VALIDATE["kiln_validate_paths"]("/state/raw", "r1"),
 }
 
-# What tasks/main.yml registers on each node: gpu1 has everything, gpu2 lacks torch,
-# gpu3 lacks torch, nccl-tests (and a CUDA toolkit: kiln.node.cuda_toolchain found only
-# NCCL) and the MPI check; on gpu4 the looks were skipped.
+# What tasks/main.yml registers on each node (kiln.node.prerequisites' JSON, as
+# suites.FOUND): gpu1 has everything, gpu2 lacks torch, gpu3 lacks torch, nccl-tests
+# (and a CUDA toolkit: kiln.node.cuda_toolchain found only NCCL) and the MPI check; on
+# gpu4 the look was skipped.
 NO_CUDA = {"cuda": None, "nccl": {"home": "/usr", "version": "2.28.9"}, "mpi": None}
+NO_TORCH = {"rc": 1, "stdout": "", "stderr": "ModuleNotFoundError: No module named 'torch'"}
+
+
+def looked(torch=None, nccl_tests=None, mpi_check=None, toolchain=None) -> dict:
+    """The look's registered result on a node, as Ansible's command module gives it."""
+    found = {"torch": torch, "nccl_tests": nccl_tests, "mpi_check": mpi_check}
+    return {"rc": 0, "stdout": json.dumps({**found, "toolchain": toolchain}), "stderr": ""}
+
+
+TORCH = {"rc": 0, "stdout": "2.5.1\n", "stderr": ""}
 HOSTVARS = {
-    "gpu1": {
-        "_validate_torch": {"rc": 0, "stdout": "2.5.1"},
-        "_validate_nccl_tests": {"stat": {"exists": True}},
-        "_validate_mpi_check": {"stat": {"exists": True}},
-    },
-    "gpu2": {
-        "_validate_torch": {"rc": 1},
-        "_validate_nccl_tests": {"stat": {"exists": True}},
-        "_validate_mpi_check": {"stat": {"exists": True}},
-    },
+    "gpu1": {suites.FOUND: looked(TORCH, nccl_tests=True, mpi_check=True)},
+    "gpu2": {suites.FOUND: looked(NO_TORCH, nccl_tests=True, mpi_check=True)},
     "gpu3": {
-        "_validate_torch": {"rc": 127},
-        "_validate_nccl_tests": {"stat": {"exists": False}},
-        "_validate_toolchain": {"rc": 0, "stdout": json.dumps(NO_CUDA)},
-        "_validate_mpi_check": {"stat": {"exists": False}},
+        suites.FOUND: looked(
+            {**NO_TORCH, "rc": 127}, nccl_tests=False, mpi_check=False, toolchain=NO_CUDA
+        )
     },
-    "gpu4": {
-        "_validate_torch": {"skipped": True},
-        "_validate_nccl_tests": {"skipped": True},
-        "_validate_mpi_check": {"skipped": True},
-    },
+    "gpu4": {suites.FOUND: {"skipped": True, "changed": False}},
 }
 
 
@@ -246,24 +248,26 @@ def test_one_rank_per_node_skips_the_within_node_runs_with_a_note():
 
 
 def toolchain(cuda: bool, nccl: bool) -> dict:
-    """kiln.node.cuda_toolchain's report, as tasks/main.yml registers it."""
-    found = {
+    """kiln.node.cuda_toolchain's report, as kiln.node.prerequisites includes it."""
+    return {
         "cuda": {"home": "/usr/local/cuda-13.0", "version": "13.0.88"} if cuda else None,
         "nccl": {"home": "/usr", "version": "2.28.9"} if nccl else None,
         "mpi": None,
     }
-    return {"rc": 0, "stdout": json.dumps(found)}
 
 
 def test_on_a_gpu_profile_each_unmeasured_node_is_told_what_it_lacks():
     """Neither torch nor nccl-tests on any node: each reason names what is missing there,
     from the look at its CUDA toolkit and NCCL."""
-    bare = {"_validate_torch": {"rc": 1}, "_validate_nccl_tests": {"stat": {"exists": False}}}
+
+    def bare(toolchain):
+        return {suites.FOUND: looked(NO_TORCH, nccl_tests=False, toolchain=toolchain)}
+
     hostvars = {
-        "gpu1": {**bare, "_validate_toolchain": toolchain(cuda=False, nccl=False)},
-        "gpu2": {**bare, "_validate_toolchain": toolchain(cuda=True, nccl=True)},
-        "gpu3": {**bare, "_validate_toolchain": {"rc": 1, "stdout": "", "stderr": "No module"}},
-        "gpu4": {**bare, "_validate_toolchain": toolchain(cuda=True, nccl=False)},
+        "gpu1": bare(toolchain(cuda=False, nccl=False)),
+        "gpu2": bare(toolchain(cuda=True, nccl=True)),
+        "gpu3": bare(None),  # no report of the toolchain: nothing more is known
+        "gpu4": bare(toolchain(cuda=True, nccl=False)),
     }
     pinned = {**SETTINGS, "nccl_tests_dir": "/opt/nccl-tests/2.19.6/bin"}
     nodes = ["gpu1", "gpu2", "gpu3", "gpu4"]
@@ -291,9 +295,9 @@ def test_on_a_gpu_profile_each_unmeasured_node_is_told_what_it_lacks():
 def test_a_benchmark_that_runs_or_a_cpu_profile_leaves_every_node_measured():
     """torch everywhere (nccl-tests missing), nccl-tests everywhere (torch missing), an
     image bringing nccl-tests, or the lab's gloo profile: no node is unmeasured."""
-    no_nccl = {"_validate_torch": {"rc": 0}, "_validate_nccl_tests": {"stat": {"exists": False}}}
-    no_torch = {"_validate_torch": {"rc": 1}, "_validate_nccl_tests": {"stat": {"exists": True}}}
-    neither = {"_validate_torch": {"rc": 1}, "_validate_nccl_tests": {"stat": {"exists": False}}}
+    no_nccl = {suites.FOUND: looked(TORCH, nccl_tests=False, toolchain=NO_CUDA)}
+    no_torch = {suites.FOUND: looked(NO_TORCH, nccl_tests=True)}
+    neither = {suites.FOUND: looked(NO_TORCH, nccl_tests=False, toolchain=NO_CUDA)}
     lab = profiles.load("lab-cpu")
     cpu = {**SETTINGS, "collectives": lab.collectives, "storage": lab.storage}
     image = {**SETTINGS, "nccl_tests_image": "nvcr.io#nvidia/pytorch:25.01-py3"}
@@ -308,7 +312,8 @@ def test_a_benchmark_that_runs_or_a_cpu_profile_leaves_every_node_measured():
 
 
 def test_a_node_missing_from_the_inventory_lacks_nothing_it_was_not_checked_for():
-    assert suites.lacking(HOSTVARS, ["gpu9", "gpu1"], "") == {
+    found = {node: suites.Found.on(HOSTVARS, node) for node in ("gpu9", "gpu1")}
+    assert suites.lacking(found, ["gpu9", "gpu1"], "") == {
         "torch": [],
         "nccl_tests": [],
         "mpi_check": [],
@@ -397,9 +402,10 @@ def _import_argv(config: str, nodes="gpu3,gpu2,gpu1,gpu4") -> list[str]:
 
 
 def test_the_cold_import_starts_on_every_node_10_s_after_its_argv_is_made():
-    shared = suites.prepare(HOSTVARS, ["gpu3", "gpu2", "gpu1", "gpu4"], SETTINGS)
+    typed = suites.Settings.from_role(SETTINGS)
+    shared = registry.prepare(HOSTVARS, ["gpu3", "gpu2", "gpu1", "gpu4"], typed)
     chosen = suites.cold_import(json.dumps({"root": "/shared/.kiln/r1"}), "/shared", "")
-    assert suites.cold_import_argv(SETTINGS, shared, chosen, clock=lambda: 1795738285.9) == (
+    assert suites.cold_import_argv(typed, shared, chosen, clock=lambda: 1795738285.9) == (
         _import_argv(
             '{"run": "r1", "user": "nobody", "module": "kiln_cold_import.all",'
             ' "python": "/opt/py/bin/python3", "root": "/shared/.kiln/r1",'
