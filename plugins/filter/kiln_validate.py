@@ -33,11 +33,15 @@ def kiln_validate_drained_by_kiln(scontrol_text, nodes):
     return drain.drained_by_kiln(scontrol_text, list(nodes))
 
 
-def kiln_validate_step(result):
-    """A registered srun step, reduced to what the report needs."""
-    if result.get("skipped"):
-        return {"skipped": True}
-    return {"rc": result.get("rc"), "stderr": (result.get("stderr") or "")[-2000:]}
+def kiln_validate_writer(record, settings):
+    """The argv that writes the controller's record `record` (a key of
+    results.CONTROLLER_RECORDS) from the JSON object on its stdin (kiln.node.records)."""
+    return suites.writer(suites.Settings.from_role(settings), str(record))
+
+
+def kiln_validate_recorder(settings):
+    """kiln.node.records' argv (node_probe.py record), for a record made on a node."""
+    return suites.recorder(suites.Settings.from_role(settings))
 
 
 def kiln_validate_look(settings):
@@ -70,10 +74,6 @@ def kiln_validate_cold_import_argv(chosen, settings, shared):
     return suites.cold_import_argv(suites.Settings.from_role(settings), shared, chosen)
 
 
-def kiln_validate_mpi_record(ran, unbuilt):
-    return suites.mpi_record(ran, list(unbuilt))
-
-
 class FilterModule:
     def filters(self):
         return {
@@ -81,11 +81,11 @@ class FilterModule:
             "kiln_validate_cold_import_argv": kiln_validate_cold_import_argv,
             "kiln_validate_drained_by_kiln": kiln_validate_drained_by_kiln,
             "kiln_validate_look": kiln_validate_look,
-            "kiln_validate_mpi_record": kiln_validate_mpi_record,
             "kiln_validate_paths": kiln_validate_paths,
             "kiln_validate_plan": kiln_validate_plan,
             "kiln_validate_prepare": kiln_validate_prepare,
-            "kiln_validate_step": kiln_validate_step,
+            "kiln_validate_recorder": kiln_validate_recorder,
             "kiln_validate_still_ours": kiln_validate_still_ours,
             "kiln_validate_tree": kiln_validate_tree,
+            "kiln_validate_writer": kiln_validate_writer,
         }

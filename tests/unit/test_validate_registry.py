@@ -211,3 +211,39 @@ def test_a_look_that_did_not_run_or_printed_no_json_finds_nothing():
     for registered in ({"skipped": True}, {"rc": 1, "stdout": "Traceback"}, {"stdout": "{"}):
         assert suites.Found.on({"n1": {suites.FOUND: registered}}, "n1") == suites.Found()
     assert suites.Found.on({}, "n1") == suites.Found()
+
+
+def tasks_of(path) -> list[dict]:
+    """Every task in a task file, those inside blocks too."""
+    found = []
+    for task in yaml.safe_load(path.read_text()) or []:
+        found.append(task)
+        for part in ("block", "rescue", "always"):
+            found += [t for t in task.get(part, []) if isinstance(t, dict)]
+    return found
+
+
+def test_no_task_writes_a_record_the_records_are_pythons():
+    """Every record of a run is written by kiln.node.records on the host that makes it,
+    then fetched: no task copies content to the control node."""
+    copies = {
+        (path.name, task["name"])
+        for path in sorted((ROLE / "tasks").glob("*.yml"))
+        for task in tasks_of(path)
+        if "ansible.builtin.copy" in task or task.get("delegate_to") == "localhost"
+    }
+    # The programs installed on the nodes, and the metrics file node_exporter reads.
+    assert copies == {
+        ("main.yml", "Install the validation probe, its launcher and the benchmarks"),
+        ("act.yml", "Write the run's verdicts and figures as metrics"),
+    }
+    fetched = {
+        task["ansible.builtin.fetch"]["dest"]
+        for path in (ROLE / "tasks").glob("*.yml")
+        for task in tasks_of(path)
+        if "ansible.builtin.fetch" in task
+    }
+    assert fetched == {
+        "{{ _validate_paths.results }}/{{ item }}",
+        "{{ _validate_paths.results }}/{{ item }}/{{ inventory_hostname }}.json",
+    }

@@ -1,6 +1,6 @@
 """What the validate role runs, decided in kiln.validation.suites and .registry and
 handed to the role through its filters (kiln_validate_look, _prepare, _tree,
-_cold_import, _cold_import_argv, _mpi_record). Each argv is compared whole: the YAML
+_cold_import, _cold_import_argv, _writer, _recorder). Each argv is compared whole: the YAML
 runs it as it is."""
 
 import json
@@ -65,6 +65,22 @@ HOSTVARS = {
 
 LAUNCHER = ["/usr/bin/python3", "/usr/local/libexec/kiln/probe_launcher.py"]
 PROBE = ["/usr/bin/python3", "/usr/local/libexec/kiln/node_probe.py"]
+# Where kiln.node.records (node_probe.py record) writes the run's records on the
+# controller; the role brings them back (tasks/bring.yml).
+ON = "/var/lib/kiln/validate/r1-controller"
+
+
+def run(record: str, *argv: str, add: str = "") -> list[str]:
+    """argv recorded: its JSON output written as the controller's record `record`."""
+    extra = ["--json", add] if add else []
+    return [*PROBE, "record", "run", "--out", f"{ON}/{record}", *extra, "--", *argv]
+
+
+def step(record: str, name: str, *argv: str) -> list[str]:
+    """An srun step whose end is written under `name` in the controller's `record`."""
+    return [*PROBE, "record", "step", "--out", f"{ON}/{record}", "--name", name, "--", *argv]
+
+
 # The storage suite's settings as node_probe.py reads them (`storage --config`).
 STORAGE_CONFIG = (
     '{"run": "r1", "user": "nobody", "params": {"file_size_mib": 4096, "block_size": "1M",'
@@ -126,47 +142,79 @@ def test_prepare_for_a_validation_where_nodes_lack_benchmarks():
             },
         },
         "within_node": True,
+        "records": {
+            # Each step skipped until it runs, and the collectives' notes as above.
+            "storage_steps": {
+                "storage": {"skipped": True},
+                "cold_import": {"skipped": True},
+                "cold_import_skipped": "",
+            },
+            "collectives_steps": {
+                "single_node": {"skipped": True},
+                "multi_node": {"skipped": True},
+                **prepared["collectives_notes"],
+            },
+        },
         "commands": {
-            "srun_time": [
+            "srun_time": run(
+                "srun.json",
                 *LAUNCHER,
                 *("srun-time", "--nodes", "gpu3,gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
                 *("--timeout", "30"),
-            ],
+            ),
             "mpi_nodes": ["gpu2", "gpu1", "gpu4"],
-            "mpi": [
+            "mpi": run(
+                "mpi.json",
                 *LAUNCHER,
                 *("mpi", "--nodes", "gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
                 *("--program", "/usr/local/libexec/kiln/kiln-mpi-check"),
+                add='{"unbuilt": ["gpu3"]}',
+            ),
+            "mpi_skipped": [
+                *(*PROBE, "record", "note", "--out", f"{ON}/mpi.json", "--name", "skipped"),
+                *("--", suites.NO_MPI_CHECK),
             ],
-            "storage": [
+            "storage": step(
+                "storage_steps.json",
+                "storage",
                 *srun("kiln-validate-storage", ranks=1),
                 *PROBE,
                 *("storage", "--config", STORAGE_CONFIG),
                 *("--out", "/var/lib/kiln/validate/r1/storage.json"),
+            ),
+            "cold_import_skipped": [
+                *(*PROBE, "record", "note", "--out", f"{ON}/storage_steps.json"),
+                *("--name", "cold_import_skipped", "--"),
             ],
-            "collectives_node": [
+            "collectives_node": step(
+                "collectives_steps.json",
+                "single_node",
                 *srun("kiln-validate-node-collectives", ranks=8),
                 *BENCH,
                 *("--per-node", "--out", "/var/lib/kiln/validate/r1/collectives_node.json"),
-            ],
-            "collectives_all": [
+            ),
+            "collectives_all": step(
+                "collectives_steps.json",
+                "multi_node",
                 *srun("kiln-validate-collectives", ranks=8),
                 *BENCH,
                 *("--out", "/var/lib/kiln/validate/r1/collectives_all.json"),
-            ],
-            "nccl_tests": [
+            ),
+            "nccl_tests": run(
+                "nccl_tests.json",
                 *LAUNCHER,
                 *("nccl-tests", "--nodes", "gpu3,gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
                 *("--bin-dir", "/opt/nccl-tests/build", "--ranks-per-node", "8"),
                 *("--min-bytes", "1048576", "--max-bytes", "8589934592", "--time", "17"),
                 *("--container-image", ""),
-            ],
-            "pairs": [
+            ),
+            "pairs": run(
+                "pairs.json",
                 *LAUNCHER,
                 *("pairs", "--reservation", "kiln_validate", "--ranks-per-node", "8"),
                 *("--time", "17", "--pairs", "gpu1,gpu2", "gpu3,gpu4", "--", *BENCH),
                 *("--collectives", "all_reduce"),
-            ],
+            ),
         },
     }
 
@@ -215,15 +263,17 @@ def test_a_burn_in_round_stresses_every_node_with_the_profiles_load():
     params = {**profiles.BURN_IN_DEFAULTS, "memory_fraction": 0.85, "threads": 4}
     round_ = {**SETTINGS, "burn_in_step": "round", "burn_in": params, "burn_in_seconds": 450}
     commands = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu1", "gpu2"], round_)["commands"]
-    assert commands["burn_stress"] == [
+    assert commands["burn_stress"] == step(
+        "burn_in_steps.json",
+        "stress",
         *srun("kiln-burn-in-stress", ranks=1, nodes="gpu1,gpu2"),
         *("python3", "/usr/local/libexec/kiln/burn_stress.py", "--seconds", "450"),
         *("--device", "cuda", "--dtype", "bfloat16", "--size", "16384"),
         *("--memory-fraction", "0.85", "--threads", "4", "--interval", "5"),
         *("--out", "/var/lib/kiln/validate/r1/burn_stress.json"),
-    ]
+    )
     # The round's suites run in the same step settings, the stress's length included.
-    assert commands["storage"][:9] == srun("kiln-validate-storage", 1, "gpu1,gpu2")
+    assert commands["storage"][9:18] == srun("kiln-validate-storage", 1, "gpu1,gpu2")
 
 
 def test_srun_minutes_round_down_then_add_their_margin():
@@ -394,11 +444,13 @@ def test_the_cold_import_imports_the_tree_or_the_operators_module_or_says_why_no
 
 
 def _import_argv(config: str, nodes="gpu3,gpu2,gpu1,gpu4") -> list[str]:
-    return [
+    return step(
+        "storage_steps.json",
+        "cold_import",
         *srun("kiln-validate-import", ranks=1, nodes=nodes),
         *(*PROBE, "cold-import", "--config", config),
         *("--out", "/var/lib/kiln/validate/r1/cold_import.json"),
-    ]
+    )
 
 
 def test_the_cold_import_starts_on_every_node_10_s_after_its_argv_is_made():
@@ -418,23 +470,10 @@ def test_the_cold_import_starts_on_every_node_10_s_after_its_argv_is_made():
     before = int(time.time())
     argv = VALIDATE["kiln_validate_cold_import_argv"](own, SETTINGS, shared)
     after = int(time.time())
-    start_at = json.loads(argv[13])["start_at"]
+    start_at = json.loads(argv[22])["start_at"]
     assert before + 10 <= start_at <= after + 10
     assert argv == _import_argv(
         '{"run": "r1", "user": "nobody", "module": "torch", "python": "/opt/py/bin/python3",'
         ' "root": "", "needs_mount": "", "mount_timeout_s": 10, "timeout_s": 900,'
         f' "start_at": {start_at}}}'
     )
-
-
-def test_the_mpi_record_adds_the_unbuilt_nodes_or_says_why_nothing_ran():
-    record = VALIDATE["kiln_validate_mpi_record"]
-    ran = {"rc": 0, "stdout": json.dumps({"all": {"rc": 0, "stdout": "ok"}, "alone": {}})}
-    assert record(ran, ["gpu3"]) == {
-        "all": {"rc": 0, "stdout": "ok"},
-        "alone": {},
-        "unbuilt": ["gpu3"],
-    }
-    assert record({"skipped": True, "changed": False}, ["gpu1", "gpu2"]) == {
-        "skipped": "no node under test has it (provision with the mpi role, mpi_openmpi: true)"
-    }

@@ -144,6 +144,7 @@ def prepare(hostvars: Mapping, nodes: list[str], settings: Settings) -> dict[str
         "lacking": lack,
         "missing": suites.missing(settings, lack),
         "collectives_notes": notes,
+        "records": suites.first_records(notes),
         # One rank per node crosses no link within the node: those runs are not scheduled.
         "within_node": bool(notes) and not notes["single_node_skipped"],
     }

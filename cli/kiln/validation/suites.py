@@ -232,21 +232,33 @@ def bench(settings: Settings) -> list[str]:
 
 
 def slurm_commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
-    """srun-time, and the MPI check on the nodes that have it."""
+    """srun-time, and the MPI check on the nodes that have it (mpi.json adds the
+    nodes without it; mpi_skipped is the record where no node has it)."""
     nodes, launcher = shared["step"]["nodes"], shared["launcher"]
     reservation, paths = settings.reservation, settings.paths
-    mpi_nodes = [n for n in nodes if n not in shared["lacking"]["mpi_check"]]
+    unbuilt = shared["lacking"]["mpi_check"]
+    mpi_nodes = [n for n in nodes if n not in unbuilt]
     return {
-        "srun_time": [
+        "srun_time": recorded(
+            settings,
+            "srun",
             *launcher,
             *("srun-time", "--nodes", ",".join(nodes), "--reservation", reservation),
             *("--timeout", str(settings.srun_timeout_s)),
-        ],
+        ),
         "mpi_nodes": mpi_nodes,
-        "mpi": [
+        "mpi": recorded(
+            settings,
+            "mpi",
             *launcher,
             *("mpi", "--nodes", ",".join(mpi_nodes), "--reservation", reservation),
             *("--program", paths["mpi_check"]),
+            add={"unbuilt": list(unbuilt)},
+        ),
+        "mpi_skipped": [
+            *recorder(settings),
+            *("note", "--out", paths["on_controller"]["mpi"], "--name", "skipped"),
+            *("--", NO_MPI_CHECK),
         ],
     }
 
@@ -260,14 +272,23 @@ def storage_commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
         "params": settings.storage,
         "scratch": settings.scratch_paths,
     }
-    return {
-        "storage": Srun(**shared["step"])
+    storage = (
+        Srun(**shared["step"])
         .but(job_name="kiln-validate-storage")
         .argv(
             *shared["probe"],
             *("storage", "--config", json.dumps(config)),
             *("--out", f"{settings.paths['node_dir']}/storage.json"),
         )
+    )
+    out = settings.paths["on_controller"]["storage_steps"]
+    return {
+        "storage": recorded(settings, "storage_steps", *storage, step="storage"),
+        # Why there is no cold-import test, added to the record once known.
+        "cold_import_skipped": [
+            *recorder(settings),
+            *("note", "--out", out, "--name", "cold_import_skipped", "--"),
+        ],
     }
 
 
@@ -282,22 +303,28 @@ def collectives_commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
     ranks = int(c["ranks_per_node"])
     srun = Srun(**{**shared["step"], "tasks_per_node": ranks})
     benchmark = bench(settings)
+    within = srun.but(job_name="kiln-validate-node-collectives").argv(
+        *benchmark, "--per-node", "--out", f"{out}/collectives_node.json"
+    )
+    across = srun.but(job_name="kiln-validate-collectives").argv(
+        *benchmark, "--out", f"{out}/collectives_all.json"
+    )
     return {
-        "collectives_node": srun.but(job_name="kiln-validate-node-collectives").argv(
-            *benchmark, "--per-node", "--out", f"{out}/collectives_node.json"
-        ),
-        "collectives_all": srun.but(job_name="kiln-validate-collectives").argv(
-            *benchmark, "--out", f"{out}/collectives_all.json"
-        ),
-        "nccl_tests": [
+        "collectives_node": recorded(settings, "collectives_steps", *within, step="single_node"),
+        "collectives_all": recorded(settings, "collectives_steps", *across, step="multi_node"),
+        "nccl_tests": recorded(
+            settings,
+            "nccl_tests",
             *launcher,
             *("nccl-tests", "--nodes", ",".join(nodes), "--reservation", reservation),
             *("--bin-dir", settings.nccl_tests_dir, "--ranks-per-node", str(ranks)),
             *("--min-bytes", str(c["min_bytes"]), "--max-bytes", str(c["max_bytes"])),
             *("--time", str(shared["launcher_minutes"])),
             *("--container-image", settings.nccl_tests_image),
-        ],
-        "pairs": [
+        ),
+        "pairs": recorded(
+            settings,
+            "pairs",
             *launcher,
             *("pairs", "--reservation", reservation, "--ranks-per-node", str(ranks)),
             *("--time", str(shared["launcher_minutes"]), "--pairs"),
@@ -305,7 +332,7 @@ def collectives_commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
             "--",
             *benchmark,
             *("--collectives", "all_reduce"),
-        ],
+        ),
     }
 
 
@@ -315,8 +342,8 @@ def stress_commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
     if settings.burn_in_step != "round":
         return {}
     b = settings.burn_in
-    return {
-        "burn_stress": Srun(**shared["step"])
+    stress = (
+        Srun(**shared["step"])
         .but(job_name="kiln-burn-in-stress")
         .argv(
             *(settings.torch_python, f"{settings.libexec_dir}/burn_stress.py"),
@@ -326,12 +353,46 @@ def stress_commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
             *("--threads", str(b["threads"]), "--interval", str(b["sample_s"])),
             *("--out", f"{settings.paths['node_dir']}/burn_stress.json"),
         )
-    }
+    )
+    return {"burn_stress": recorded(settings, "burn_in_steps", *stress, step="stress")}
 
 
 def probe(settings: Settings) -> list[str]:
     """node_probe.py, as the controller and each srun task start it."""
     return ["/usr/bin/python3", f"{settings.libexec_dir}/node_probe.py"]
+
+
+def recorder(settings: Settings) -> list[str]:
+    """kiln.node.records through node_probe.py: what writes the run's records on the
+    host where they are made (`record write|note|run|step|munge`)."""
+    return [*probe(settings), "record"]
+
+
+def writer(settings: Settings, record: str) -> list[str]:
+    """What writes the record `record` (a key of results.CONTROLLER_RECORDS) on the
+    controller from the JSON object on its stdin."""
+    return [*recorder(settings), "write", "--out", settings.paths["on_controller"][record]]
+
+
+def first_records(notes: Mapping) -> dict[str, dict]:
+    """What the storage and collectives suites' records hold before their steps run:
+    each step skipped until it runs, and the collectives' notes (`collectives_notes`)."""
+    skipped = {"skipped": True}
+    return {
+        "storage_steps": {"storage": skipped, "cold_import": skipped, "cold_import_skipped": ""},
+        "collectives_steps": {"single_node": skipped, "multi_node": skipped, **notes},
+    }
+
+
+def recorded(settings: Settings, record: str, *argv: str, step: str = "", add=None) -> list:
+    """`argv` run on the controller with its outcome written into the record `record`
+    (a key of results.CONTROLLER_RECORDS): under `step`, how an srun step ended; else
+    the command's JSON output, with `add`'s keys."""
+    out = settings.paths["on_controller"][record]
+    if step:
+        return [*recorder(settings), "step", "--out", out, "--name", step, "--", *argv]
+    extra = ["--json", json.dumps(add)] if add else []
+    return [*recorder(settings), "run", "--out", out, *extra, "--", *argv]
 
 
 def tree_mount(mount_check: str) -> str:
@@ -403,7 +464,7 @@ def cold_import_argv(
         "timeout_s": params["timeout_s"],
         "start_at": int(clock()) + 10,
     }
-    return (
+    step = (
         Srun(**shared["step"])
         .but(job_name="kiln-validate-import")
         .argv(
@@ -412,11 +473,4 @@ def cold_import_argv(
             *("--out", f"{settings.paths['node_dir']}/cold_import.json"),
         )
     )
-
-
-def mpi_record(ran: Mapping, unbuilt: list[str]) -> dict[str, Any]:
-    """mpi.json: the launcher's output and the nodes without the check, or why the check
-    did not run at all."""
-    if ran.get("skipped"):
-        return {"skipped": NO_MPI_CHECK}
-    return {**files.loads(ran["stdout"]), "unbuilt": list(unbuilt)}
+    return recorded(settings, "storage_steps", *step, step="cold_import")
