@@ -477,3 +477,37 @@ def test_the_cold_import_starts_on_every_node_10_s_after_its_argv_is_made():
         ' "root": "", "needs_mount": "", "mount_timeout_s": 10, "timeout_s": 900,'
         f' "start_at": {start_at}}}'
     )
+
+
+def test_the_nccl_tests_argv_is_the_launchers_and_an_image_reaches_srun(monkeypatch):
+    """The builder's argv parses as the launcher's command line (a name on one side
+    only was refused on every cluster with nccl-tests), and an image goes to srun, as
+    pyxis's option, before the program."""
+    from tests.node_scripts import probe_launcher
+
+    launched = []
+
+    def fake_run(argv, timeout, stdin=None):
+        launched.append(argv)
+        return {"rc": 0, "stdout": "", "stderr": ""}
+
+    monkeypatch.setattr(probe_launcher, "run", fake_run)
+    for image, expected in (
+        ("", []),
+        ("/shared/nccl.sqsh", ["--container-image=/shared/nccl.sqsh"]),
+    ):
+        settings = {**SETTINGS, "nccl_tests_image": image}
+        argv = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu1"], settings)["commands"][
+            "nccl_tests"
+        ]
+        launcher_argv = argv[argv.index("--") + 1 :]
+        assert launcher_argv[:2] == LAUNCHER
+        args = probe_launcher.arguments().parse_args(launcher_argv[2:])
+        assert args.container_image == image
+        launched.clear()
+        probe_launcher.nccl_tests(args)
+        assert len(launched) == 3  # all_reduce, all_gather, reduce_scatter across nodes
+        for srun_argv in launched:
+            at = next(i for i, a in enumerate(srun_argv) if a.startswith("/opt/nccl-tests/"))
+            assert srun_argv[at - len(expected) : at] == expected
+            assert sum(a.startswith("--container-image") for a in srun_argv) == len(expected)
