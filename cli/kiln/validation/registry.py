@@ -1,4 +1,4 @@
-"""The validate suites, one entry each: what a suite is called and says it checks, the
+"""The validate suites, one entry each: what a suite is called, the
 builder of its command lines (kiln.validation.suites), what it needs on the nodes
 (kiln.node.prerequisites looks for it), the result files it writes
 (kiln.validation.results), its collector (a function of kiln.validation.collect, named
@@ -24,7 +24,6 @@ from kiln.validation.suites import Found, Settings
 @dataclass(frozen=True)
 class Suite:
     name: str
-    about: str  # what it checks, for --suite's help and the docs
     commands: Callable[[Settings, Mapping], dict[str, Any]]  # name -> argv
     needs: tuple[str, ...]  # what kiln.node.prerequisites looks for on each node
     records: tuple[str, ...]  # its result files (results.py's names; per node: a kind)
@@ -38,7 +37,6 @@ SUITES: dict[str, Suite] = {
     for suite in (
         Suite(
             "slurm",
-            "srun's start on each node, munge, and an MPI job across the nodes",
             suites.slurm_commands,
             needs=("mpi_check",),
             records=(layout.SRUN, layout.MPI, layout.MUNGE),
@@ -46,7 +44,6 @@ SUITES: dict[str, Suite] = {
         ),
         Suite(
             "storage",
-            "every declared mount, its throughput and metadata, and a cold import",
             suites.storage_commands,
             needs=(),
             records=(layout.STORAGE_STEPS, "storage", "cold_import"),
@@ -56,7 +53,6 @@ SUITES: dict[str, Suite] = {
         ),
         Suite(
             "collectives",
-            "all_reduce and friends within each node and across them (torch, nccl-tests)",
             suites.collectives_commands,
             needs=("torch", "nccl_tests"),
             records=(
