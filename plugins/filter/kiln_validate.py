@@ -1,5 +1,6 @@
 """Filters that hand validation decisions to kiln.validation: which nodes can be tested,
-which Kiln drained earlier, and what the suites run (kiln.validation.suites)."""
+which Kiln drained earlier, and what the suites run (kiln.validation.registry and
+kiln.validation.suites, with the role's settings typed: suites.Settings)."""
 
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ try:
 except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
 
-from kiln.validation import drain, results, suites
+from kiln.validation import drain, registry, results, suites
 
 
 def kiln_validate_paths(results_dir, run):
@@ -32,38 +33,45 @@ def kiln_validate_drained_by_kiln(scontrol_text, nodes):
     return drain.drained_by_kiln(scontrol_text, list(nodes))
 
 
-def kiln_validate_step(result):
-    """A registered srun step, reduced to what the report needs."""
-    if result.get("skipped"):
-        return {"skipped": True}
-    return {"rc": result.get("rc"), "stderr": (result.get("stderr") or "")[-2000:]}
+def kiln_validate_writer(record, settings):
+    """The argv that writes the controller's record `record` (a key of
+    results.CONTROLLER_RECORDS) from the JSON object on its stdin (kiln.node.records)."""
+    return suites.writer(suites.Settings.from_role(settings), str(record))
+
+
+def kiln_validate_recorder(settings):
+    """kiln.node.records' argv (node_probe.py record), for a record made on a node."""
+    return suites.recorder(suites.Settings.from_role(settings))
+
+
+def kiln_validate_look(settings):
+    """kiln.node.prerequisites' argv: what a node under test is looked at for, from the
+    suites asked for (their needs in kiln.validation.registry)."""
+    return registry.look(suites.Settings.from_role(settings))
 
 
 def kiln_validate_prepare(hostvars, nodes, settings):
     """What the suites share once the nodes under test are chosen: the srun step, the
-    command lines, what the nodes lack and the messages that follow from it."""
-    return suites.prepare(hostvars, list(nodes), settings)
+    command lines, what the nodes lack (each node's look, registered as suites.FOUND)
+    and the messages that follow from it."""
+    return registry.prepare(hostvars, list(nodes), suites.Settings.from_role(settings))
 
 
 def kiln_validate_tree(mount_check, settings):
     """The registered kiln-mount-check run (skipped: none) -> the cold-import tree's mount
     and the probe's argv that write and remove it."""
-    return suites.tree(settings, mount_check.get("stdout") or "")
+    return suites.tree(suites.Settings.from_role(settings), mount_check.get("stdout") or "")
 
 
 def kiln_validate_cold_import(written, mount, module):
     """The registered `node_probe.py tree` run (skipped: no mount or the operator's own
-    module) -> what the cold-import test imports, or why it is skipped."""
+    module) -> what the test imports, or why it is skipped."""
     return suites.cold_import(written.get("stdout") or "", str(mount), str(module))
 
 
 def kiln_validate_cold_import_argv(chosen, settings, shared):
     """The cold-import test's argv, its start 10 s from now (so built at its task)."""
-    return suites.cold_import_argv(settings, shared, chosen)
-
-
-def kiln_validate_mpi_record(ran, unbuilt):
-    return suites.mpi_record(ran, list(unbuilt))
+    return suites.cold_import_argv(suites.Settings.from_role(settings), shared, chosen)
 
 
 class FilterModule:
@@ -72,11 +80,12 @@ class FilterModule:
             "kiln_validate_cold_import": kiln_validate_cold_import,
             "kiln_validate_cold_import_argv": kiln_validate_cold_import_argv,
             "kiln_validate_drained_by_kiln": kiln_validate_drained_by_kiln,
-            "kiln_validate_mpi_record": kiln_validate_mpi_record,
+            "kiln_validate_look": kiln_validate_look,
             "kiln_validate_paths": kiln_validate_paths,
             "kiln_validate_plan": kiln_validate_plan,
             "kiln_validate_prepare": kiln_validate_prepare,
-            "kiln_validate_step": kiln_validate_step,
+            "kiln_validate_recorder": kiln_validate_recorder,
             "kiln_validate_still_ours": kiln_validate_still_ours,
             "kiln_validate_tree": kiln_validate_tree,
+            "kiln_validate_writer": kiln_validate_writer,
         }

@@ -157,19 +157,9 @@ def test_validate_paths_come_from_the_results_layout(tmp_path):
     from kiln.validation import results
 
     paths = filters("kiln_validate")["kiln_validate_paths"]("/state/raw", "20261123-1200-ab")
+    on = "/var/lib/kiln/validate/20261123-1200-ab-controller"
     assert paths == {
         "results": "/state/raw",
-        "slurm_state": "/state/raw/slurm_state.json",
-        "prerequisites": "/state/raw/prerequisites.json",
-        "srun": "/state/raw/srun.json",
-        "mpi": "/state/raw/mpi.json",
-        "munge": "/state/raw/munge",
-        "storage_steps": "/state/raw/storage_steps.json",
-        "collectives_steps": "/state/raw/collectives_steps.json",
-        "nccl_tests": "/state/raw/nccl_tests.json",
-        "pairs": "/state/raw/pairs.json",
-        "burn_in_steps": "/state/raw/burn_in_steps.json",
-        "health": "/state/raw/health",
         "node_dir": "/var/lib/kiln/validate/20261123-1200-ab",
         "node_kinds": [
             "storage",
@@ -177,7 +167,32 @@ def test_validate_paths_come_from_the_results_layout(tmp_path):
             "collectives_node",
             "collectives_all",
             "burn_stress",
+            "munge",
+            "health",
         ],
+        "controller_dir": on,
+        "controller_records": [
+            "slurm_state.json",
+            "prerequisites.json",
+            "srun.json",
+            "mpi.json",
+            "storage_steps.json",
+            "collectives_steps.json",
+            "nccl_tests.json",
+            "pairs.json",
+            "burn_in_steps.json",
+        ],
+        "on_controller": {
+            "slurm_state": f"{on}/slurm_state.json",
+            "prerequisites": f"{on}/prerequisites.json",
+            "srun": f"{on}/srun.json",
+            "mpi": f"{on}/mpi.json",
+            "storage_steps": f"{on}/storage_steps.json",
+            "collectives_steps": f"{on}/collectives_steps.json",
+            "nccl_tests": f"{on}/nccl_tests.json",
+            "pairs": f"{on}/pairs.json",
+            "burn_in_steps": f"{on}/burn_in_steps.json",
+        },
         "mpi_check": "/usr/local/libexec/kiln/kiln-mpi-check",
     }
     layout = results.make(tmp_path / "raw")

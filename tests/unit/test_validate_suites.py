@@ -1,11 +1,12 @@
-"""What the validate role runs, decided in kiln.validation.suites and handed to the role
-through its filters (kiln_validate_prepare, _tree, _cold_import, _cold_import_argv,
-_mpi_record). Each argv is compared whole: the YAML runs it as it is."""
+"""What the validate role runs, decided in kiln.validation.suites and .registry and
+handed to the role through its filters (kiln_validate_look, _prepare, _tree,
+_cold_import, _cold_import_argv, _writer, _recorder). Each argv is compared whole: the YAML
+runs it as it is."""
 
 import json
 import time
 
-from kiln.validation import profiles, suites
+from kiln.validation import profiles, registry, suites
 from tests.unit.test_filter_plugins import filters
 
 VALIDATE = filters("kiln_validate")
@@ -23,6 +24,9 @@ SETTINGS = {
     "torch_python": "python3",
     "nccl_tests_dir": "/opt/nccl-tests/build",
     "nccl_tests_image": "",
+    "nccl_tests_version": "",
+    "cuda_home": "",
+    "nccl_home": "",
     "storage": dict(profiles.STORAGE_DEFAULTS),
     "collectives": dict(profiles.COLLECTIVES_DEFAULTS),
     "burn_in": {},
@@ -32,37 +36,51 @@ SETTINGS = {
     "paths": VALIDATE["kiln_validate_paths"]("/state/raw", "r1"),
 }
 
-# What tasks/main.yml registers on each node: gpu1 has everything, gpu2 lacks torch,
-# gpu3 lacks torch, nccl-tests (and a CUDA toolkit: kiln.node.cuda_toolchain found only
-# NCCL) and the MPI check; on gpu4 the looks were skipped.
+# What tasks/main.yml registers on each node (kiln.node.prerequisites' JSON, as
+# suites.FOUND): gpu1 has everything, gpu2 lacks torch, gpu3 lacks torch, nccl-tests
+# (and a CUDA toolkit: kiln.node.cuda_toolchain found only NCCL) and the MPI check; on
+# gpu4 the look was skipped.
 NO_CUDA = {"cuda": None, "nccl": {"home": "/usr", "version": "2.28.9"}, "mpi": None}
+NO_TORCH = {"rc": 1, "stdout": "", "stderr": "ModuleNotFoundError: No module named 'torch'"}
+
+
+def looked(torch=None, nccl_tests=None, mpi_check=None, toolchain=None) -> dict:
+    """The look's registered result on a node, as Ansible's command module gives it."""
+    found = {"torch": torch, "nccl_tests": nccl_tests, "mpi_check": mpi_check}
+    return {"rc": 0, "stdout": json.dumps({**found, "toolchain": toolchain}), "stderr": ""}
+
+
+TORCH = {"rc": 0, "stdout": "2.5.1\n", "stderr": ""}
 HOSTVARS = {
-    "gpu1": {
-        "_validate_torch": {"rc": 0, "stdout": "2.5.1"},
-        "_validate_nccl_tests": {"stat": {"exists": True}},
-        "_validate_mpi_check": {"stat": {"exists": True}},
-    },
-    "gpu2": {
-        "_validate_torch": {"rc": 1},
-        "_validate_nccl_tests": {"stat": {"exists": True}},
-        "_validate_mpi_check": {"stat": {"exists": True}},
-    },
+    "gpu1": {suites.FOUND: looked(TORCH, nccl_tests=True, mpi_check=True)},
+    "gpu2": {suites.FOUND: looked(NO_TORCH, nccl_tests=True, mpi_check=True)},
     "gpu3": {
-        "_validate_torch": {"rc": 127},
-        "_validate_nccl_tests": {"stat": {"exists": False}},
-        "_validate_toolchain": {"rc": 0, "stdout": json.dumps(NO_CUDA)},
-        "_validate_mpi_check": {"stat": {"exists": False}},
+        suites.FOUND: looked(
+            {**NO_TORCH, "rc": 127}, nccl_tests=False, mpi_check=False, toolchain=NO_CUDA
+        )
     },
-    "gpu4": {
-        "_validate_torch": {"skipped": True},
-        "_validate_nccl_tests": {"skipped": True},
-        "_validate_mpi_check": {"skipped": True},
-    },
+    "gpu4": {suites.FOUND: {"skipped": True, "changed": False}},
 }
 
 
 LAUNCHER = ["/usr/bin/python3", "/usr/local/libexec/kiln/probe_launcher.py"]
 PROBE = ["/usr/bin/python3", "/usr/local/libexec/kiln/node_probe.py"]
+# Where kiln.node.records (node_probe.py record) writes the run's records on the
+# controller; the role brings them back (tasks/bring.yml).
+ON = "/var/lib/kiln/validate/r1-controller"
+
+
+def run(record: str, *argv: str, add: str = "") -> list[str]:
+    """argv recorded: its JSON output written as the controller's record `record`."""
+    extra = ["--json", add] if add else []
+    return [*PROBE, "record", "run", "--out", f"{ON}/{record}", *extra, "--", *argv]
+
+
+def step(record: str, name: str, *argv: str) -> list[str]:
+    """An srun step whose end is written under `name` in the controller's `record`."""
+    return [*PROBE, "record", "step", "--out", f"{ON}/{record}", "--name", name, "--", *argv]
+
+
 # The storage suite's settings as node_probe.py reads them (`storage --config`).
 STORAGE_CONFIG = (
     '{"run": "r1", "user": "nobody", "params": {"file_size_mib": 4096, "block_size": "1M",'
@@ -124,47 +142,79 @@ def test_prepare_for_a_validation_where_nodes_lack_benchmarks():
             },
         },
         "within_node": True,
+        "records": {
+            # Each step skipped until it runs, and the collectives' notes as above.
+            "storage_steps": {
+                "storage": {"skipped": True},
+                "cold_import": {"skipped": True},
+                "cold_import_skipped": "",
+            },
+            "collectives_steps": {
+                "single_node": {"skipped": True},
+                "multi_node": {"skipped": True},
+                **prepared["collectives_notes"],
+            },
+        },
         "commands": {
-            "srun_time": [
+            "srun_time": run(
+                "srun.json",
                 *LAUNCHER,
                 *("srun-time", "--nodes", "gpu3,gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
                 *("--timeout", "30"),
-            ],
+            ),
             "mpi_nodes": ["gpu2", "gpu1", "gpu4"],
-            "mpi": [
+            "mpi": run(
+                "mpi.json",
                 *LAUNCHER,
                 *("mpi", "--nodes", "gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
                 *("--program", "/usr/local/libexec/kiln/kiln-mpi-check"),
+                add='{"unbuilt": ["gpu3"]}',
+            ),
+            "mpi_skipped": [
+                *(*PROBE, "record", "note", "--out", f"{ON}/mpi.json", "--name", "skipped"),
+                *("--", suites.NO_MPI_CHECK),
             ],
-            "storage": [
+            "storage": step(
+                "storage_steps.json",
+                "storage",
                 *srun("kiln-validate-storage", ranks=1),
                 *PROBE,
                 *("storage", "--config", STORAGE_CONFIG),
                 *("--out", "/var/lib/kiln/validate/r1/storage.json"),
+            ),
+            "cold_import_skipped": [
+                *(*PROBE, "record", "note", "--out", f"{ON}/storage_steps.json"),
+                *("--name", "cold_import_skipped", "--"),
             ],
-            "collectives_node": [
+            "collectives_node": step(
+                "collectives_steps.json",
+                "single_node",
                 *srun("kiln-validate-node-collectives", ranks=8),
                 *BENCH,
                 *("--per-node", "--out", "/var/lib/kiln/validate/r1/collectives_node.json"),
-            ],
-            "collectives_all": [
+            ),
+            "collectives_all": step(
+                "collectives_steps.json",
+                "multi_node",
                 *srun("kiln-validate-collectives", ranks=8),
                 *BENCH,
                 *("--out", "/var/lib/kiln/validate/r1/collectives_all.json"),
-            ],
-            "nccl_tests": [
+            ),
+            "nccl_tests": run(
+                "nccl_tests.json",
                 *LAUNCHER,
                 *("nccl-tests", "--nodes", "gpu3,gpu2,gpu1,gpu4", "--reservation", "kiln_validate"),
                 *("--bin-dir", "/opt/nccl-tests/build", "--ranks-per-node", "8"),
                 *("--min-bytes", "1048576", "--max-bytes", "8589934592", "--time", "17"),
                 *("--container-image", ""),
-            ],
-            "pairs": [
+            ),
+            "pairs": run(
+                "pairs.json",
                 *LAUNCHER,
                 *("pairs", "--reservation", "kiln_validate", "--ranks-per-node", "8"),
                 *("--time", "17", "--pairs", "gpu1,gpu2", "gpu3,gpu4", "--", *BENCH),
                 *("--collectives", "all_reduce"),
-            ],
+            ),
         },
     }
 
@@ -213,15 +263,17 @@ def test_a_burn_in_round_stresses_every_node_with_the_profiles_load():
     params = {**profiles.BURN_IN_DEFAULTS, "memory_fraction": 0.85, "threads": 4}
     round_ = {**SETTINGS, "burn_in_step": "round", "burn_in": params, "burn_in_seconds": 450}
     commands = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu1", "gpu2"], round_)["commands"]
-    assert commands["burn_stress"] == [
+    assert commands["burn_stress"] == step(
+        "burn_in_steps.json",
+        "stress",
         *srun("kiln-burn-in-stress", ranks=1, nodes="gpu1,gpu2"),
         *("python3", "/usr/local/libexec/kiln/burn_stress.py", "--seconds", "450"),
         *("--device", "cuda", "--dtype", "bfloat16", "--size", "16384"),
         *("--memory-fraction", "0.85", "--threads", "4", "--interval", "5"),
         *("--out", "/var/lib/kiln/validate/r1/burn_stress.json"),
-    ]
+    )
     # The round's suites run in the same step settings, the stress's length included.
-    assert commands["storage"][:9] == srun("kiln-validate-storage", 1, "gpu1,gpu2")
+    assert commands["storage"][9:18] == srun("kiln-validate-storage", 1, "gpu1,gpu2")
 
 
 def test_srun_minutes_round_down_then_add_their_margin():
@@ -246,24 +298,26 @@ def test_one_rank_per_node_skips_the_within_node_runs_with_a_note():
 
 
 def toolchain(cuda: bool, nccl: bool) -> dict:
-    """kiln.node.cuda_toolchain's report, as tasks/main.yml registers it."""
-    found = {
+    """kiln.node.cuda_toolchain's report, as kiln.node.prerequisites includes it."""
+    return {
         "cuda": {"home": "/usr/local/cuda-13.0", "version": "13.0.88"} if cuda else None,
         "nccl": {"home": "/usr", "version": "2.28.9"} if nccl else None,
         "mpi": None,
     }
-    return {"rc": 0, "stdout": json.dumps(found)}
 
 
 def test_on_a_gpu_profile_each_unmeasured_node_is_told_what_it_lacks():
     """Neither torch nor nccl-tests on any node: each reason names what is missing there,
     from the look at its CUDA toolkit and NCCL."""
-    bare = {"_validate_torch": {"rc": 1}, "_validate_nccl_tests": {"stat": {"exists": False}}}
+
+    def bare(toolchain):
+        return {suites.FOUND: looked(NO_TORCH, nccl_tests=False, toolchain=toolchain)}
+
     hostvars = {
-        "gpu1": {**bare, "_validate_toolchain": toolchain(cuda=False, nccl=False)},
-        "gpu2": {**bare, "_validate_toolchain": toolchain(cuda=True, nccl=True)},
-        "gpu3": {**bare, "_validate_toolchain": {"rc": 1, "stdout": "", "stderr": "No module"}},
-        "gpu4": {**bare, "_validate_toolchain": toolchain(cuda=True, nccl=False)},
+        "gpu1": bare(toolchain(cuda=False, nccl=False)),
+        "gpu2": bare(toolchain(cuda=True, nccl=True)),
+        "gpu3": bare(None),  # no report of the toolchain: nothing more is known
+        "gpu4": bare(toolchain(cuda=True, nccl=False)),
     }
     pinned = {**SETTINGS, "nccl_tests_dir": "/opt/nccl-tests/2.19.6/bin"}
     nodes = ["gpu1", "gpu2", "gpu3", "gpu4"]
@@ -291,9 +345,9 @@ def test_on_a_gpu_profile_each_unmeasured_node_is_told_what_it_lacks():
 def test_a_benchmark_that_runs_or_a_cpu_profile_leaves_every_node_measured():
     """torch everywhere (nccl-tests missing), nccl-tests everywhere (torch missing), an
     image bringing nccl-tests, or the lab's gloo profile: no node is unmeasured."""
-    no_nccl = {"_validate_torch": {"rc": 0}, "_validate_nccl_tests": {"stat": {"exists": False}}}
-    no_torch = {"_validate_torch": {"rc": 1}, "_validate_nccl_tests": {"stat": {"exists": True}}}
-    neither = {"_validate_torch": {"rc": 1}, "_validate_nccl_tests": {"stat": {"exists": False}}}
+    no_nccl = {suites.FOUND: looked(TORCH, nccl_tests=False, toolchain=NO_CUDA)}
+    no_torch = {suites.FOUND: looked(NO_TORCH, nccl_tests=True)}
+    neither = {suites.FOUND: looked(NO_TORCH, nccl_tests=False, toolchain=NO_CUDA)}
     lab = profiles.load("lab-cpu")
     cpu = {**SETTINGS, "collectives": lab.collectives, "storage": lab.storage}
     image = {**SETTINGS, "nccl_tests_image": "nvcr.io#nvidia/pytorch:25.01-py3"}
@@ -308,7 +362,8 @@ def test_a_benchmark_that_runs_or_a_cpu_profile_leaves_every_node_measured():
 
 
 def test_a_node_missing_from_the_inventory_lacks_nothing_it_was_not_checked_for():
-    assert suites.lacking(HOSTVARS, ["gpu9", "gpu1"], "") == {
+    found = {node: suites.Found.on(HOSTVARS, node) for node in ("gpu9", "gpu1")}
+    assert suites.lacking(found, ["gpu9", "gpu1"], "") == {
         "torch": [],
         "nccl_tests": [],
         "mpi_check": [],
@@ -389,17 +444,20 @@ def test_the_cold_import_imports_the_tree_or_the_operators_module_or_says_why_no
 
 
 def _import_argv(config: str, nodes="gpu3,gpu2,gpu1,gpu4") -> list[str]:
-    return [
+    return step(
+        "storage_steps.json",
+        "cold_import",
         *srun("kiln-validate-import", ranks=1, nodes=nodes),
         *(*PROBE, "cold-import", "--config", config),
         *("--out", "/var/lib/kiln/validate/r1/cold_import.json"),
-    ]
+    )
 
 
 def test_the_cold_import_starts_on_every_node_10_s_after_its_argv_is_made():
-    shared = suites.prepare(HOSTVARS, ["gpu3", "gpu2", "gpu1", "gpu4"], SETTINGS)
+    typed = suites.Settings.from_role(SETTINGS)
+    shared = registry.prepare(HOSTVARS, ["gpu3", "gpu2", "gpu1", "gpu4"], typed)
     chosen = suites.cold_import(json.dumps({"root": "/shared/.kiln/r1"}), "/shared", "")
-    assert suites.cold_import_argv(SETTINGS, shared, chosen, clock=lambda: 1795738285.9) == (
+    assert suites.cold_import_argv(typed, shared, chosen, clock=lambda: 1795738285.9) == (
         _import_argv(
             '{"run": "r1", "user": "nobody", "module": "kiln_cold_import.all",'
             ' "python": "/opt/py/bin/python3", "root": "/shared/.kiln/r1",'
@@ -412,7 +470,7 @@ def test_the_cold_import_starts_on_every_node_10_s_after_its_argv_is_made():
     before = int(time.time())
     argv = VALIDATE["kiln_validate_cold_import_argv"](own, SETTINGS, shared)
     after = int(time.time())
-    start_at = json.loads(argv[13])["start_at"]
+    start_at = json.loads(argv[22])["start_at"]
     assert before + 10 <= start_at <= after + 10
     assert argv == _import_argv(
         '{"run": "r1", "user": "nobody", "module": "torch", "python": "/opt/py/bin/python3",'
@@ -421,14 +479,35 @@ def test_the_cold_import_starts_on_every_node_10_s_after_its_argv_is_made():
     )
 
 
-def test_the_mpi_record_adds_the_unbuilt_nodes_or_says_why_nothing_ran():
-    record = VALIDATE["kiln_validate_mpi_record"]
-    ran = {"rc": 0, "stdout": json.dumps({"all": {"rc": 0, "stdout": "ok"}, "alone": {}})}
-    assert record(ran, ["gpu3"]) == {
-        "all": {"rc": 0, "stdout": "ok"},
-        "alone": {},
-        "unbuilt": ["gpu3"],
-    }
-    assert record({"skipped": True, "changed": False}, ["gpu1", "gpu2"]) == {
-        "skipped": "no node under test has it (provision with the mpi role, mpi_openmpi: true)"
-    }
+def test_the_nccl_tests_argv_is_the_launchers_and_an_image_reaches_srun(monkeypatch):
+    """The builder's argv parses as the launcher's command line (a name on one side
+    only was refused on every cluster with nccl-tests), and an image goes to srun, as
+    pyxis's option, before the program."""
+    from tests.node_scripts import probe_launcher
+
+    launched = []
+
+    def fake_run(argv, timeout, stdin=None):
+        launched.append(argv)
+        return {"rc": 0, "stdout": "", "stderr": ""}
+
+    monkeypatch.setattr(probe_launcher, "run", fake_run)
+    for image, expected in (
+        ("", []),
+        ("/shared/nccl.sqsh", ["--container-image=/shared/nccl.sqsh"]),
+    ):
+        settings = {**SETTINGS, "nccl_tests_image": image}
+        argv = VALIDATE["kiln_validate_prepare"](HOSTVARS, ["gpu1"], settings)["commands"][
+            "nccl_tests"
+        ]
+        launcher_argv = argv[argv.index("--") + 1 :]
+        assert launcher_argv[:2] == LAUNCHER
+        args = probe_launcher.arguments().parse_args(launcher_argv[2:])
+        assert args.container_image == image
+        launched.clear()
+        probe_launcher.nccl_tests(args)
+        assert len(launched) == 3  # all_reduce, all_gather, reduce_scatter across nodes
+        for srun_argv in launched:
+            at = next(i for i, a in enumerate(srun_argv) if a.startswith("/opt/nccl-tests/"))
+            assert srun_argv[at - len(expected) : at] == expected
+            assert sum(a.startswith("--container-image") for a in srun_argv) == len(expected)

@@ -367,7 +367,7 @@ def test_nccl_tests_never_schedules_a_one_rank_run(monkeypatch, ranks_per_node):
     monkeypatch.setattr(probe_launcher, "run", fake_run)
     args = argparse.Namespace(
         nodes="a,b", reservation="r", bin_dir="/x", collectives="all_reduce", time=1,
-        ranks_per_node=ranks_per_node, min_bytes=1, max_bytes=2, container=[],
+        ranks_per_node=ranks_per_node, min_bytes=1, max_bytes=2, container_image="",
     )  # fmt: skip
     probe_launcher.nccl_tests(args)
     nodes = sorted(next(a for a in argv if a.startswith("--nodes=")) for argv in launched)
@@ -546,7 +546,7 @@ def test_the_srun_probes_outputs_read_whole(tmp_path, on_path):
     stand_in(on_path, "all_reduce_perf", f"cat {FIXTURES}/nccl-tests/all_reduce_1node.txt")
     args = argparse.Namespace(
         nodes="gpu001,gpu002", reservation="r", bin_dir=str(on_path), collectives="all_reduce",
-        time=1, ranks_per_node=8, min_bytes=1, max_bytes=2, container=[],
+        time=1, ranks_per_node=8, min_bytes=1, max_bytes=2, container_image="",
     )  # fmt: skip
     written = probe_launcher.nccl_tests(args)
     outputs = reads_whole(layout.NcclTests, written)

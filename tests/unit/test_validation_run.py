@@ -5,6 +5,7 @@ torch benchmark produce (fio's JSON is a recorded fixture)."""
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict
 from tests.conftest import cluster_inventory
 from tests.results_files import Written
+from tests.unit.test_validate_suites import SETTINGS as ROLE_SETTINGS
 
 MULTI = "collectives.all_reduce.multi_node"
 
@@ -393,23 +395,26 @@ def test_why_a_node_was_not_tested_decides_its_verdict_in_validate_and_burn_in()
     }
 
 
+# The role's settings, typed as kiln.validation.suites reads them.
+SETTINGS = suites.Settings.from_role(ROLE_SETTINGS)
+
+
 def collectives_steps_without_benchmarks(profile: str) -> dict:
     """collectives_steps.json as the role writes it where no node has torch or nccl-tests
     (kiln.validation.suites decides the notes; neither benchmark step ran), the
     look at each node's toolchain finding no CUDA toolkit and no NCCL."""
-    bare = {
-        "_validate_torch": {"rc": 1},
-        "_validate_nccl_tests": {"stat": {"exists": False}},
-        "_validate_toolchain": {"rc": 0, "stdout": '{"cuda": null, "nccl": null, "mpi": null}'},
-    }
+    bare = suites.Found(
+        torch={"rc": 1, "stdout": "", "stderr": "No module named 'torch'"},
+        nccl_tests=False,
+        toolchain={"cuda": None, "nccl": None, "mpi": None},
+    )
     loaded = profiles.load(profile)
-    settings = {
-        "torch_python": "python3",
-        "nccl_tests_dir": "/opt/nccl-tests/2.19.6/bin",
-        "nccl_tests_image": "",
-        "nccl_tests_version": "2.19.6",
-        "collectives": loaded.collectives,
-    }
+    settings = replace(
+        SETTINGS,
+        nccl_tests_dir="/opt/nccl-tests/2.19.6/bin",
+        nccl_tests_version="2.19.6",
+        collectives=loaded.collectives,
+    )
     lack = suites.lacking(dict.fromkeys(NODES, bare), NODES, "")
     unmeasured = suites.unmeasured(dict.fromkeys(NODES, bare), NODES, settings, lack)
     skipped = {"skipped": True}

@@ -16,14 +16,14 @@ from kiln.errors import ExitCode, InputError, KilnError
 from kiln.report import model
 from kiln.run import ids
 from kiln.run.events import RunSummary
-from kiln.validation import assess, collect, drain, pairs, profiles
+from kiln.validation import assess, collect, drain, pairs, profiles, registry
 from kiln.validation import results as layout
 from kiln.validation.burn_in_judge import Limits, device_label, first_failures, judge_round
 from kiln.validation.burn_in_samples import NodeRound, read_node
 from kiln.validation.verdicts import Judgement, Verdict, fmt
 
 SUITE = "burn-in"
-SUITES = ["collectives", "storage"]  # between stress rounds, judged like kiln validate
+SUITES = list(registry.BURN_IN)  # between stress rounds, judged like kiln validate
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 LONGEST = 14 * 86400
 SHORTEST = 30

@@ -12,11 +12,11 @@ from kiln.errors import ExitCode
 from kiln.inventory import ClusterSpec
 from kiln.report import model
 from kiln.run.events import RunSummary
-from kiln.validation import assess, collect, drain, pairs, profiles
+from kiln.validation import assess, collect, drain, pairs, profiles, registry
 from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict
 
-SUITES = ("slurm", "storage", "collectives")
+SUITES = registry.NAMES
 PAIR_TEST = pairs.MULTI_NODE
 
 

@@ -8,13 +8,12 @@ from kiln import inventory, lock
 from kiln.commands import end_campaign, inventory_option, parse_nodes, warn
 from kiln.errors import InputError
 from kiln.run import display
+from kiln.validation import registry
 
 
 @click.command()
 @inventory_option
-@click.option(
-    "--suite", "suites", help="Comma-separated: slurm, storage, collectives (default all)."
-)
+@click.option("--suite", "suites", help=registry.help_text())
 @click.option(
     "--profile",
     help="Reference numbers: a shipped profile or a YAML file "
@@ -90,15 +89,13 @@ def _install_timer(spec: inventory.ClusterSpec) -> None:
 
 
 def _suites(text: str | None) -> list[str]:
-    from kiln.campaigns.validate import SUITES
-
     if not text:
-        return list(SUITES)
+        return list(registry.NAMES)
     asked = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in asked if s not in SUITES]
+    unknown = [s for s in asked if s not in registry.NAMES]
     if unknown or not asked:
         raise InputError(
             f"--suite: unknown suite {unknown[0] if unknown else text!r}; "
-            f"choose from {', '.join(SUITES)}"
+            f"choose from {', '.join(registry.NAMES)}"
         )
-    return [s for s in SUITES if s in asked]
+    return [s for s in registry.NAMES if s in asked]

@@ -1,7 +1,9 @@
 """Read a validation run's raw results (what validate.yml brought back, laid out as
-kiln.validation.results says) into findings. A finding is a measured value (judged
-later against the profile and the fleet) or a check that already has its verdict (a
-mount that is missing fails whatever the profile).
+kiln.validation.results says) into findings, one collector per suite (`slurm_suite`,
+`storage_suite`, `collectives_suite`), each named by its kiln.validation.registry
+entry. A finding is a measured value (judged later against the profile and the
+fleet) or a check that already has its verdict (a mount that is missing fails
+whatever the profile).
 """
 
 from dataclasses import dataclass, field
@@ -9,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln import files, hostlist
-from kiln.validation import drain, fio, nccl_judge, nccl_tests
+from kiln.validation import drain, fio, nccl_judge, nccl_tests, registry
 from kiln.validation import results as layout
 from kiln.validation.nccl_judge import PLATEAU_BYTES
 from kiln.validation.results import Layout
@@ -70,6 +72,9 @@ def skipped_checks(skipped: dict[str, str]) -> list[Check]:
 
 
 def collect(results: Path, nodes: list[str], suites: list[str]) -> Collected:
+    """A run's findings: each node's Slurm state, or why the plan left it out; then
+    each suite asked for through its collector (kiln.validation.registry names it), in
+    the registry's order, on the nodes the suites ran on."""
     found = Collected(nodes)
     state = layout.SlurmState.from_json(Layout(results).load(layout.SLURM_STATE))
     found.states = drain.parse_states(state.scontrol)
@@ -82,16 +87,12 @@ def collect(results: Path, nodes: list[str], suites: list[str]) -> Collected:
             note = f" ({seen.reason})" if seen.reason else ""
             found.checks.append(Check(node, "slurm.state", "", Verdict.PASS, seen.state + note))
     tested = [str(n) for n in plan(results).get("test", [])]
-    if "slurm" in suites:
-        _slurm(found, results, tested)
-    if "storage" in suites:
-        _storage(found, results, tested)
-    if "collectives" in suites:
-        _collectives(found, results, tested)
+    for suite in registry.chosen(suites):
+        globals()[suite.collector](found, results, tested)
     return found
 
 
-def _slurm(found: Collected, results: Path, tested: list[str]) -> None:
+def slurm_suite(found: Collected, results: Path, tested: list[str]) -> None:
     srun = layout.Command.by_name(Layout(results).load(layout.SRUN))
     for node in tested:
         outcome = srun.get(node)
@@ -184,7 +185,7 @@ def _mpi_report(found: Collected, across: layout.Command, ran: list[str]) -> Non
             found.measures.append(Measure(node, "slurm.mpi_bandwidth", "", max(bandwidths)))
 
 
-def _storage(found: Collected, results: Path, tested: list[str]) -> None:
+def storage_suite(found: Collected, results: Path, tested: list[str]) -> None:
     steps = layout.StorageSteps.from_json(Layout(results).load(layout.STORAGE_STEPS))
     if steps.cold_import_skipped:
         found.notes.append(f"cold-import test skipped: {steps.cold_import_skipped}")
@@ -264,7 +265,7 @@ def plateau_busbw(
     return max(top), points
 
 
-def _collectives(found: Collected, results: Path, tested: list[str]) -> None:
+def collectives_suite(found: Collected, results: Path, tested: list[str]) -> None:
     steps = layout.CollectivesSteps.from_json(Layout(results).load(layout.COLLECTIVES_STEPS))
     # With one rank per node the within-node runs were not scheduled (no link to cross).
     within = [] if steps.single_node_skipped else tested

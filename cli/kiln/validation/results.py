@@ -20,8 +20,12 @@ On the control node, in the run's results directory:
     burn_in_steps.json            how the round's stress step ended
     health/NODE.json              kiln-health's passive check after the round
 A burn-in keeps one such directory per round.
-On each node, while the run lasts: NODE_ROOT/RUN/KIND.json for each of NODE_KINDS, which
-the role brings back as KIND/NODE.json.
+Every file is written on the host where it is made, by Python (kiln.node.records, or the
+probe and the benchmarks), then brought back by the role:
+- on the first controller, NODE_ROOT/RUN-controller/NAME for each of CONTROLLER_RECORDS,
+  brought back as NAME;
+- on each node under test, NODE_ROOT/RUN/KIND.json for each of NODE_KINDS and
+  NODE_RECORDS, brought back as KIND/NODE.json.
 """
 
 import math
@@ -49,6 +53,21 @@ BURN_IN_STEPS = "burn_in_steps.json"
 HEALTH = "health"
 # Written on each node by the probe or the benchmarks, then brought back per node.
 NODE_KINDS = ("storage", "cold_import", "collectives_node", "collectives_all", "burn_stress")
+# Written on each node by kiln.node.records (unmunge's outcome, kiln-health's checks).
+NODE_RECORDS = (MUNGE, HEALTH)
+# Written on the first controller by kiln.node.records (the run's state and the srun
+# steps' outcomes), then brought back by name.
+CONTROLLER_RECORDS = {
+    "slurm_state": SLURM_STATE,
+    "prerequisites": PREREQUISITES,
+    "srun": SRUN,
+    "mpi": MPI,
+    "storage_steps": STORAGE_STEPS,
+    "collectives_steps": COLLECTIVES_STEPS,
+    "nccl_tests": NCCL_TESTS,
+    "pairs": PAIRS,
+    "burn_in_steps": BURN_IN_STEPS,
+}
 
 
 @dataclass(frozen=True)
@@ -126,7 +145,7 @@ def _fits(value: Any, kinds: tuple[type, ...]) -> bool:
 
 @dataclass
 class Step(Record):
-    """How one srun step ended (the kiln_validate_step filter)."""
+    """How one srun step ended (kiln.node.records.step)."""
 
     rc: int | None = None
     stderr: str = ""
@@ -384,24 +403,21 @@ class Pair(Record):
 
 
 def for_role(results_dir: str, run: str) -> dict[str, Any]:
-    """Every path the validate role writes, by name (the kiln_validate_paths filter),
-    and the program it starts that another role builds."""
-    root = Path(results_dir)
+    """What the validate role needs of the layout (the kiln_validate_paths filter): the
+    results directory, where the records are made on the nodes (`node_dir` and its
+    `node_kinds`) and on the controller (`on_controller` by name, in
+    `controller_dir`, brought back as `controller_records`), and the program it starts
+    that another role builds."""
+    controller_dir = f"{NODE_ROOT}/{run}-controller"
     return {
-        "results": str(root),
-        "slurm_state": str(root / SLURM_STATE),
-        "prerequisites": str(root / PREREQUISITES),
-        "srun": str(root / SRUN),
-        "mpi": str(root / MPI),
-        "munge": str(root / MUNGE),
-        "storage_steps": str(root / STORAGE_STEPS),
-        "collectives_steps": str(root / COLLECTIVES_STEPS),
-        "nccl_tests": str(root / NCCL_TESTS),
-        "pairs": str(root / PAIRS),
-        "burn_in_steps": str(root / BURN_IN_STEPS),
-        "health": str(root / HEALTH),
+        "results": str(Path(results_dir)),
         "node_dir": f"{NODE_ROOT}/{run}",
-        "node_kinds": list(NODE_KINDS),
+        "node_kinds": [*NODE_KINDS, *NODE_RECORDS],
+        "controller_dir": controller_dir,
+        "controller_records": list(CONTROLLER_RECORDS.values()),
+        "on_controller": {
+            key: f"{controller_dir}/{name}" for key, name in CONTROLLER_RECORDS.items()
+        },
         "mpi_check": mpi.CHECK_PROGRAM,
     }
 

@@ -11,6 +11,8 @@ node (kiln.validation).
     storage     (on each node, through srun) mount check, then fio and small files
     cold-import (on each node, through srun) all nodes import a package tree at once
     remove      (on the controller) remove this run's package tree
+    record      (on the controller, or a node) write one of the run's records:
+                kiln.node.records, whose arguments follow
 
 Shared mounts may be writable by any user, and srun starts this probe as root. So every
 directory it works in on a mount is made fresh for this run (`.kiln-validate-RUN-...`,
@@ -32,7 +34,7 @@ from pathlib import Path
 
 # Kiln's node library: kiln.node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
 sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")
-from kiln.node import commands
+from kiln.node import commands, records
 
 MOUNT_CHECK = "/usr/local/sbin/kiln-mount-check"
 TREE_PACKAGE = "kiln_cold_import"
@@ -340,6 +342,8 @@ def remove_tree(args: argparse.Namespace) -> dict:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["record"]:
+        return records.main(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("tree", "remove"):
@@ -375,9 +379,7 @@ def main() -> int:
     if not SAFE_NAME.fullmatch(str(config.get("run", "-"))):
         parser.error(f"unsafe run id {config.get('run')!r}")
     result = storage(config) if args.command == "storage" else cold_import(config)
-    out = Path(args.out)
-    out.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    out.write_text(json.dumps(result))
+    records.write(args.out, result, merge=False)
     return 0
 
 

@@ -168,8 +168,10 @@ def nccl_tests(args: argparse.Namespace) -> dict:
     found: dict = {"single_node": {n: {} for n in nodes}, "multi_node": {}}
 
     def one(nodelist: list[str], collective: str, into: dict) -> None:
+        # pyxis's option, where srun reads it: before the program.
+        image = [f"--container-image={args.container_image}"] if args.container_image else []
         command = [
-            *args.container,
+            *image,
             f"{args.bin_dir}/{collective}_perf",
             *("-b", str(args.min_bytes), "-e", str(args.max_bytes), "-f", "2", "-g", "1"),
         ]
@@ -191,7 +193,8 @@ def nccl_tests(args: argparse.Namespace) -> dict:
     return found
 
 
-def main() -> int:
+def arguments() -> argparse.ArgumentParser:
+    """The launcher's command line, as kiln.validation.suites builds it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("srun-time")
@@ -219,12 +222,15 @@ def main() -> int:
     p.add_argument("--max-bytes", type=int, default=8 << 30)
     p.add_argument("--time", type=int, default=15, help="minutes per run")
     p.add_argument(
-        "--container",
-        nargs="*",
-        default=[],
-        help="pyxis options, e.g. --container-image=/shared/nccl-tests.sqsh",
+        "--container-image",
+        default="",
+        help="an image with nccl-tests, started through pyxis; empty: on the host",
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = arguments().parse_args()
     if args.command == "srun-time":
         print(json.dumps(srun_time(args)))
         return 0
