@@ -4,7 +4,8 @@
 #       the named scenarios (all when none), one at a time, on KILN_MOLECULE_DISTRO (default
 #       trixie); the scenarios with nodes of two releases (enroot, hpcx, nvidia_driver) put
 #       the second on KILN_MOLECULE_OLDER (default bookworm). --os ubuntu: Ubuntu 24.04
-#       (noble) and 22.04 (jammy); --os debian: Debian 13 and 12.
+#       (noble) and 22.04 (jammy); --os debian: Debian 13 and 12. The driver's node of
+#       Canonical's packages runs KILN_MOLECULE_UBUNTU (default noble).
 #   scripts/molecule.sh --ci
 #       what `make molecule` runs: each scenario on the releases of CI_RELEASES below
 # Builds the node images it needs once and creates the shared scenario network, which
@@ -20,7 +21,8 @@ subnet_prefix=10.214.0
 # scenario (munge, slurm, mpi, pyxis, the health check; config files pushed, which the lab
 # does not do), storage's and monitoring's on noble, enroot's (base, nccl_env, enroot)
 # with noble beside Debian 12. The driver's scenario stays on Debian 12 and 13 (Debian's
-# own driver packages, which no other test installs), and HPC-X's too (its nccl-tests
+# own driver packages, which no other test installs; its drv-ubuntu node installs
+# Canonical's on Ubuntu 24.04), and HPC-X's too (its nccl-tests
 # build is made against Debian 13's Open MPI). Ubuntu 22.04 runs by hand (`--os ubuntu`).
 # docs/performance.md has the times.
 declare -A CI_RELEASES=(
@@ -40,7 +42,11 @@ if [ "${1:-}" = "--os" ]; then
   esac
   shift 2
 fi
+# The driver's scenario also has a node of Ubuntu's own driver packages (drv-ubuntu).
 images=("${KILN_MOLECULE_DISTRO:-trixie}" "${KILN_MOLECULE_OLDER:-bookworm}")
+if [ "$#" -eq 0 ] || [[ " $* " == *" --ci "* || " $* " == *" nvidia_driver "* ]]; then
+  images+=("${KILN_MOLECULE_UBUNTU:-noble}")
+fi
 if [ "${1:-}" = "--ci" ]; then
   # shellcheck disable=SC2206  # each value is two names
   for releases in "${CI_RELEASES[@]}"; do images+=($releases); done

@@ -36,23 +36,29 @@ def test_every_scenario_runs_in_ci_once():
 
 
 IMAGE = re.compile(
-    r"localhost/kiln-node:(?:\$\{(KILN_MOLECULE_DISTRO|KILN_MOLECULE_OLDER):-(\w+)\}|(\w+))"
+    r"localhost/kiln-node:(?:\$\{(KILN_MOLECULE_DISTRO|KILN_MOLECULE_OLDER|KILN_MOLECULE_UBUNTU)"
+    r":-(\w+)\}|(\w+))"
 )
+DEFAULTS = {"KILN_MOLECULE_DISTRO": "trixie", "KILN_MOLECULE_OLDER": "bookworm"}
 
 
 def test_every_scenario_takes_its_releases_from_the_variables_but_debians_driver_nodes():
     """Ubuntu (or any lab release) is chosen for every scenario by KILN_MOLECULE_DISTRO and
     KILN_MOLECULE_OLDER (scripts/molecule.sh --os); only the nodes of the driver's debian
-    source, Debian's alone, name their release."""
-    fixed = {}
+    source, Debian's alone, name their release, and its ubuntu source's node, Ubuntu's
+    alone, takes KILN_MOLECULE_UBUNTU (Ubuntu 24.04 unless it names 22.04)."""
+    fixed, ubuntu = {}, []
     for scenario in SCENARIOS:
         for platform in platforms(scenario):
             variable, default, named = IMAGE.fullmatch(platform["image"]).groups()
             if named:
                 fixed[platform["name"]] = named
+            elif variable == "KILN_MOLECULE_UBUNTU":
+                ubuntu.append((platform["name"], default))
             else:
-                assert default == {"KILN_MOLECULE_DISTRO": "trixie"}.get(variable, "bookworm")
+                assert default == DEFAULTS[variable]
     assert fixed == {"drv-bookworm": "bookworm", "drv-trixie": "trixie"}
+    assert ubuntu == [("drv-ubuntu", "noble")]
 
 
 def test_ci_names_known_releases_for_every_scenario():
