@@ -3,13 +3,9 @@ and the reservation and node state command lines the roles run on the
 controller (argv lists: no value passes through a shell)."""
 
 import hashlib
-import sys
 from pathlib import Path
 
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln import node
 from kiln.node import slurm_jobs

@@ -1,13 +1,7 @@
 """Filters that hand validation decisions to kiln.validation: which nodes can be tested,
 which Kiln drained earlier, and what the suites run (kiln.validation.suites)."""
 
-import sys
-from pathlib import Path
-
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln.validation import drain, results, suites
 
