@@ -16,6 +16,7 @@ import yaml
 
 import kiln.node
 from kiln.node import commands, files, metrics, nvidia_smi, slurm_jobs, slurm_state
+from kiln.roles import node_library
 from kiln.validation import drain
 from tests.conftest import REPO
 from tests.node_scripts import health_active
@@ -145,7 +146,7 @@ def test_each_task_file_that_runs_a_probe_imports_the_library_before_it():
                 assert imports and imports[0] < runs[0], f"{role_dir.name}/tasks/{tasks.name}"
 
 
-@pytest.mark.parametrize("root", [None, kiln.node.DRY_RUN_DIR])
+@pytest.mark.parametrize("root", [None, node_library.DRY_RUN_DIR])
 def test_the_filter_ships_the_package_whole(root):
     """To INSTALL_DIR, or under a dry run's copy."""
     shipped = filters("kiln_node")["kiln_node_library"](root)
@@ -171,7 +172,7 @@ def test_the_filter_ships_the_package_whole(root):
 def test_the_node_programs_run_with_the_shipped_files_alone(tmp_path):
     """No site-packages (-S), so no other kiln: what the filter ships, where
     KILN_NODE_LIBRARY names it (a dry run's copy), is all there is."""
-    for name, text in kiln.node.shipped_files().items():
+    for name, text in node_library.shipped_files().items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     for role, names in IMPORTERS.items():
@@ -579,7 +580,7 @@ DRY_RUN = """
 def test_a_dry_run_writes_nothing_and_its_probes_read_a_copy_it_replaces(tmp_path):
     """Check mode on a node without the library: nothing installed, the later role's
     import skipped, and the probe (no site-packages: no other kiln) runs on the copy in
-    the dry run's one place (kiln.node.DRY_RUN_DIR; here under tmp_path), which the
+    the dry run's one place (node_library.DRY_RUN_DIR; here under tmp_path), which the
     next dry run replaces whole: no directory per run is left behind."""
     from tests.collection import local_playbook
 
@@ -609,7 +610,7 @@ def test_a_dry_run_writes_nothing_and_its_probes_read_a_copy_it_replaces(tmp_pat
     assert not Path(kiln.node.INSTALL_DIR).exists()
     assert shown["dir"] == str(copy)
     assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*.py")) == sorted(
-        kiln.node.shipped_files()
+        node_library.shipped_files()
     )
     assert sorted(p.name for p in copy.iterdir()) == ["kiln"]
     assert set(shown["probe"]) == {

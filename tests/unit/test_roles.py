@@ -97,7 +97,7 @@ def test_each_roles_module_and_checks():
                 "kiln_address",
             ],
         ),
-        "node_library": (None, None, []),
+        "node_library": ("kiln.roles.node_library", None, []),
         "nvidia_driver": (
             "kiln.roles.nvidia_driver",
             "kiln.roles.nvidia_driver.settings",
@@ -217,7 +217,6 @@ def test_each_roles_logic_is_the_module_named_after_it():
         "glusterfs_server": None,
         "health": "kiln.health",
         "monitoring": "kiln.monitoring.settings",
-        "node_library": None,
         "validate": "kiln.validation",
     }
 

@@ -92,7 +92,7 @@ ROLES: dict[str, Role] = {
     for role in (
         Role("base", OWN, ("all",)),
         # Imported by base, included by each role whose node programs import kiln.node.
-        Role("node_library", None, ()),
+        Role("node_library", OWN, ()),
         Role("nvidia_driver", OWN, ("slurm_compute",)),
         Role("glusterfs_server", None, ("storage",)),
         Role("autofs", OWN, ("all",)),
