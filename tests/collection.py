@@ -2,11 +2,13 @@
 ansible-playbook from this environment, with none of the checkout's ansible.cfg and
 none of the CLI's settings."""
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from tests.conftest import REPO
 
@@ -72,3 +74,27 @@ def local_playbook(playbook: Path, *options: str, timeout: float | None = None) 
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
+
+
+# What a fresh interpreter runs to import one plugin of the checkout's kiln.cluster as
+# Ansible does (argv: collections path, kind, name); the caller adds what to print.
+IMPORT_PLUGIN = (
+    "import importlib, sys\n"
+    "from ansible.plugins.loader import init_plugin_loader\n"
+    "init_plugin_loader([sys.argv[1]])\n"
+    "importlib.import_module(f'ansible_collections.kiln.cluster.plugins.{sys.argv[2]}.{sys.argv[3]}')\n"
+)
+
+
+def collection_plugin(kind: str, name: str) -> ModuleType:
+    """A plugin of the checkout's kiln.cluster (kind: filter, lookup, action) imported as
+    Ansible imports it, through the collection loader: its import of the collection's
+    plugin_utils resolves as in a run."""
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
+
+    from kiln import paths
+
+    if AnsibleCollectionConfig.collection_finder is None:
+        init_plugin_loader([str(paths.collections_dir())])
+    return importlib.import_module(f"ansible_collections.kiln.cluster.plugins.{kind}.{name}")

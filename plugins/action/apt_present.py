@@ -5,17 +5,12 @@ the same arguments (for state=absent, only the packages still there). The decisi
 kiln.packages."""
 
 import shlex
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from ansible.plugins.action import ActionBase
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
-try:
-    from kiln import packages
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
-    from kiln import packages
+from kiln import packages
 
 _NAMES = ("name", "pkg", "package")
 # Arguments that ask apt for more than installing, removing or upgrading the packages

@@ -3,13 +3,7 @@
 roles/base/tasks/values.yml), and each node's operating system against its roles'
 (kiln.os_support)."""
 
-import sys
-from pathlib import Path
-
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln import os_support
 from kiln.inventory import checks

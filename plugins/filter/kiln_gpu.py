@@ -1,15 +1,8 @@
 """Filters that hand what a node reported to kiln.roles.nvidia_driver: the role and
 Kiln's tests judge GPUs, driver versions and pins the same way."""
 
-import sys
-from pathlib import Path
-
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
-
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln.node import slurm_state
 from kiln.roles.nvidia_driver import apt, node_plan, reboots, settings, versions

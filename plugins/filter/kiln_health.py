@@ -1,13 +1,7 @@
 """Filters that hand the health role's settings to kiln.health: what kiln-health checks
 on a node follows from the node's GPU fact and kiln.gpu_models, as Kiln's tests see it."""
 
-import sys
-from pathlib import Path
-
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln import health
 

@@ -1,15 +1,8 @@
 """Filters that hand IMEX to kiln.imex: which nodes run it, each node's domain and
 nodes_config.cfg, the package at the driver's version."""
 
-import sys
-from pathlib import Path
-
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
-
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln import imex
 from kiln.roles import slurm

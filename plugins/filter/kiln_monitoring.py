@@ -2,15 +2,8 @@
 library: Prometheus's alert rules, Grafana's dashboards and provisioning files, and
 Prometheus's console pages."""
 
-import sys
-from pathlib import Path
-
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
-
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln.monitoring import consoles, dashboards, dcgm, rules
 

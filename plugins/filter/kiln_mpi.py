@@ -1,15 +1,8 @@
 """Filters that hand the mpi role's settings to kiln.roles.mpi: the role and `kiln inventory
 check` judge them the same way, and one place renders the module files."""
 
-import sys
-from pathlib import Path
-
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
-
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln.roles import mpi
 

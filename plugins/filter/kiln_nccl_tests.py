@@ -1,13 +1,7 @@
 """Filters that hand the nccl_tests role's settings to kiln.roles.nccl_tests: the role and
 `kiln inventory check` judge them the same way, and one place plans the build."""
 
-import sys
-from pathlib import Path
-
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln import cuda_toolkit
 from kiln.roles import nccl_tests

@@ -1,42 +1,17 @@
-"""Filters of Kiln's node library (kiln.node): the files the roles ship to the nodes,
+"""Filters of Kiln's node library (kiln.node): the files the node_library role ships,
 and the reservation and node state command lines the roles run on the
 controller (argv lists: no value passes through a shell)."""
 
-import hashlib
-import sys
-from pathlib import Path
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
-
-from kiln import node
 from kiln.node import slurm_jobs
+from kiln.roles import node_library
 
 
 def kiln_node_library(root=None):
-    """{directories: [...], files: [{path, content}], manifest: {path, content, sha256},
-    dry_run_dir}, absolute paths on the node: under node.INSTALL_DIR, or under ROOT (a
-    dry run's copy, at dry_run_dir unless the run says otherwise). The manifest lists
-    each file's sha256: the role looks at it alone (one stat) and installs the files
-    only where it differs."""
-    root = Path(root or node.INSTALL_DIR)
-    files = node.shipped_files()
-    directories = sorted({str((root / name).parent) for name in files})
-    manifest = "".join(
-        f"{hashlib.sha256(text.encode()).hexdigest()}  {name}\n" for name, text in files.items()
-    )
-    return {
-        "directories": [str(root), *directories],
-        "files": [{"path": str(root / name), "content": text} for name, text in files.items()],
-        "manifest": {
-            "path": str(root / node.MANIFEST),
-            "content": manifest,
-            "sha256": hashlib.sha256(manifest.encode()).hexdigest(),
-        },
-        "dry_run_dir": node.DRY_RUN_DIR,
-    }
+    """What the node_library role installs, under node.INSTALL_DIR or ROOT (a dry run's
+    copy): kiln.roles.node_library.install."""
+    return node_library.install(root)
 
 
 def kiln_node_reserve(name, nodes, minutes, ignore_jobs=False):

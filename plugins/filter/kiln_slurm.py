@@ -1,15 +1,10 @@
 """Filters that hand Slurm config rendering to kiln.roles.slurm and kiln.topology: one
 implementation for the CLI's checks and the role."""
 
-import sys
 from pathlib import Path
 
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
-
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln import accounting
 from kiln.roles import slurm

@@ -2,13 +2,7 @@
 which Kiln drained earlier, and what the suites run (kiln.validation.registry and
 kiln.validation.suites, with the role's settings typed: suites.Settings)."""
 
-import sys
-from pathlib import Path
-
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln.validation import drain, registry, results, suites
 

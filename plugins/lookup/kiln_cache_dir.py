@@ -3,15 +3,8 @@ enroot's and pyxis's packages): the cache in Kiln's state directory, found by
 kiln.paths. `kiln` and plain ansible-playbook (or AWX) then share one cache, and
 neither fetches again what the other has (a download would show as a change)."""
 
-import sys
-from pathlib import Path
-
 from ansible.plugins.lookup import LookupBase
-
-try:
-    import kiln  # noqa: F401
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
 from kiln import paths
 

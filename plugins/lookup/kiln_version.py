@@ -4,16 +4,10 @@ The `kiln` CLI passes kiln_version; plain ansible-playbook (or AWX) does not, an
 that recorded "unknown" there would differ from the CLI's on every run: false drift
 between two equivalent runners. Both now read the same package."""
 
-import sys
-from pathlib import Path
-
 from ansible.plugins.lookup import LookupBase
+from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
-try:
-    import kiln
-except ImportError:  # plain ansible-playbook from a checkout without Kiln installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
-    import kiln
+import kiln
 
 DOCUMENTATION = """
 name: kiln_version

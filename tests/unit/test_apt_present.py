@@ -3,19 +3,15 @@ when it hands the task to ansible.builtin.apt (with which arguments). The node a
 with recorded dpkg-query and apt-cache output; apt's answer is a recorded one, returned
 whole. Real apt behind it: tests/cli/test_runner_local.py and the report of issue 44."""
 
-import importlib.util
 import shlex
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from kiln import packages
+from tests.collection import collection_plugin
 
-REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("apt_present", REPO / "plugins/action/apt_present.py")
-apt_present = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(apt_present)
+apt_present = collection_plugin("action", "apt_present")
 
 DPKG = shlex.join(packages.query_argv(["x"]))[: -len(" x")]
 POLICY = "env LC_ALL=C apt-cache policy"

@@ -1,7 +1,6 @@
 """Every filter plugin of the roles, imported as Ansible imports it: each filter it offers is
 a thin call into kiln.*, and errors become AnsibleFilterError with one line."""
 
-import importlib.util
 import subprocess
 import sys
 from types import ModuleType
@@ -9,6 +8,8 @@ from types import ModuleType
 import pytest
 from ansible.errors import AnsibleFilterError
 
+from kiln import paths
+from tests.collection import IMPORT_PLUGIN, collection_plugin
 from tests.conftest import REPO
 from tests.results_files import Written
 
@@ -16,11 +17,7 @@ PLUGINS = sorted(REPO.glob("plugins/filter/*.py"))
 
 
 def plugin(path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"filter_{path.stem}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return collection_plugin("filter", path.stem)
 
 
 def filters(name: str) -> dict:
@@ -32,6 +29,44 @@ def filters(name: str) -> dict:
 def test_every_plugin_imports_and_offers_kiln_filters(path):
     offered = plugin(path).FilterModule().filters()
     assert offered and all(name.startswith("kiln_") and callable(f) for name, f in offered.items())
+
+
+SHIM = REPO / "plugins/plugin_utils/kiln_package.py"
+
+
+def test_every_plugin_that_imports_kiln_finds_it_through_the_one_shim():
+    """The shim is the only place that touches sys.path, and it comes before kiln."""
+    shim_import = "from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package"
+    found = {}
+    for path in sorted(REPO.glob("plugins/*/*.py")):
+        text = path.read_text()
+        lines = text.splitlines()
+        first_kiln = next(
+            (i for i, line in enumerate(lines) if line.startswith(("import kiln", "from kiln"))),
+            None,
+        )
+        if "sys.path" in text or first_kiln is not None:
+            shim = next((i for i, line in enumerate(lines) if line.startswith(shim_import)), None)
+            found[str(path.relative_to(REPO))] = (
+                "sys.path" in text,
+                shim is not None and (first_kiln is None or shim < first_kiln),
+            )
+    assert found.pop("plugins/plugin_utils/kiln_package.py") == (True, False)
+    assert len(found) == 19
+    assert set(found.values()) == {(False, True)}, found
+
+
+def test_the_shim_finds_kiln_in_a_checkout_without_it_installed():
+    """-S: no site-packages, so no installed kiln; the shim puts the checkout's cli/ first."""
+    code = "import runpy, sys\nrunpy.run_path(sys.argv[1])\nimport kiln\nprint(kiln.__file__)\n"
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(SHIM)], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        f"{REPO / 'cli/kiln/__init__.py'}\n",
+        "",
+    )
 
 
 # Ansible imports a filter plugin in every process that renders a template naming one of
@@ -51,14 +86,12 @@ MOST_MODULES = 22  # kiln modules one filter plugin loads (kiln_slurm: 22, with 
 
 def kiln_modules_loaded_by(path) -> list[str]:
     """The kiln modules in a fresh interpreter after importing `path` as Ansible does."""
-    code = (
-        "import importlib.util, sys\n"
-        "spec = importlib.util.spec_from_file_location('filter', sys.argv[1])\n"
-        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
-        "print(*sorted(m for m in sys.modules if m.split('.')[0] == 'kiln'))\n"
-    )
+    code = IMPORT_PLUGIN + "print(*sorted(m for m in sys.modules if m.split('.')[0] == 'kiln'))\n"
     done = subprocess.run(
-        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", code, str(paths.collections_dir()), "filter", path.stem],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return done.stdout.split()
 

@@ -16,6 +16,7 @@ import yaml
 
 import kiln.node
 from kiln.node import commands, files, metrics, nvidia_smi, slurm_jobs, slurm_state
+from kiln.roles import node_library
 from kiln.validation import drain
 from tests.conftest import REPO
 from tests.node_scripts import health_active
@@ -34,8 +35,9 @@ IMPORTERS = {
     "nvidia_driver": ["kiln-gpu-detect"],
     "validate": ["node_probe.py", "probe_launcher.py", "torch_bench.py", "burn_stress.py"],
 }
-# The one copy of the tasks that install it, which every other role imports.
-LIBRARY_TASKS = "roles/base/tasks/node_library.yml"
+# The role that installs it, the one copy of those tasks: base imports it, every other
+# role that needs it includes it by name.
+LIBRARY_ROLE = "kiln.cluster.node_library"
 SYS_PATH = 'sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")'
 
 
@@ -85,20 +87,20 @@ def test_every_node_program_that_imports_it_finds_it_where_its_role_installs_it(
     assert users == {f"{role}/{name}" for role, names in IMPORTERS.items() for name in names}
     for role, names in IMPORTERS.items():
         # The role imports (base) or includes (the others, one skipped task where this
-        # run installed it already) the one copy of the install tasks before any task
+        # run installed it already) the node_library role before any task
         # that names one of its programs (installs or runs it).
         first = next(
             task
             for task in role_tasks(role)
-            if "node_library.yml" in str(task) or any(n in str(task) for n in names)
+            if LIBRARY_ROLE in str(task) or any(n in str(task) for n in names)
         )
-        assert "node_library.yml" in str(first), (role, first)
+        assert LIBRARY_ROLE in str(first), (role, first)
         expected = (
-            {"ansible.builtin.import_tasks": "node_library.yml"}
+            {"ansible.builtin.import_role": {"name": LIBRARY_ROLE}}
             if role == "base"
             else {
-                "ansible.builtin.include_tasks": "../../base/tasks/node_library.yml",
-                "when": "base_node_library_dir is not defined",
+                "ansible.builtin.include_role": {"name": LIBRARY_ROLE},
+                "when": "node_library_dir is not defined",
             }
         )
         assert {k: v for k, v in first.items() if k != "name"} == expected, role
@@ -122,7 +124,7 @@ def test_the_probes_a_role_runs_read_the_library_where_this_run_put_it():
     run = [t for t in scripts if t["ansible.builtin.script"]["cmd"].split()[0] in programs]
     assert len(run) == 5  # kiln-gpu-detect twice, kiln-nccl-probe three times
     for task in run:
-        assert task["environment"] == {"KILN_NODE_LIBRARY": "{{ base_node_library_dir }}"}
+        assert task["environment"] == {"KILN_NODE_LIBRARY": "{{ node_library_dir }}"}
 
 
 def test_each_task_file_that_runs_a_probe_imports_the_library_before_it():
@@ -139,12 +141,12 @@ def test_each_task_file_that_runs_a_probe_imports_the_library_before_it():
                 if "ansible.builtin.script" in task
                 and task["ansible.builtin.script"]["cmd"].split()[0] in programs
             ]
-            imports = [i for i, task in enumerate(listed) if "node_library.yml" in str(task)]
+            imports = [i for i, task in enumerate(listed) if LIBRARY_ROLE in str(task)]
             if runs:
                 assert imports and imports[0] < runs[0], f"{role_dir.name}/tasks/{tasks.name}"
 
 
-@pytest.mark.parametrize("root", [None, kiln.node.DRY_RUN_DIR])
+@pytest.mark.parametrize("root", [None, node_library.DRY_RUN_DIR])
 def test_the_filter_ships_the_package_whole(root):
     """To INSTALL_DIR, or under a dry run's copy."""
     shipped = filters("kiln_node")["kiln_node_library"](root)
@@ -170,7 +172,7 @@ def test_the_filter_ships_the_package_whole(root):
 def test_the_node_programs_run_with_the_shipped_files_alone(tmp_path):
     """No site-packages (-S), so no other kiln: what the filter ships, where
     KILN_NODE_LIBRARY names it (a dry run's copy), is all there is."""
-    for name, text in kiln.node.shipped_files().items():
+    for name, text in node_library.shipped_files().items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     for role, names in IMPORTERS.items():
@@ -552,21 +554,23 @@ DRY_RUN = """
   gather_facts: false
   tasks:
     - name: The base role's import
-      ansible.builtin.import_tasks: {tasks}
+      ansible.builtin.import_role:
+        name: {role}
     - name: A later role's include, skipped
-      ansible.builtin.include_tasks: {tasks}
-      when: base_node_library_dir is not defined
+      ansible.builtin.include_role:
+        name: {role}
+      when: node_library_dir is not defined
     - name: Run a probe as the nvidia_driver role does
       ansible.builtin.script:
         cmd: {probe}
         executable: {python} -S
       environment:
-        KILN_NODE_LIBRARY: "{{{{ base_node_library_dir }}}}"
+        KILN_NODE_LIBRARY: "{{{{ node_library_dir }}}}"
       register: probe
       check_mode: false
     - name: Show it
       ansible.builtin.debug:
-        msg: {{dir: "{{{{ base_node_library_dir }}}}", probe: "{{{{ probe.stdout | from_json }}}}"}}
+        msg: {{dir: "{{{{ node_library_dir }}}}", probe: "{{{{ probe.stdout | from_json }}}}"}}
 """
 
 
@@ -576,14 +580,14 @@ DRY_RUN = """
 def test_a_dry_run_writes_nothing_and_its_probes_read_a_copy_it_replaces(tmp_path):
     """Check mode on a node without the library: nothing installed, the later role's
     import skipped, and the probe (no site-packages: no other kiln) runs on the copy in
-    the dry run's one place (kiln.node.DRY_RUN_DIR; here under tmp_path), which the
+    the dry run's one place (node_library.DRY_RUN_DIR; here under tmp_path), which the
     next dry run replaces whole: no directory per run is left behind."""
     from tests.collection import local_playbook
 
     playbook = tmp_path / "dry.yml"
     playbook.write_text(
         DRY_RUN.format(
-            tasks=REPO / LIBRARY_TASKS,
+            role=LIBRARY_ROLE,
             probe=REPO / "roles" / "nvidia_driver" / "files" / "kiln-gpu-detect",
             python=sys.executable,
         )
@@ -598,7 +602,7 @@ def test_a_dry_run_writes_nothing_and_its_probes_read_a_copy_it_replaces(tmp_pat
         "-e",
         f"ansible_python_interpreter={sys.executable}",
         "-e",
-        f"base_node_library_dry_run_dir={copy}",
+        f"node_library_dry_run_dir={copy}",
         timeout=300,
     )
     tasks = report["plays"][0]["tasks"]
@@ -606,7 +610,7 @@ def test_a_dry_run_writes_nothing_and_its_probes_read_a_copy_it_replaces(tmp_pat
     assert not Path(kiln.node.INSTALL_DIR).exists()
     assert shown["dir"] == str(copy)
     assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*.py")) == sorted(
-        kiln.node.shipped_files()
+        node_library.shipped_files()
     )
     assert sorted(p.name for p in copy.iterdir()) == ["kiln"]
     assert set(shown["probe"]) == {
@@ -628,7 +632,7 @@ def test_a_dry_run_writes_nothing_and_its_probes_read_a_copy_it_replaces(tmp_pat
          t["hosts"]["localhost"].get("skipped", False))
         for t in tasks[:-2]
     ] == [
-        *((name, changed, False) for name, changed in install),
+        *((f"{LIBRARY_ROLE} : {name}", changed, False) for name, changed in install),
         ("A later role's include, skipped", False, True),
     ]  # fmt: skip
 

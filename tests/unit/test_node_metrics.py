@@ -656,7 +656,7 @@ DRY_RUN = """
         ansible_python_interpreter: PYTHON
         health_ib_ports: "{{ item.ports }}"
         # as if an earlier role had installed the library (test_node tests that part)
-        base_node_library_dir: /usr/local/lib/kiln
+        node_library_dir: /usr/local/lib/kiln
       loop:
         - {name: ctl1, groups: [slurm_controller], ports: [{device: mlx5_0, port: 1, rate: 400}]}
         - {name: ctl2, groups: [slurm_controller], ports: []}

@@ -5,10 +5,12 @@ check` reads them; the registry agrees with each role's meta/main.yml."""
 import json
 
 import yaml
-from plugins.filter.kiln_checks import kiln_os_refusals
 
 from kiln import os_support, paths, roles
+from tests.collection import collection_plugin
 from tests.conftest import REPO
+
+kiln_os_refusals = collection_plugin("filter", "kiln_checks").kiln_os_refusals
 
 OS_RELEASE = REPO / "tests/fixtures/os-release"
 EVERY_ROLE = ", ".join(roles.ROLES)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import kiln.node
+from kiln.roles import node_library
 from tests.conftest import REPO
 from tests.node_scripts import node_probe, probe_launcher, torch_bench
 
@@ -182,7 +182,7 @@ def test_as_root_the_probes_work_as_the_unprivileged_account(tmp_path, monkeypat
         base.chmod(0o755)
         probe = base / "node_probe.py"
         shutil.copy(node_probe.__file__, probe)
-        for name, text in kiln.node.shipped_files().items():  # found beside the probe
+        for name, text in node_library.shipped_files().items():  # found beside the probe
             (base / name).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
             (base / name).write_text(text)
         monkeypatch.setattr(node_probe, "__file__", str(probe))

@@ -693,13 +693,9 @@ def test_markdown_escapes_html_and_pipes_from_the_cluster():
 
 def test_a_node_drained_by_someone_else_during_the_run_is_not_drained_by_kiln():
     """The drain step reads the states again just before acting (the role's filter)."""
-    import importlib.util
+    from tests.collection import collection_plugin
 
-    source = Path(__file__).parents[2] / "plugins" / "filter" / "kiln_validate.py"
-    spec = importlib.util.spec_from_file_location("f", source)
-    assert spec and spec.loader
-    plugin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plugin)
+    plugin = collection_plugin("filter", "kiln_validate")
     still_ours = plugin.FilterModule().filters()["kiln_validate_still_ours"]
     text = "\n".join(
         [

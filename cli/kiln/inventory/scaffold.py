@@ -120,6 +120,8 @@ def files(cluster: NewCluster) -> dict[str, str]:
     for role in roles.ROLES:
         names = [n for n, v in catalogue.items() if v.role == role and n not in COMPUTE_SETTINGS]
         extra = list(KILN_SETTINGS) if role == "validate" else []
+        if not names and not extra:
+            continue  # a role with nothing to set (node_library): no file
         written[f"group_vars/all/{role}.yml"] = _role_file(
             role, [*extra, *names], catalogue, decided
         )

@@ -3,7 +3,8 @@
 A role's logic is the module named after it, `kiln.roles.<role>` (OWN; its filter
 plugin calls it); an entry names another module only for a role whose logic has not
 moved here yet. Each entry also names the inventory groups whose hosts the role runs
-on (the plays of playbooks/ that apply it; tests/unit/test_roles.py reads them).
+on (the plays of playbooks/ that apply it; tests/unit/test_roles.py reads them); a role
+that no play applies, only other roles (node_library), has none.
 Every variable of a role begins with its prefix, `<role>_`. What the inventory checks
 take from a role's module, by name:
 
@@ -48,7 +49,8 @@ class Role:
     # The kiln module holding the role's logic: OWN, another module (not moved yet), or
     # None where the role has none.
     module: str | None
-    # The inventory groups whose hosts it runs on ("all": every host).
+    # The inventory groups whose hosts it runs on ("all": every host); none for a role
+    # that only other roles apply.
     groups: tuple[str, ...]
     # {distribution: releases} it supports (meta/main.yml's platforms say the same).
     platforms: dict[str, tuple[str, ...]] = field(default_factory=lambda: SUPPORTED)
@@ -89,6 +91,8 @@ ROLES: dict[str, Role] = {
     role.name: role
     for role in (
         Role("base", OWN, ("all",)),
+        # Imported by base, included by each role whose node programs import kiln.node.
+        Role("node_library", OWN, ()),
         Role("nvidia_driver", OWN, ("slurm_compute",)),
         Role("glusterfs_server", None, ("storage",)),
         Role("autofs", OWN, ("all",)),
