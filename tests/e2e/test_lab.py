@@ -1506,40 +1506,53 @@ def slurm_nodes() -> list[str]:
     return sorted(on("controller", "sinfo -h -N -o '%N %t'").splitlines())
 
 
-def test_add_a_node_with_limit_then_remove_it(lab, provisioned):
-    """One test: the lab ends with the two compute nodes it started with, whatever runs
-    next."""
-    # The new node skips the lab's torch (three minutes of packages on two cores): what
-    # is tested is that adding it touches no other node. A host_vars file, as an operator
-    # would give one node its own settings.
-    added = Path(lab) / "host_vars" / f"{LAB}-compute03.yml"
-    added.parent.mkdir(exist_ok=True)
-    added.write_text("base_extra_packages: []\n")
-    try:
-        _add_then_remove_compute03(lab)
-    finally:
-        added.unlink()
-        (Path(lab) / ROLLOUT_SETTING).unlink(missing_ok=True)
+class TestAThirdComputeNode:
+    """compute03 added with --limit, then the tests that need three compute nodes, each
+    under its own name; the class's fixture removes compute03 after them, so the lab
+    ends with the two compute nodes it started with, whatever runs next."""
+
+    @pytest.fixture(scope="class")
+    def added(self, lab, provisioned):
+        # The new node skips the lab's torch (three minutes of packages on two cores):
+        # what is tested is that adding it touches no other node. A host_vars file, as
+        # an operator would give one node its own settings.
+        host_vars = Path(lab) / "host_vars" / f"{LAB}-compute03.yml"
+        host_vars.parent.mkdir(exist_ok=True)
+        host_vars.write_text("base_extra_packages: []\n")
+        try:
+            up = run_kiln("lab", "up", "--name", LAB, "--compute", "3", timeout=600)
+            assert up.returncode == 0, up.stderr
+            before = on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd")
+            code, report = provision(lab, "--limit", f"slurm_controller:{LAB}-compute03")
+            yield code, report, before
+            _remove_compute03(lab)
+        finally:
+            host_vars.unlink()
+            (Path(lab) / ROLLOUT_SETTING).unlink(missing_ok=True)
+
+    def test_a_node_added_with_limit_touches_no_other_node(self, added):
+        code, report, before = added
+        assert code == ExitCode.OK, report["failures"]
+        assert sorted(report["hosts"]) == [f"{LAB}-compute03", f"{LAB}-controller"]
+        assert slurm_nodes() == [
+            f"{LAB}-compute01 idle",
+            f"{LAB}-compute02 idle",
+            f"{LAB}-compute03 idle",
+        ]
+        assert on("controller", f"srun -w {LAB}-compute03 hostname").strip() == f"{LAB}-compute03"
+        assert on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd") == before
+
+    def test_a_package_changed_by_hand_is_drift_until_provisioned(self, lab, added):
+        # Three compute nodes: enough for a majority among their fingerprints.
+        _a_package_changed_by_hand_is_drift_until_provisioned(lab)
+
+    def test_a_rollout_under_a_running_job_stops_at_a_failed_node_and_resume_finishes(
+        self, lab, added
+    ):
+        _a_rollout_under_a_running_job_stops_at_a_failed_node_and_resume_finishes(lab)
 
 
-def _add_then_remove_compute03(lab: str) -> None:
-    assert run_kiln("lab", "up", "--name", LAB, "--compute", "3", timeout=600).returncode == 0
-    before = on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd")
-    code, report = provision(lab, "--limit", f"slurm_controller:{LAB}-compute03")
-    assert code == ExitCode.OK, report["failures"]
-    assert sorted(report["hosts"]) == [f"{LAB}-compute03", f"{LAB}-controller"]
-    assert slurm_nodes() == [
-        f"{LAB}-compute01 idle",
-        f"{LAB}-compute02 idle",
-        f"{LAB}-compute03 idle",
-    ]
-    assert on("controller", f"srun -w {LAB}-compute03 hostname").strip() == f"{LAB}-compute03"
-    assert on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd") == before
-    # Three compute nodes: enough for a majority among their fingerprints.
-    _a_package_changed_by_hand_is_drift_until_provisioned(lab)
-    # And for a rollout one node at a time under a running job.
-    _a_rollout_under_a_running_job_stops_at_a_failed_node_and_resume_finishes(lab)
-
+def _remove_compute03(lab: str) -> None:
     assert run_kiln("lab", "up", "--name", LAB, "--compute", "2", timeout=600).returncode == 0
     code, report = provision(lab, "--tags", "slurm")
     assert code == ExitCode.OK, report["failures"]
