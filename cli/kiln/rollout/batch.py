@@ -8,9 +8,10 @@ on from the recorded state and never repeats a transition that ended (never drai
 batch again, never asks Slurm twice for a reboot).
 
 The rollout alone drains and resumes the batch's nodes: the check only judges (the
-campaign's `check`: kiln-health without Slurm, then the suites with `acted_by`), and
-`resume` acts on its verdicts. The campaign (kiln.campaigns.rollout) gives the machine
-its actor: the controller's view after each step, the apply, the check.
+campaign's `check`: kiln-health, which acts on no drain but its own, then the suites
+with `acted_by`), and `resume` acts on its verdicts. The campaign
+(kiln.campaigns.rollout) gives the machine its actor: the controller's view after each
+step, the apply, the check.
 """
 
 from collections.abc import Callable
@@ -158,7 +159,7 @@ class Batch:
         step.done["started"] = model.now()
         self.actor.say(f"{self.named}: draining, waiting for its jobs to end")
         reason = drain.reason(f"rollout {record.id}: {APPLYING}")
-        known = self.known
+        known = [n for n in step.nodes if n in view.states]
         drains = [slurm_jobs.drain(n, reason) for n in known if not view.states[n].drained]
         self.view = self.actor.step(drains, wait(waits.IDLE, known, self.wait_left()))
         return True
