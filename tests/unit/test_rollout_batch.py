@@ -199,3 +199,65 @@ def test_a_node_whose_check_could_not_report_is_held_not_failed(tmp_path, monkey
     assert run.record.status == records.STOPPED
     assert run.record.batches[0].unchecked == ["gpu002"]
     assert waits.free(slurm_state.parse(slurm.look()), run.cluster) == 3
+
+
+def test_the_rollouts_check_judges_health_then_validates_only_what_passed(tmp_path, monkeypatch):
+    """kiln.campaigns.rollout's check: kiln-health's results through health.judgements,
+    then a Validation of the nodes the health check passed that judges only (acted_by:
+    the rollout acts); the nodes that did not pass, failed or not checked."""
+    from kiln import health, health_check
+    from kiln.campaigns import rollout as rolling
+    from kiln.campaigns import validate
+    from kiln.validation.verdicts import Judgement
+
+    slurm = Slurm(["gpu001", "gpu002", "gpu003", "gpu004"])
+    run = simulated(tmp_path, monkeypatch, slurm)
+    ran: dict = {}
+
+    def check(spec, nodes, display, no_slurm):
+        ran["health"] = (nodes, no_slurm)
+        found = [
+            health.NodeHealth("gpu001", [health.CheckResult("munge", "OK", "munge answers")]),
+            health.NodeHealth("gpu002", error="ssh: connect to host gpu002: timed out"),
+            health.NodeHealth("gpu003", [health.CheckResult("gpu", "FAIL", "XID 79")]),
+            health.NodeHealth("gpu004", [health.CheckResult("munge", "OK", "munge answers")]),
+        ]
+        return health.Health(found, RunSummary("run-health", "health-check.yml", "successful"))
+
+    class Judged:
+        def __init__(self, request):
+            ran["validate"] = (request.nodes, request.acted_by, request.no_drain)
+
+        def run(self):
+            srun = "slurm.srun: srun on the node failed: exit 1"
+            found = [
+                Judgement("gpu001", "slurm.srun", "", None, "", Verdict.PASS, "1.2 s"),
+                Judgement("gpu004", "slurm.srun", "", None, "", Verdict.FAIL, srun),
+            ]
+            report = model.Report(id="v1", started="", inventory="", profile=None,
+                                  suites=["slurm"], nodes=["gpu001", "gpu004"],
+                                  judgements=found, runs=["run-validate"])  # fmt: skip
+            return report, ExitCode.VALIDATION_FAILED
+
+    monkeypatch.setattr(health_check, "check", check)
+    monkeypatch.setattr(validate, "Validation", Judged)
+    failures = rolling.Rollout.check(run, ["gpu001", "gpu002", "gpu003", "gpu004"])
+    assert failures == {
+        "gpu002": (Verdict.UNCHECKED, "ssh: connect to host gpu002: timed out"),
+        "gpu003": (Verdict.FAIL, "XID 79"),
+        "gpu004": (Verdict.FAIL, "slurm.srun: srun on the node failed: exit 1"),
+    }
+    assert ran == {
+        "health": (["gpu001", "gpu002", "gpu003", "gpu004"], False),  # its slurmd check
+        "validate": (["gpu001", "gpu004"], f"rollout {run.record.id}", False),
+    }
+    assert [(j["node"], j["test"], j["verdict"]) for j in run.record.judgements] == [
+        ("gpu001", "health.munge", "pass"),
+        ("gpu002", "health.run", "unchecked"),
+        ("gpu003", "health.gpu", "fail"),
+        ("gpu004", "health.munge", "pass"),
+        ("gpu001", "slurm.srun", "pass"),
+        ("gpu004", "slurm.srun", "fail"),
+    ]
+    assert run.record.notes[-1] == "gpu[001,004]: validation report v1"
+    assert run.record.runs[-2:] == ["run-health", "run-validate"]
