@@ -5,19 +5,22 @@ health` reads them (kiln.health_check runs it).
 The check's rules live in the node program, which Slurm also runs on its own; this
 module only reads what each node reported."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kiln import files, gpu_models
-from kiln.validation.verdicts import Verdict, worst
+from kiln.validation.verdicts import Judgement, Verdict, worst
 
 if TYPE_CHECKING:  # kiln inventory check imports this module: keep it light
     from kiln.run.events import RunSummary
 
-# kiln-health's statuses as verdicts: the one mapping `kiln health`, burn-in's rounds
-# and the scheduled active check's reports judge them by.
+# kiln-health's statuses as verdicts: the one mapping `kiln health`, the rollout's
+# batch check, burn-in's rounds and the scheduled active check's reports judge them by.
 VERDICTS = {"OK": Verdict.PASS, "WARN": Verdict.WARN, "FAIL": Verdict.FAIL}
 STATUSES = tuple(VERDICTS)
+TEST = "health"  # a check's judgement is health.<check>
+RUN = "health.run"  # a node that could not report: why, not checked
 # slurmd kills its HealthCheckProgram after 60 s: Kiln's check must end before.
 SLURM_KILLS_AFTER = 60
 
@@ -129,10 +132,9 @@ class NodeHealth:
 
     @property
     def verdict(self) -> Verdict:
-        """Not checked when it could not be read; else its worst check's."""
-        if self.error:
-            return Verdict.UNCHECKED
-        return worst(VERDICTS[r.status] for r in self.results)
+        """Its judgements' worst (`judgements`): not checked when it could not report,
+        unless a check it did report failed."""
+        return worst(j.verdict for j in judgements([self]))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -169,10 +171,40 @@ def read_node(node: str, text: str) -> NodeHealth:
     """A node's results from kiln-health --json; an error when they cannot be read."""
     try:
         data = files.loads(text)
-        results = [CheckResult(r["check"], r["status"], r["reason"]) for r in data["results"]]
+        return from_results(node, data["results"], data.get("action", ""))
     except (ValueError, KeyError, TypeError) as exc:
         return NodeHealth(node, error=f"kiln-health printed no readable result ({exc})")
-    unknown = sorted({r.status for r in results} - set(STATUSES))
+
+
+def from_results(node: str, results: list[dict], action: str = "", error: str = "") -> NodeHealth:
+    """A node's results as kiln-health writes them ({check, status, reason}); a status
+    it never writes makes the whole report unreadable (KeyError, TypeError: a result
+    that is not one)."""
+    checked = [CheckResult(r["check"], r["status"], r["reason"]) for r in results]
+    unknown = sorted({r.status for r in checked} - set(STATUSES))
     if unknown:
-        return NodeHealth(node, error=f"kiln-health reported an unknown status {unknown[0]!r}")
-    return NodeHealth(node, results, data.get("action", ""))
+        said = f"kiln-health reported an unknown status {unknown[0]!r}"
+        return NodeHealth(node, action=action, error="; ".join(e for e in (error, said) if e))
+    return NodeHealth(node, checked, action, error)
+
+
+def judgements(checked: Iterable[NodeHealth]) -> list[Judgement]:
+    """kiln-health's results as judgements, for every campaign that reads them (the
+    rollout's batch check, burn-in's rounds, the scheduled active check's reports): a
+    judgement `health.<check>` per result, by VERDICTS.
+
+    The one rule for a node that could not report (`NodeHealth.error`: unreachable,
+    its output unreadable, its run cut short, even beside some results): a judgement
+    `health.run`, not checked, with why. Never a pass (a node not measured is never
+    PASS), and not a failure either (nothing was found wrong on it): its campaign
+    resumes only passing nodes, so it stays out of service where it was drained, and
+    is drained for no fault it was not shown to have."""
+    out = []
+    for node in checked:
+        out += [
+            Judgement(node.node, f"{TEST}.{r.check}", "", None, "", VERDICTS[r.status], r.reason)
+            for r in node.results
+        ]
+        if node.error:
+            out.append(Judgement(node.node, RUN, "", None, "", Verdict.UNCHECKED, node.error))
+    return out

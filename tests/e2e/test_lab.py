@@ -1506,57 +1506,61 @@ def slurm_nodes() -> list[str]:
     return sorted(on("controller", "sinfo -h -N -o '%N %t'").splitlines())
 
 
+@pytest.fixture(scope="class")
+def compute03_added(lab, provisioned):
+    """compute03, for the class that uses it (TestAThirdComputeNode): removed after
+    its last test."""
+    # The new node skips the lab's torch (three minutes of packages on two cores):
+    # what is tested is that adding it touches no other node. A host_vars file, as
+    # an operator would give one node its own settings.
+    host_vars = Path(lab) / "host_vars" / f"{LAB}-compute03.yml"
+    host_vars.parent.mkdir(exist_ok=True)
+    host_vars.write_text("base_extra_packages: []\n")
+    try:
+        up = run_kiln("lab", "up", "--name", LAB, "--compute", "3", timeout=600)
+        assert up.returncode == 0, up.stderr
+        before = on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd")
+        code, report = provision(lab, "--limit", f"slurm_controller:{LAB}-compute03")
+        yield code, report, before
+        _remove_compute03(lab)
+    finally:
+        host_vars.unlink()
+        (Path(lab) / ROLLOUT_SETTING).unlink(missing_ok=True)
+
+
 class TestAThirdComputeNode:
-    """compute03 added with --limit, for the checks that need three compute nodes (a
-    majority among fingerprints, a rollout one node at a time); removed after the last
-    of them, so that the lab ends with the two compute nodes it started with, whatever
-    runs next."""
+    """compute03 added with --limit, then the tests that need three compute nodes, each
+    under its own name; the class's fixture removes compute03 after them, so the lab
+    ends with the two compute nodes it started with, whatever runs next."""
 
-    @pytest.fixture(scope="class")
-    def compute03(self, lab, provisioned):
-        # The new node skips the lab's torch (three minutes of packages on two cores):
-        # what is tested is that adding it touches no other node. A host_vars file, as
-        # an operator would give one node its own settings.
-        added = Path(lab) / "host_vars" / f"{LAB}-compute03.yml"
-        added.parent.mkdir(exist_ok=True)
-        added.write_text("base_extra_packages: []\n")
-        try:
-            assert (
-                run_kiln("lab", "up", "--name", LAB, "--compute", "3", timeout=600).returncode == 0
-            )
-            before = on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd")
-            code, report = provision(lab, "--limit", f"slurm_controller:{LAB}-compute03")
-            assert code == ExitCode.OK, report["failures"]
-            yield {"report": report, "compute01_slurmd_since": before}
-            assert (
-                run_kiln("lab", "up", "--name", LAB, "--compute", "2", timeout=600).returncode == 0
-            )
-            code, report = provision(lab, "--tags", "slurm")
-            assert code == ExitCode.OK, report["failures"]
-            assert slurm_nodes() == [f"{LAB}-compute01 idle", f"{LAB}-compute02 idle"]
-            assert f"{LAB}-compute03" not in on("controller", "cat /etc/slurm/slurm.conf")
-        finally:
-            added.unlink()
-            (Path(lab) / ROLLOUT_SETTING).unlink(missing_ok=True)
-
-    def test_a_node_added_with_limit_touches_no_other_node(self, compute03):
-        assert sorted(compute03["report"]["hosts"]) == [f"{LAB}-compute03", f"{LAB}-controller"]
+    def test_a_node_added_with_limit_touches_no_other_node(self, compute03_added):
+        code, report, before = compute03_added
+        assert code == ExitCode.OK, report["failures"]
+        assert sorted(report["hosts"]) == [f"{LAB}-compute03", f"{LAB}-controller"]
         assert slurm_nodes() == [
             f"{LAB}-compute01 idle",
             f"{LAB}-compute02 idle",
             f"{LAB}-compute03 idle",
         ]
         assert on("controller", f"srun -w {LAB}-compute03 hostname").strip() == f"{LAB}-compute03"
-        slurmd_since = on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd")
-        assert slurmd_since == compute03["compute01_slurmd_since"]
+        assert on("compute01", "systemctl show -p ActiveEnterTimestamp slurmd") == before
 
-    def test_a_package_changed_by_hand_is_drift_until_provisioned(self, lab, compute03):
+    def test_a_package_changed_by_hand_is_drift_until_provisioned(self, lab, compute03_added):
+        # Three compute nodes: enough for a majority among their fingerprints.
         _a_package_changed_by_hand_is_drift_until_provisioned(lab)
 
     def test_a_rollout_under_a_running_job_stops_at_a_failed_node_and_resume_finishes(
-        self, lab, compute03
+        self, lab, compute03_added
     ):
         _a_rollout_under_a_running_job_stops_at_a_failed_node_and_resume_finishes(lab)
+
+
+def _remove_compute03(lab: str) -> None:
+    assert run_kiln("lab", "up", "--name", LAB, "--compute", "2", timeout=600).returncode == 0
+    code, report = provision(lab, "--tags", "slurm")
+    assert code == ExitCode.OK, report["failures"]
+    assert slurm_nodes() == [f"{LAB}-compute01 idle", f"{LAB}-compute02 idle"]
+    assert f"{LAB}-compute03" not in on("controller", "cat /etc/slurm/slurm.conf")
 
 
 def _a_package_changed_by_hand_is_drift_until_provisioned(lab: str) -> None:

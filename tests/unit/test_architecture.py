@@ -275,12 +275,19 @@ CAMPAIGN_STEPS = {
 # The validate role's filter runs the hold's Slurm steps in the play: it reads the node
 # states through kiln.validation.drain, as the campaign does.
 FILTERS_RUNNING_A_STEP = {"kiln_validate.py": {"kiln.validation.drain"}}
+# Modules of a campaign's own rounds outside kiln/campaigns/ (kiln.campaigns.rollout
+# drives kiln.rollout.batch).
+ROUNDS_OF_A_CAMPAIGN = ("kiln.rollout.batch", "kiln.rollout.summary")
 
 
 def steps_imported(name: str, deps: set[str]) -> set[str]:
     """The steps `name` imports that are not its own to import: a command may import
     the campaign flow (it starts a campaign), nothing else of the steps."""
-    if name.startswith(("kiln.campaigns.", FLOOR + ".")) or name == "kiln.campaigns":
+    # kiln.rollout's batch state machine and summary are the rollout campaign's rounds
+    # and conclusion, kept beside its plan, record and waits; only it drives them.
+    if name.startswith(("kiln.campaigns.", FLOOR + ".", *ROUNDS_OF_A_CAMPAIGN)):
+        return set()
+    if name == "kiln.campaigns":
         return set()
     if name == "kiln.commands" or name.startswith("kiln.commands."):
         return deps & CAMPAIGN_STEPS - {"kiln.campaigns.campaign"}

@@ -632,3 +632,29 @@ def test_burn_stress_without_a_gpu_fails_the_node_with_its_reason(tmp_path):
         Judgement("gpu001", "burn_in.stress", "round 1", None, "", Verdict.FAIL,
                   f"round 1: {reason}")
     ]  # fmt: skip
+
+
+def test_a_node_whose_health_check_could_not_report_is_not_checked_in_its_round(tmp_path):
+    """kiln-health after a round, by kiln.health.judgements' one rule: its failures and
+    warnings are the round's, its passes are not news, a node whose output cannot be
+    read is not checked (never a pass, and no fault to drain it for), and a node
+    without the health role brings nothing to read."""
+    from kiln.campaigns import burn_in
+    from kiln.validation import results as layout
+
+    store = layout.make(tmp_path)
+    results = {
+        "gpu001": [{"check": "gpu", "status": "FAIL", "reason": "XID 79 fallen off the bus"}],
+        "gpu002": [{"check": "gpu", "status": "OK", "reason": "8 GPUs"}],
+    }
+    for node, found in results.items():
+        store.node_path(layout.HEALTH, node).write_text(json.dumps({"results": found}))
+    store.node_path(layout.HEALTH, "gpu003").write_text("kiln-health: Killed\n")
+    tested = ["gpu001", "gpu002", "gpu003", "gpu004"]
+    unread = "kiln-health printed no readable result (Expecting value: line 1 column 1 (char 0))"
+    assert burn_in._health(store, tested, 2) == [
+        Judgement("gpu001", "burn_in.health", "gpu, round 2", None, "", Verdict.FAIL,
+                  "round 2: gpu: XID 79 fallen off the bus"),
+        Judgement("gpu003", "burn_in.health", "round 2", None, "", Verdict.UNCHECKED,
+                  f"round 2: {unread}"),
+    ]  # fmt: skip

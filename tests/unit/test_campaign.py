@@ -147,3 +147,44 @@ def test_an_error_is_raised_after_the_nodes_are_let_go(write_inventory, acts):
         "gpu001": {"verdict": "pass", "reasons": []},
         "gpu002": {"verdict": "pass", "reasons": []},
     }
+
+
+def test_a_campaign_acted_on_by_another_flow_judges_only(write_inventory, acts):
+    """A rollout's batch check: the suites' verdicts, and no drain or resume of the
+    nodes (the rollout's batch alone acts on them), even of a failing node or of a
+    passing one Kiln drained; what the hold held is still let go."""
+    states = drain.parse_states(
+        "NodeName=gpu002 Arch=x86_64 State=IDLE+DRAIN Reason=kiln: rollout r1: applying"
+    )
+    release = {"reservation": "kiln_test_x", "redrain": {}}
+    run = Recorded(
+        spec_of(write_inventory),
+        campaign.Outcome(states=states, release=release),
+        [fails("gpu001", "late"), passes("gpu002")],
+    )
+    run.acted_by = "rollout r1"
+    report, code = run.run()
+    assert code == ExitCode.VALIDATION_FAILED
+    assert report.node_verdicts == {
+        "gpu001": {"verdict": "fail", "reasons": ["late"]},
+        "gpu002": {"verdict": "pass", "reasons": []},
+    }
+    assert acts == [{"validate_drain": {}, "validate_resume": [], "validate_release": release}]
+    assert report.actions == {}
+    assert report.notes == ["judged only: rollout r1 drains and resumes"]
+
+
+class PerRound(Recorded):
+    """A campaign that acted in each of its rounds (a rollout): its end only judges."""
+
+    acts = campaign.PER_ROUND
+
+
+def test_a_campaign_that_acts_per_round_asks_slurm_for_nothing_at_the_end(write_inventory, acts):
+    run = PerRound(spec_of(write_inventory), campaign.Outcome(), [fails("gpu001", "late")])
+    report, code = run.run()
+    assert (code, acts, report.actions) == (ExitCode.VALIDATION_FAILED, [], {})
+    assert report.node_verdicts == {
+        "gpu001": {"verdict": "fail", "reasons": ["late"]},
+        "gpu002": {"verdict": "unchecked", "reasons": ["nothing was checked on the node"]},
+    }

@@ -7,6 +7,7 @@ import pytest
 
 from kiln import health
 from kiln.inventory import checks
+from kiln.validation import drain
 from kiln.validation.verdicts import Verdict
 
 
@@ -106,6 +107,57 @@ def test_a_runs_verdict_is_its_worst_nodes_by_the_one_status_mapping():
         "fail": Verdict.FAIL,
     }
     assert health.VERDICTS == {"OK": Verdict.PASS, "WARN": Verdict.WARN, "FAIL": Verdict.FAIL}
+
+
+def test_one_conversion_to_judgements_and_one_rule_for_a_node_that_could_not_report():
+    """kiln.health.judgements, for the rollout's batch check, burn-in's rounds and the
+    scheduled runs' reports: a judgement per check by VERDICTS, and a node that could
+    not report (unreachable, its output unreadable or of a status kiln-health never
+    writes, its run cut short beside some results) is not checked: never a pass,
+    never a failure by itself, and never among the verdicts a campaign resumes on."""
+    printed = {
+        "results": [
+            {"check": "munge", "status": "OK", "reason": "munge answers"},
+            {"check": "gpu_xid", "status": "WARN", "reason": "XID 63 row remapping pending"},
+            {"check": "gpu_ecc", "status": "FAIL", "reason": "2 uncorrectable"},
+        ]
+    }
+    checked = [
+        health.read_node("gpu001", json.dumps(printed)),
+        health.NodeHealth("gpu002", error="ssh: connect to host gpu002 port 22: timed out"),
+        health.read_node("gpu003", "Traceback (most recent call last):"),
+        health.read_node(
+            "gpu004", json.dumps({"results": [{"check": "gpu", "status": "MAYBE", "reason": ""}]})
+        ),
+        health.from_results("gpu005", printed["results"][:1], error="srun: step cancelled"),
+    ]
+    unread = "kiln-health printed no readable result (Expecting value: line 1 column 1 (char 0))"
+    said = [(j.node, j.test, j.verdict, j.reason) for j in health.judgements(checked)]
+    unchecked = Verdict.UNCHECKED
+    assert said == [
+        ("gpu001", "health.munge", Verdict.PASS, "munge answers"),
+        ("gpu001", "health.gpu_xid", Verdict.WARN, "XID 63 row remapping pending"),
+        ("gpu001", "health.gpu_ecc", Verdict.FAIL, "2 uncorrectable"),
+        ("gpu002", "health.run", unchecked, "ssh: connect to host gpu002 port 22: timed out"),
+        ("gpu003", "health.run", unchecked, unread),
+        ("gpu004", "health.run", unchecked, "kiln-health reported an unknown status 'MAYBE'"),
+        ("gpu005", "health.munge", Verdict.PASS, "munge answers"),
+        ("gpu005", "health.run", unchecked, "srun: step cancelled"),
+    ]
+    # Judged by the node and check alone: no subject, value, unit or threshold.
+    assert {(j.subject, j.value, j.unit, j.threshold) for j in health.judgements(checked)} == {
+        ("", None, "", None)
+    }
+    verdicts = {node.node: node.verdict for node in checked}
+    assert verdicts == {
+        "gpu001": Verdict.FAIL,
+        "gpu002": Verdict.UNCHECKED,
+        "gpu003": Verdict.UNCHECKED,
+        "gpu004": Verdict.UNCHECKED,
+        "gpu005": Verdict.UNCHECKED,  # one check passed: the rest were not reported
+    }
+    # Held where it was drained: a campaign resumes only passing nodes.
+    assert [n for n, v in verdicts.items() if v in drain.PASSING] == []
 
 
 def test_active_check_settings_that_cannot_work_are_named():

@@ -95,6 +95,8 @@ def test_a_run_becomes_a_report():
             ),
             Judgement("gpu004", "health.munge", "", None, "", Verdict.PASS, "munge answers"),
             Judgement("gpu004", "health.free_space", "", None, "", Verdict.WARN, "/tmp not found"),
+            # kiln.health.judgements' rule: a node that could not report is not checked
+            Judgement("gpu005", "health.run", "", None, "", Verdict.UNCHECKED, "no result"),
         ],
         node_verdicts={
             "gpu001": {
@@ -119,9 +121,11 @@ def test_a_run_becomes_a_report():
     terminal.show(report)
 
 
-def test_an_error_beside_results_fails_the_node_and_says_so():
-    """A node whose checks ran but whose run also reported an error is failed by that
-    error, a judgement of its own (health.run), so its verdict is its judgements'."""
+def test_an_error_beside_results_leaves_the_node_unchecked_and_says_so():
+    """A node whose checks ran but whose run also reported an error could not report
+    all of them: not checked (kiln.health.judgements' one rule, as kiln-health-active
+    itself drains no node for it), by a judgement of its own (health.run), so its
+    verdict is its judgements'."""
     node = {
         "results": [{"check": "munge", "status": "OK", "reason": "munge answers"}],
         "error": "srun: step cancelled",
@@ -133,9 +137,11 @@ def test_an_error_beside_results_fails_the_node_and_says_so():
     assert (report.judgements, report.node_verdicts) == (
         [
             Judgement("gpu003", "health.munge", "", None, "", Verdict.PASS, "munge answers"),
-            Judgement("gpu003", "health.run", "", None, "", Verdict.FAIL, "srun: step cancelled"),
+            Judgement(
+                "gpu003", "health.run", "", None, "", Verdict.UNCHECKED, "srun: step cancelled"
+            ),
         ],
-        {"gpu003": {"verdict": Verdict.FAIL, "reasons": ["srun: step cancelled"]}},
+        {"gpu003": {"verdict": Verdict.UNCHECKED, "reasons": ["srun: step cancelled"]}},
     )
 
 

@@ -20,6 +20,7 @@ from kiln.rollout import plan as planning
 from kiln.rollout import record as records
 from kiln.rollout import waits
 from kiln.run.events import RunSummary
+from kiln.validation.verdicts import Verdict
 from tests.conftest import cluster_inventory
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "slurm"
@@ -298,13 +299,9 @@ class Simulated(rolling.Rollout):
             raise KeyboardInterrupt
         return RunSummary("run-apply", "site.yml", "successful")
 
-    def check(self, step, nodes):
-        for node in nodes:
-            if node in self.failing:
-                step.failed[node] = self.failing[node]
-                self.slurm.act(slurm_jobs.drain(node, f"kiln: {self.failing[node]}"))
-            elif self.slurm.reason[node].startswith("kiln:"):  # validate resumes ours
-                self.slurm.act(slurm_jobs.resume(node))
+    def check(self, nodes):
+        """Judges only, as the real check: the batch alone drains and resumes."""
+        return {n: (Verdict.FAIL, self.failing[n]) for n in nodes if n in self.failing}
 
 
 def simulated(tmp_path, monkeypatch, slurm, failing=None, **options) -> Simulated:

@@ -215,43 +215,26 @@ def _in_round(j: Judgement, index: int) -> Judgement:
 
 
 def _health(store: layout.Layout, tested: list[str], index: int) -> list[Judgement]:
-    """kiln-health's failures and warnings after the round (its passes are not news)."""
-    out = []
+    """kiln-health's failures, warnings and nodes that could not report after the round
+    (health.judgements; its passes are not news), as burn_in.health."""
+    checked = []
     for node in tested:
         path = store.node_path(layout.HEALTH, node)
         if not path.is_file():
             continue  # the health role is not on this node: nothing to read
         try:
-            checked = health.read_node(node, files.read_text(path, errors="replace"))
+            checked.append(health.read_node(node, files.read_text(path, errors="replace")))
         except InputError as exc:  # not a regular file, too large
-            checked = health.NodeHealth(node, error=exc.message)
-        where = f"round {index}"
-        if checked.error:
-            out.append(
-                Judgement(
-                    node,
-                    "burn_in.health",
-                    where,
-                    None,
-                    "",
-                    Verdict.FAIL,
-                    f"{where}: {checked.error}",
-                )
-            )
-        for result in checked.results:
-            verdict = health.VERDICTS[result.status]  # read_node kept only known ones
-            if verdict is not Verdict.PASS:
-                out.append(
-                    Judgement(
-                        node,
-                        "burn_in.health",
-                        f"{result.check}, {where}",
-                        None,
-                        "",
-                        verdict,
-                        f"{where}: {result.check}: {result.reason}",
-                    )
-                )
+            checked.append(health.NodeHealth(node, error=exc.message))
+    out = []
+    for j in health.judgements(checked):
+        if j.verdict is Verdict.PASS:
+            continue
+        check = "" if j.test == health.RUN else j.test.removeprefix(f"{health.TEST}.")
+        why = f"{check}: {j.reason}" if check else j.reason
+        out.append(
+            _in_round(Judgement(j.node, "burn_in.health", check, None, "", j.verdict, why), index)
+        )
     return out
 
 

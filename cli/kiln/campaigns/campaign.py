@@ -7,8 +7,10 @@ A campaign picks compute nodes, holds them in a Slurm reservation of its own, ru
 rounds through a playbook and judges what they bring back (its `execute`); then this
 module concludes the same way for every campaign: each node's verdict, the drain plan
 (kiln.validation.drain), validate-drain.yml to drain, resume and release, the report,
-and the exit code (kiln.validation.verdicts.exit_code). A new campaign (a rollout's
-batches) is a subclass that fills in `execute`.
+and the exit code (kiln.validation.verdicts.exit_code). A new campaign is a subclass
+that fills in `execute`, and says where it acts in Slurm (`acts`): once at the end
+(validate, burn-in) or in each of its rounds (a rollout's batches), where the end only
+judges and reports.
 """
 
 import time
@@ -61,6 +63,9 @@ class Request:
     no_drain: bool = False
     display: Displays = for_people  # how each playbook run shows (silent for --json)
     lock: Lock | None = None  # the inventory's lock, held by the caller
+    # Who acts on these verdicts instead (a rollout's batch check: the rollout drains
+    # and resumes its nodes): this campaign judges only, and acts on no node.
+    acted_by: str = ""
 
 
 @dataclass
@@ -76,10 +81,16 @@ class Outcome:
     error: KilnError | None = None  # raised once the nodes are let go
 
 
+# Where a campaign acts in Slurm on its verdicts (Campaign.acts).
+AT_END = "at the end"  # once judged: drain the failing, resume Kiln's that pass
+PER_ROUND = "per round"  # each round drains and resumes its own nodes: the end reports
+
+
 class Campaign:
     """A campaign's state: its nodes, controller, report (as it grows) and raw results."""
 
     kind = "campaign"  # the reservation's middle word: kiln_<kind>_<report id>
+    acts = AT_END
     drain_prefix = ""  # before the first reason in a drain reason
     # The verdicts and figures of its last run become kiln_result_* metrics (label
     # campaign: the kind) on the controller (kiln.monitoring.results).
@@ -99,6 +110,7 @@ class Campaign:
         self.profile = profile
         self.controller = spec.group("slurm_controller")[0]
         self.no_drain = request.no_drain
+        self.acted_by = request.acted_by
         self.display = request.display
         self.lock = request.lock
         self.report = model.Report(
@@ -123,7 +135,13 @@ class Campaign:
 
     def run(self) -> tuple[model.Report, ExitCode]:
         outcome = self.execute()
-        actions = self.conclude(outcome) if outcome.judged else drain.Actions()
+        actions = drain.Actions()
+        if outcome.judged:
+            self.judge(outcome)
+            if self.acts == AT_END and not self.acted_by:
+                actions = decide(self.report, outcome, self.no_drain, self.drain_prefix)
+            elif self.acted_by:
+                self.report.notes.append(f"judged only: {self.acted_by} drains and resumes")
         acts: dict = {"drain": actions.drain, "resume": actions.resume}
         if outcome.release is not None:
             acts["release"] = outcome.release
@@ -137,8 +155,9 @@ class Campaign:
             raise outcome.error
         return self.report, exit_code(self.report.verdict, outcome.canceled)
 
-    def conclude(self, outcome: Outcome) -> drain.Actions:
-        return conclude(self.report, self.nodes, outcome, self.no_drain, self.drain_prefix)
+    def judge(self, outcome: Outcome) -> None:
+        """Each node's verdict (Report.judge_nodes) into the report."""
+        self.report.judge_nodes(outcome.reasons, nodes=self.nodes)
 
     def act(self, acts: dict) -> None:
         """validate-drain.yml on the controller with validate_<key> for each of `acts`:
@@ -199,13 +218,21 @@ class Campaign:
 def conclude(
     report: model.Report, nodes: list[str], outcome: Outcome, no_drain: bool, prefix: str = ""
 ) -> drain.Actions:
-    """Each node's verdict (Report.judge_nodes), and what to do in Slurm: drain the
-    failing (the first reason, after `prefix`), resume Kiln's that pass."""
-    verdicts = report.judge_nodes(outcome.reasons, nodes=nodes)
+    """Each node's verdict (Report.judge_nodes), and what to do in Slurm (`decide`)."""
+    report.judge_nodes(outcome.reasons, nodes=nodes)
+    return decide(report, outcome, no_drain, prefix)
+
+
+def decide(
+    report: model.Report, outcome: Outcome, no_drain: bool, prefix: str = ""
+) -> drain.Actions:
+    """From the judged nodes, what to do in Slurm: drain the failing (the first reason,
+    after `prefix`), resume Kiln's that pass."""
+    verdicts = report.node_verdicts
     failing = {
-        n: f"{prefix}{v.reasons[0]}" for n, v in verdicts.items() if v.verdict is Verdict.FAIL
+        n: f"{prefix}{v['reasons'][0]}" for n, v in verdicts.items() if v["verdict"] == Verdict.FAIL
     }
-    passing = [n for n, v in verdicts.items() if v.verdict in drain.PASSING]
+    passing = [n for n, v in verdicts.items() if v["verdict"] in drain.PASSING]
     actions = drain.decide(failing, passing, outcome.states, no_drain)
     report.actions = actions.to_dict()
     return actions

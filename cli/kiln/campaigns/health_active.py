@@ -11,7 +11,6 @@ from typing_extensions import TypedDict
 from kiln import health
 from kiln.report import model
 from kiln.validation import drain
-from kiln.validation.verdicts import Judgement, Verdict
 
 SUITE = "health-active"
 
@@ -61,19 +60,13 @@ def to_report(run: RunRecord, inventory: str) -> model.Report:
     (docs/architecture.md): a judgement per node and check, each node's verdict from
     them (Report.judge_nodes; a node no check ran on was not checked), the drains and
     resumes kiln-health-active made, the nodes it left alone and why."""
-    judgements, reasons = [], {}
+    checked = [
+        health.from_results(node, list(record["results"]), error=record["error"])
+        for node, record in run.nodes.items()
+    ]
+    judgements = health.judgements(checked)  # one rule for a node that could not report
+    reasons = {}
     for node, record in run.nodes.items():
-        for result in record["results"]:
-            verdict = health.VERDICTS.get(result["status"], Verdict.FAIL)
-            judgements.append(
-                Judgement(
-                    node, f"health.{result['check']}", "", None, "", verdict, result["reason"]
-                )
-            )
-        if record["error"] and record["results"]:  # an error beside results fails the node
-            judgements.append(
-                Judgement(node, "health.run", "", None, "", Verdict.FAIL, record["error"])
-            )
         # In the order the checks ran, each named: the run's own words, not the judgements'.
         mine = [f"{r['check']}: {r['reason']}" for r in record["results"] if r["status"] != "OK"]
         mine += [record["error"]] if record["error"] else []

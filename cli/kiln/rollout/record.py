@@ -30,7 +30,8 @@ class Resumable(KilnError):
         self.rollout = rollout
 
 
-# A batch's steps in order; each records when it ended (UTC, ISO 8601).
+# A batch's states in order (kiln.rollout.batch.State); each records when it ended
+# (UTC, ISO 8601), and --resume carries on from the last.
 STEPS = ("drained", "idle", "applied", "rebooted", "checked", "resumed")
 
 
@@ -55,6 +56,9 @@ class Step:
     reboot: list[str] = field(default_factory=list)
     done: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # node -> first reason
+    # Of `failed`, the nodes whose check could not report (kiln.health.judgements): held
+    # drained like the failed, judged not checked.
+    unchecked: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # node -> why (a deadline)
 
     @property
