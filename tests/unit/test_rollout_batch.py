@@ -179,12 +179,12 @@ class Unreported(Simulated):
 def test_a_node_whose_check_could_not_report_is_held_not_failed(tmp_path, monkeypatch):
     """Kiln's one rule (kiln.health.judgements): not checked is never a pass, so the
     node stays drained and the stop rule counts it; nor is it a failure: its verdict
-    is unchecked, and the rollout exits 4, not 5."""
+    is unchecked, and the rollout exits 3, not 5."""
     slurm = Slurm(["gpu001", "gpu002", "gpu003", "gpu004"])
     run = simulated(tmp_path, monkeypatch, slurm, max_unavailable="2")
     run.__class__ = Unreported
     report, code = run.run()
-    assert code == ExitCode.HOSTS_FAILED
+    assert code == ExitCode.NOT_CHECKED
     assert (slurm.state["gpu002"], slurm.reason["gpu002"]) == (
         "IDLE+DRAIN",
         drain.reason(f"rollout {run.record.id}: health.run: no result"),
