@@ -11,6 +11,7 @@ from kiln.printable import printable
 from kiln.rollout.plan import BadValue
 from kiln.rollout.record import Resumable
 from kiln.run import display
+from kiln.validation import registry
 
 
 @click.command()
@@ -43,7 +44,7 @@ from kiln.run import display
 @click.option(
     "--suite",
     "suites",
-    help="The validation suites each batch runs: slurm, storage, collectives (default all).",
+    help=f"The validation suites each batch runs: {', '.join(registry.NAMES)} (default all).",
 )
 @click.option("--profile", help="Reference numbers for the validation (as kiln validate).")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the batches; change nothing.")
