@@ -42,8 +42,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 lint: venv
-	ruff check cli tests bench roles plugins molecule
-	ruff format --check cli tests bench roles plugins molecule
+	ruff check cli node_library tests bench roles plugins molecule
+	ruff format --check cli node_library tests bench roles plugins molecule
 	yamllint --strict .
 	# The roles' own modules (kiln.cluster.apt_present) found as kiln finds them.
 	ANSIBLE_COLLECTIONS_PATH="$$(python -c 'from kiln.run.execute import collections_path; print(collections_path())')" \

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.files import json_text, loads, read_text, write_private
-from kiln.node import counted
+from kiln_node import counted
 
 if TYPE_CHECKING:  # the slurm role's filter imports this module (qos_to_set): keep it light
     from kiln.inventory.model import ClusterSpec

@@ -4,8 +4,8 @@ Kiln's tests judge GPUs, driver versions and pins the same way."""
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
-from kiln.node import slurm_state
 from kiln.roles.nvidia_driver import apt, node_plan, reboots, settings, versions
+from kiln_node import slurm_state
 
 
 def kiln_gpu_plan(detected, settings):

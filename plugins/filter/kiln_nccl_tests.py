@@ -14,7 +14,7 @@ def kiln_nccl_tests_problems(settings):
 
 def kiln_nccl_tests_plan(settings, toolchain, compute_caps, jobs):
     """{skip} or {source, source_dir, build_dir, bin_dir, stamp_path, stamp, make,
-    programs} for one node, from its settings, kiln.node.cuda_toolchain's report and
+    programs} for one node, from its settings, kiln_node.cuda_toolchain's report and
     nvidia-smi's compute_cap lines."""
     return nccl_tests.plan(settings, toolchain, list(compute_caps), int(jobs))
 

@@ -1,11 +1,11 @@
-"""Filters of Kiln's node library (kiln.node): the files the node_library role ships,
+"""Filters of Kiln's node library (kiln_node): the files the node_library role ships,
 and the reservation and node state command lines the roles run on the
 controller (argv lists: no value passes through a shell)."""
 
 from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
-from kiln.node import slurm_jobs
 from kiln.roles import node_library
+from kiln_node import slurm_jobs
 
 
 def kiln_node_library(root=None):

@@ -29,17 +29,17 @@ def kiln_validate_drained_by_kiln(scontrol_text, nodes):
 
 def kiln_validate_writer(record, settings):
     """The argv that writes the controller's record `record` (a key of
-    results.CONTROLLER_RECORDS) from the JSON object on its stdin (kiln.node.records)."""
+    results.CONTROLLER_RECORDS) from the JSON object on its stdin (kiln_node.records)."""
     return suites.writer(suites.Settings.from_role(settings), str(record))
 
 
 def kiln_validate_recorder(settings):
-    """kiln.node.records' argv (node_probe.py record), for a record made on a node."""
+    """kiln_node.records' argv (node_probe.py record), for a record made on a node."""
     return suites.recorder(suites.Settings.from_role(settings))
 
 
 def kiln_validate_look(settings):
-    """kiln.node.prerequisites' argv: what a node under test is looked at for, from the
+    """kiln_node.prerequisites' argv: what a node under test is looked at for, from the
     suites asked for (their needs in kiln.validation.registry)."""
     return registry.look(suites.Settings.from_role(settings))
 

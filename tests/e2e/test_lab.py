@@ -24,8 +24,8 @@ import yaml
 from kiln import inventory, roles
 from kiln.errors import ExitCode
 from kiln.monitoring.rules import seconds
-from kiln.node import slurm_state
 from kiln.validation import drain
+from kiln_node import slurm_state
 from tests import standins
 from tests.collection import build_collection, install_collection, plain_ansible
 from tests.conftest import REPO, run_kiln

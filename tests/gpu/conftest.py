@@ -27,10 +27,10 @@ from kiln.roles.nvidia_driver import hardware
 from tests.gpu import machine as gm
 
 # The node programs put Kiln's node library first on sys.path: the one installed at
-# kiln.node.INSTALL_DIR, unless KILN_NODE_LIBRARY names another. Here it is this
+# kiln_node.INSTALL_DIR, unless KILN_NODE_LIBRARY names another. Here it is this
 # checkout's, even on a machine Kiln provisioned (whose installed copy may be older);
 # every program the suite starts inherits it.
-os.environ["KILN_NODE_LIBRARY"] = str(gm.REPO / "cli")
+os.environ["KILN_NODE_LIBRARY"] = str(gm.REPO / "node_library")
 
 FILES = {
     "detect": gm.REPO / "roles/nvidia_driver/files/kiln-gpu-detect",
@@ -50,7 +50,7 @@ def run_program(
     with Kiln's node library importable as on a node."""
     environment = {**os.environ, **(env or {})}
     environment["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(gm.REPO / "cli"), environment.get("PYTHONPATH", "")) if p
+        p for p in (str(gm.REPO / "node_library"), environment.get("PYTHONPATH", "")) if p
     )
     return subprocess.run(
         [sys.executable, str(FILES[name]), *args],

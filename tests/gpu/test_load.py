@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from kiln import gpu_models
-from kiln.node import cuda_toolchain
 from kiln.roles import nccl_tests
 from kiln.validation import burn_in_samples, nccl_judge, profiles
 from kiln.validation import nccl_tests as nccl_output
 from kiln.validation.burn_in_judge import Limits, judge_round
 from kiln.validation.verdicts import Verdict
+from kiln_node import cuda_toolchain
 from tests.gpu import machine as gm
 from tests.gpu.conftest import run_program
 
@@ -138,7 +138,7 @@ def test_torch_bench_on_nccl(gpu_machine, record, summary, tmp_path):
                 "RANK": str(r),
                 "LOCAL_RANK": str(r),
                 "PYTHONPATH": os.pathsep.join(
-                    filter(None, (str(gm.REPO / "cli"), os.environ.get("PYTHONPATH")))
+                    filter(None, (str(gm.REPO / "node_library"), os.environ.get("PYTHONPATH")))
                 ),
             },
         )
@@ -225,7 +225,7 @@ def test_nccl_tests_built_and_judged(gpu_machine, record, summary, tmp_path):
         env={
             **os.environ,
             "PYTHONPATH": os.pathsep.join(
-                filter(None, (str(gm.REPO / "cli"), os.environ.get("PYTHONPATH")))
+                filter(None, (str(gm.REPO / "node_library"), os.environ.get("PYTHONPATH")))
             ),
             "KILN_STATE_DIR": str(tmp_path / "state"),
         },

@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 
-from kiln.node import metrics, nvidia_smi
+from kiln_node import metrics, nvidia_smi
 from tests.gpu import machine as gm
 from tests.gpu.conftest import run_program
 

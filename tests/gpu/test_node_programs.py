@@ -6,8 +6,8 @@ import os
 import subprocess
 
 from kiln import health
-from kiln.node import counted, nvidia_smi
 from kiln.roles.nvidia_driver import hardware, node_plan, versions
+from kiln_node import counted, nvidia_smi
 from tests.gpu import machine as gm
 from tests.gpu.conftest import run_program
 
@@ -24,7 +24,7 @@ CLOCK_EVENTS = (
 )
 
 
-# The ones kiln-health fails a GPU for (kiln.node.gpu_checks.HW_SLOWDOWNS).
+# The ones kiln-health fails a GPU for (kiln_node.gpu_checks.HW_SLOWDOWNS).
 HARDWARE_EVENTS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 

@@ -166,7 +166,7 @@ warnings.append("map the GUIDs with --node-name-map")
 FLOOR = "kiln.validation"
 # What the floor may build on: errors, hostlists and Slurm's files with what they
 # need, reading files, the MPI check's name, and leaves that import nothing of Kiln's
-# (paths, GPU model facts, the cloud); kiln.node, the standard-library node library,
+# (paths, GPU model facts, the cloud); kiln_node, the standard-library node library,
 # which holds the node programs' drain reason prefixes. Not kiln.health nor
 # kiln.schedules: features built on the floor.
 BELOW_FLOOR = {
@@ -178,7 +178,7 @@ BELOW_FLOOR = {
     "kiln.yaml_input",
     "kiln.paths",
     "kiln.roles.mpi",
-    "kiln.gpu_models",  # standard library only, as are kiln.cloud and kiln.node
+    "kiln.gpu_models",  # standard library only, as are kiln.cloud and kiln_node
     "kiln.cloud",
 }
 
@@ -203,7 +203,7 @@ def test_the_judging_floor_builds_on_nothing_above_it():
     edges = runtime_graph()
     floor = {n for n in edges if n == FLOOR or n.startswith(FLOOR + ".")}
     assert {"kiln.validation.verdicts", "kiln.validation.drain", "kiln.validation.results"} <= floor
-    allowed = floor | BELOW_FLOOR | {n for n in edges if n.startswith("kiln.node")}
+    allowed = floor | BELOW_FLOOR | {n for n in edges if n.startswith("kiln_node")}
     above = {name: sorted(reachable(edges, name) - allowed) for name in sorted(floor)}
     assert {name: found for name, found in above.items() if found} == {}
 
@@ -403,8 +403,8 @@ def test_node_programs_import_the_standard_library_and_kiln_node_only():
             name
             for name in names
             if name.split(".")[0] not in sys.stdlib_module_names
-            and name != "kiln.node"
-            and not name.startswith("kiln.node.")
+            and name != "kiln_node"
+            and not name.startswith("kiln_node.")
             and name.split(".")[0] not in NODE_PROGRAM_EXTRAS.get(path.name, set())
         )
     assert found == {path.name: [] for path in programs}

@@ -1,4 +1,4 @@
-"""kiln.node.cuda_toolchain, what a node builds CUDA programs with: each part found in
+"""kiln_node.cuda_toolchain, what a node builds CUDA programs with: each part found in
 trees laid out as the real ones are (a CUDA toolkit's bin/nvcc, NCCL's header and
 library, Open MPI's mpi.h; NVIDIA's PyPI wheels' nvidia/<package>/), the whole report
 compared."""
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kiln.node import cuda_toolchain
+from kiln_node import cuda_toolchain
 
 # `nvcc --version` of the nvidia-cuda-nvcc 13.0.88 wheel, as printed.
 NVCC_VERSION = """nvcc: NVIDIA (R) Cuda compiler driver

@@ -292,7 +292,7 @@ def test_a_diff_never_shows_url_credentials():
 
 def test_the_fingerprint_of_a_gpu_node_from_its_recorded_outputs(monkeypatch):
     """Every field, each from the output it is read from; the VBIOS from nvidia-smi's CSV
-    (kiln.node.nvidia_smi), the same version on every GPU said once."""
+    (kiln_node.nvidia_smi), the same version on every GPU said once."""
     import os
 
     from tests.node_scripts import fingerprint

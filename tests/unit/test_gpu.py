@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kiln.node import slurm_state
 from kiln.roles.nvidia_driver import apt, hardware, node_plan, reboots, settings, versions
+from kiln_node import slurm_state
 
 H100_VM = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
 
@@ -555,7 +555,7 @@ def test_the_detect_script_reads_a_sysfs_tree_into_what_detect_sorts(tmp_path, m
 
 def test_the_detect_script_counts_held_packages_as_installed(monkeypatch):
     """The role holds the fabric manager: dpkg then says "hi", not "ii"."""
-    from kiln.node import commands
+    from kiln_node import commands
     from tests.node_scripts import gpu_detect
 
     dpkg = (

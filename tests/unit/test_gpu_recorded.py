@@ -7,12 +7,12 @@ import re
 import subprocess
 from pathlib import Path
 
-from kiln.node import gpu_checks, gpu_metrics, metrics, nvidia_smi
-from kiln.node.checks import Result
 from kiln.roles.nvidia_driver import node_plan
 from kiln.validation import burn_in_samples, nccl_judge, nccl_tests, profiles
 from kiln.validation.burn_in_judge import Limits, judge_round
 from kiln.validation.verdicts import Judgement, Verdict
+from kiln_node import gpu_checks, gpu_metrics, metrics, nvidia_smi
+from kiln_node.checks import Result
 
 RECORDED = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-580.159.04"
 DRIVER = "580.159.04"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kiln.node import slurm_state
+from kiln_node import slurm_state
 from tests.node_scripts import health_active as active
 
 TAIL = (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln.node import gpu_checks, nvidia_smi, slurm_state
+from kiln_node import gpu_checks, nvidia_smi, slurm_state
 from tests.node_scripts import health
 
 H100_VM = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from kiln.monitoring import dcgm, rules
-from kiln.node import gpu_metrics, metrics
+from kiln_node import gpu_metrics, metrics
 from tests.conftest import REPO
 from tests.unit.test_filter_plugins import filters
 from tests.unit.test_monitoring_role import ROLE, render

@@ -14,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 
 from kiln.cli import cli
 from kiln.monitoring import consoles, dashboards, queries, rules
-from kiln.node.metrics import CATALOGUE
+from kiln_node.metrics import CATALOGUE
 from tests.conftest import REPO
 from tests.unit.test_filter_plugins import filters
 

@@ -1,4 +1,4 @@
-"""kiln.node, the library the node programs and the control side share: standard library
+"""kiln_node, the library the node programs and the control side share: standard library
 only (it runs on the nodes with the system python3), shipped whole, and its parsers fed
 real captures."""
 
@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-import kiln.node
-from kiln.node import commands, files, metrics, nvidia_smi, slurm_jobs, slurm_state
+import kiln_node
 from kiln.roles import node_library
 from kiln.validation import drain
+from kiln_node import commands, files, metrics, nvidia_smi, slurm_jobs, slurm_state
 from tests.conftest import REPO
 from tests.node_scripts import health_active
 from tests.unit.test_filter_plugins import filters
 from tests.unit.test_gpu import SCONTROL_NODE_REBOOT_REQUESTED
 
-PACKAGE = REPO / "cli" / "kiln" / "node"
+PACKAGE = REPO / "node_library" / "kiln_node"
 FIXTURES = REPO / "tests" / "fixtures"
-# The node programs that import kiln.node, by role.
+# The node programs that import kiln_node, by role.
 IMPORTERS = {
     "autofs": ["kiln-mount-check"],
     "base": ["kiln-fingerprint"],
@@ -58,7 +58,7 @@ def test_the_library_imports_the_standard_library_and_itself_only(path):
         name
         for name in imported(path)
         if name.split(".")[0] not in sys.stdlib_module_names
-        and not (name == "kiln.node" or name.startswith("kiln.node."))
+        and not (name == "kiln_node" or name.startswith("kiln_node."))
     }
     assert outside == set()
 
@@ -82,7 +82,7 @@ def test_every_node_program_that_imports_it_finds_it_where_its_role_installs_it(
         f"{role}/{path.name}"
         for role_dir in (REPO / "roles").iterdir()
         for path in (role_dir / "files").glob("*")
-        if path.is_file() and (role := role_dir.name) and "kiln.node" in path.read_text()
+        if path.is_file() and (role := role_dir.name) and "kiln_node" in path.read_text()
     }
     assert users == {f"{role}/{name}" for role, names in IMPORTERS.items() for name in names}
     for role, names in IMPORTERS.items():
@@ -107,7 +107,7 @@ def test_every_node_program_that_imports_it_finds_it_where_its_role_installs_it(
         for name in names:
             text = (REPO / "roles" / role / "files" / name).read_text()
             assert SYS_PATH in text, name
-    assert f"or {kiln.node.INSTALL_DIR!r}".replace("'", '"') in SYS_PATH
+    assert f"or {kiln_node.INSTALL_DIR!r}".replace("'", '"') in SYS_PATH
 
 
 def test_the_probes_a_role_runs_read_the_library_where_this_run_put_it():
@@ -150,14 +150,11 @@ def test_each_task_file_that_runs_a_probe_imports_the_library_before_it():
 def test_the_filter_ships_the_package_whole(root):
     """To INSTALL_DIR, or under a dry run's copy."""
     shipped = filters("kiln_node")["kiln_node_library"](root)
-    root = root or kiln.node.INSTALL_DIR
-    assert shipped["directories"] == [root, f"{root}/kiln", f"{root}/kiln/node"]
+    root = root or kiln_node.INSTALL_DIR
+    assert shipped["directories"] == [root, f"{root}/kiln_node"]
     modules = sorted(PACKAGE.glob("*.py"))
-    assert [f["path"] for f in shipped["files"]] == [
-        f"{root}/kiln/__init__.py",
-        *(f"{root}/kiln/node/{m.name}" for m in modules),
-    ]
-    assert [f["content"] for f in shipped["files"][1:]] == [m.read_text() for m in modules]
+    assert [f["path"] for f in shipped["files"]] == [f"{root}/kiln_node/{m.name}" for m in modules]
+    assert [f["content"] for f in shipped["files"]] == [m.read_text() for m in modules]
     # The manifest the role looks at instead of every file: one line per file.
     manifest = shipped["manifest"]
     assert manifest["path"] == f"{root}/kiln-node-library.sha256"
@@ -575,7 +572,7 @@ DRY_RUN = """
 
 
 @pytest.mark.skipif(
-    Path(kiln.node.INSTALL_DIR).exists(), reason="this machine has Kiln's node library installed"
+    Path(kiln_node.INSTALL_DIR).exists(), reason="this machine has Kiln's node library installed"
 )
 def test_a_dry_run_writes_nothing_and_its_probes_read_a_copy_it_replaces(tmp_path):
     """Check mode on a node without the library: nothing installed, the later role's
@@ -607,12 +604,12 @@ def test_a_dry_run_writes_nothing_and_its_probes_read_a_copy_it_replaces(tmp_pat
     )
     tasks = report["plays"][0]["tasks"]
     shown = tasks[-1]["hosts"]["localhost"]["msg"]
-    assert not Path(kiln.node.INSTALL_DIR).exists()
+    assert not Path(kiln_node.INSTALL_DIR).exists()
     assert shown["dir"] == str(copy)
     assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*.py")) == sorted(
         node_library.shipped_files()
     )
-    assert sorted(p.name for p in copy.iterdir()) == ["kiln"]
+    assert sorted(p.name for p in copy.iterdir()) == ["kiln_node"]
     assert set(shown["probe"]) == {
         "pci", "proc_version", "modinfo_version", "packages", "fabric_manager",
     }  # fmt: skip

@@ -1,4 +1,4 @@
-"""kiln-metrics and its writers (kiln.node.gpu_metrics, ib_metrics, slurm_metrics) on
+"""kiln-metrics and its writers (kiln_node.gpu_metrics, ib_metrics, slurm_metrics) on
 recorded outputs: the H100 VMs of tests/fixtures/gpu (faulty variants change only the
 fields at fault), Slurm 24.11's scontrol and squeue (tests/fixtures/slurm), and an
 InfiniBand sysfs tree in the kernel's format. Every written file passes promtool."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kiln.monitoring import dcgm
-from kiln.node import gpu_metrics, ib_metrics, metrics, nvidia_smi, slurm_metrics, slurm_state
+from kiln_node import gpu_metrics, ib_metrics, metrics, nvidia_smi, slurm_metrics, slurm_state
 from tests.conftest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -440,7 +440,7 @@ def fake(bin_dir: Path, name: str, script: str) -> None:
 
 def run_program(tmp_path: Path, config: dict, bin_dir: Path) -> subprocess.CompletedProcess:
     (tmp_path / "metrics.json").write_text(json.dumps(config))
-    env = {"PATH": str(bin_dir), "KILN_NODE_LIBRARY": str(REPO / "cli")}
+    env = {"PATH": str(bin_dir), "KILN_NODE_LIBRARY": str(REPO / "node_library")}
     return subprocess.run(
         [sys.executable, str(SCRIPT), "--config", str(tmp_path / "metrics.json")],
         capture_output=True,
@@ -633,7 +633,7 @@ def test_an_unreadable_configuration_is_exit_2(tmp_path, config, why):
         [sys.executable, str(SCRIPT), "--config", str(path)],
         capture_output=True,
         text=True,
-        env={"PATH": "", "KILN_NODE_LIBRARY": str(REPO / "cli")},
+        env={"PATH": "", "KILN_NODE_LIBRARY": str(REPO / "node_library")},
     )
     assert (done.returncode, done.stdout, done.stderr) == (
         2,

@@ -22,7 +22,7 @@ OLDEST = min(NODE_PYTHON.values())
 
 
 def node_code() -> list[Path]:
-    found = [*REPO.glob("cli/kiln/node/*.py"), *REPO.glob("plugins/modules/*.py")]
+    found = [*REPO.glob("node_library/kiln_node/*.py"), *REPO.glob("plugins/modules/*.py")]
     for path in REPO.glob("roles/*/files/*"):
         if path.is_file() and (
             path.suffix == ".py" or path.read_bytes().startswith(b"#!/usr/bin/python3")
@@ -51,7 +51,7 @@ def test_the_node_code_needs_no_newer_python_than_the_oldest_release_has():
 def test_ruff_checks_the_node_code_for_the_same_python():
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert config["tool"]["ruff"]["per-file-target-version"] == {
-        "cli/kiln/node/**": f"py{OLDEST[0]}{OLDEST[1]}",
+        "node_library/kiln_node/**": f"py{OLDEST[0]}{OLDEST[1]}",
         "plugins/modules/**": f"py{OLDEST[0]}{OLDEST[1]}",
         "roles/*/files/**": f"py{OLDEST[0]}{OLDEST[1]}",
     }

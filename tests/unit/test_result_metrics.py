@@ -9,12 +9,12 @@ from types import SimpleNamespace
 from kiln.campaigns import campaign, validate
 from kiln.errors import ExitCode
 from kiln.monitoring import results
-from kiln.node import metrics
 from kiln.report.model import Report
 from kiln.run.events import RunSummary
 from kiln.validation import drain
 from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict
+from kiln_node import metrics
 from tests.cli.test_data_never_a_template import real_acts, slurm, write_cluster  # noqa: F401
 from tests.results_files import Written
 from tests.unit.test_validation_run import scontrol_line, storage_result

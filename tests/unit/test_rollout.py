@@ -14,13 +14,13 @@ from kiln import inventory
 from kiln.campaigns import rollout as rolling
 from kiln.drift import TaskDrift
 from kiln.errors import ExitCode, InputError
-from kiln.node import slurm_jobs, slurm_state
 from kiln.report import html
 from kiln.rollout import plan as planning
 from kiln.rollout import record as records
 from kiln.rollout import waits
 from kiln.run.events import RunSummary
 from kiln.validation.verdicts import Verdict
+from kiln_node import slurm_jobs, slurm_state
 from tests.conftest import cluster_inventory
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "slurm"

@@ -6,7 +6,6 @@ tests/unit/test_rollout.py."""
 import pytest
 
 from kiln.errors import ExitCode
-from kiln.node import slurm_state
 from kiln.report import model
 from kiln.rollout import batch, waits
 from kiln.rollout import record as records
@@ -15,6 +14,7 @@ from kiln.rollout.record import Record, Step
 from kiln.run.events import RunSummary
 from kiln.validation import drain
 from kiln.validation.verdicts import Verdict
+from kiln_node import slurm_state
 from tests.unit.test_rollout import Simulated, Slurm, simulated
 
 ROLLOUT = "20261129-000000-rollout-abcd"

@@ -23,11 +23,11 @@ import pytest
 import yaml
 
 from kiln import cuda_toolkit as kiln_cuda_toolkit
-from kiln.node import cuda_toolchain
 from kiln.roles import enroot as kiln_enroot
 from kiln.roles import hpcx as kiln_hpcx
 from kiln.roles import nccl_tests as kiln_nccl_tests
 from kiln.roles import pyxis as kiln_pyxis
+from kiln_node import cuda_toolchain
 from tests import standins
 
 ENROOT = standins.facts("enroot")
@@ -717,7 +717,7 @@ def test_the_cuda_repository_stand_ins_have_the_real_ones_names_and_relations(cu
 
 
 def test_the_stand_in_toolkit_is_where_kiln_looks_and_names_its_releases(cuda_repo_debs, tmp_path):
-    """Unpacked as dpkg would: kiln.node.cuda_toolchain finds the compiler in
+    """Unpacked as dpkg would: kiln_node.cuda_toolchain finds the compiler in
     /usr/local/cuda-13.0 and NCCL in /usr with their releases; nvcc compiles nothing."""
     nccl = CUDA_REPO["nccl"]["versions"][0]
     for (name, version), package in cuda_repo_debs.items():

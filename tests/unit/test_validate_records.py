@@ -1,4 +1,4 @@
-"""The run's records as kiln.node.records writes them on the controller and the nodes
+"""The run's records as kiln_node.records writes them on the controller and the nodes
 (through node_probe.py record, as the validate role runs it), read back by the records
 of kiln.validation.results that kiln.validation.collect judges."""
 
@@ -8,9 +8,9 @@ import stat
 import subprocess
 import sys
 
-from kiln.node import records
 from kiln.validation import results as layout
 from kiln.validation import suites
+from kiln_node import records
 from tests.conftest import REPO
 from tests.unit.test_validate_suites import HOSTVARS, SETTINGS, VALIDATE
 
@@ -37,7 +37,7 @@ def node_probe(*argv: str, stdin: str = "", env: dict | None = None):
         input=stdin,
         capture_output=True,
         text=True,
-        env={**os.environ, "KILN_NODE_LIBRARY": str(REPO / "cli"), **(env or {})},
+        env={**os.environ, "KILN_NODE_LIBRARY": str(REPO / "node_library"), **(env or {})},
         check=False,
     )
 

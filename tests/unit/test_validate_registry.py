@@ -2,7 +2,7 @@
 the suites or their parts: the validate role's argument spec, defaults, settings and
 task files, the CLI's --suite, the campaigns, the result layout and the profiles. A
 suite added, renamed or dropped in one place only fails here. And what runs on the
-nodes for it: kiln.node.prerequisites, the one look the role registers."""
+nodes for it: kiln_node.prerequisites, the one look the role registers."""
 
 import json
 import re
@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from kiln.campaigns import burn_in, validate
 from kiln.commands.validate import validate as validate_command
-from kiln.node import prerequisites
 from kiln.validation import collect, profiles, registry, suites
 from kiln.validation import results as layout
+from kiln_node import prerequisites
 from tests.conftest import REPO
 from tests.unit.test_validate_suites import SETTINGS, VALIDATE
 
@@ -146,7 +146,7 @@ def test_the_role_registers_one_look_and_python_reads_only_it():
 
 def test_the_look_asks_for_what_the_suites_asked_for_need():
     look = VALIDATE["kiln_validate_look"]
-    base = ["python3", "-m", "kiln.node.prerequisites"]
+    base = ["python3", "-m", "kiln_node.prerequisites"]
     nccl = ["--nccl-tests-dir", "/opt/nccl-tests/build", "--cuda-home", "", "--nccl-home", ""]
     mpi = ["--mpi-check", "/usr/local/libexec/kiln/kiln-mpi-check"]
     assert look(SETTINGS) == [*base, "--torch-python", "python3", *nccl, *mpi]
@@ -224,7 +224,7 @@ def tasks_of(path) -> list[dict]:
 
 
 def test_no_task_writes_a_record_the_records_are_pythons():
-    """Every record of a run is written by kiln.node.records on the host that makes it,
+    """Every record of a run is written by kiln_node.records on the host that makes it,
     then fetched: no task copies content to the control node."""
     copies = {
         (path.name, task["name"])

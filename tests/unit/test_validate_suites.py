@@ -36,9 +36,9 @@ SETTINGS = {
     "paths": VALIDATE["kiln_validate_paths"]("/state/raw", "r1"),
 }
 
-# What tasks/main.yml registers on each node (kiln.node.prerequisites' JSON, as
+# What tasks/main.yml registers on each node (kiln_node.prerequisites' JSON, as
 # suites.FOUND): gpu1 has everything, gpu2 lacks torch, gpu3 lacks torch, nccl-tests
-# (and a CUDA toolkit: kiln.node.cuda_toolchain found only NCCL) and the MPI check; on
+# (and a CUDA toolkit: kiln_node.cuda_toolchain found only NCCL) and the MPI check; on
 # gpu4 the look was skipped.
 NO_CUDA = {"cuda": None, "nccl": {"home": "/usr", "version": "2.28.9"}, "mpi": None}
 NO_TORCH = {"rc": 1, "stdout": "", "stderr": "ModuleNotFoundError: No module named 'torch'"}
@@ -65,7 +65,7 @@ HOSTVARS = {
 
 LAUNCHER = ["/usr/bin/python3", "/usr/local/libexec/kiln/probe_launcher.py"]
 PROBE = ["/usr/bin/python3", "/usr/local/libexec/kiln/node_probe.py"]
-# Where kiln.node.records (node_probe.py record) writes the run's records on the
+# Where kiln_node.records (node_probe.py record) writes the run's records on the
 # controller; the role brings them back (tasks/bring.yml).
 ON = "/var/lib/kiln/validate/r1-controller"
 
@@ -298,7 +298,7 @@ def test_one_rank_per_node_skips_the_within_node_runs_with_a_note():
 
 
 def toolchain(cuda: bool, nccl: bool) -> dict:
-    """kiln.node.cuda_toolchain's report, as kiln.node.prerequisites includes it."""
+    """kiln_node.cuda_toolchain's report, as kiln_node.prerequisites includes it."""
     return {
         "cuda": {"home": "/usr/local/cuda-13.0", "version": "13.0.88"} if cuda else None,
         "nccl": {"home": "/usr", "version": "2.28.9"} if nccl else None,

@@ -13,12 +13,12 @@ import pytest
 from kiln import inventory
 from kiln.campaigns import campaign, validate
 from kiln.errors import ExitCode
-from kiln.node.slurm_state import NodeState
 from kiln.report import compare, html, junit, markdown, model, write
 from kiln.run import ids
 from kiln.validation import assess, collect, drain, profiles, suites
 from kiln.validation import results as layout
 from kiln.validation.verdicts import Judgement, Verdict
+from kiln_node.slurm_state import NodeState
 from tests.conftest import cluster_inventory
 from tests.results_files import Written
 from tests.unit.test_validate_suites import SETTINGS as ROLE_SETTINGS
@@ -1155,7 +1155,7 @@ def test_a_node_kiln_health_drained_fails_with_its_reason_and_an_operators_drain
 
 
 def test_the_health_checks_drain_prefixes_are_the_node_programs_own():
-    from kiln.node import slurm_state
+    from kiln_node import slurm_state
     from tests.node_scripts import health as passive
     from tests.node_scripts import health_active as active
 

@@ -1,6 +1,6 @@
 """The scheduled active check as a campaign (docs/architecture.md): kiln-health-active,
 on the first controller, selects, holds, runs and acts by itself (it runs without
-Kiln, with kiln.node only); Kiln reads each run's record and concludes it as every
+Kiln, with kiln_node only); Kiln reads each run's record and concludes it as every
 campaign concludes, into the report history like a `kiln validate` run."""
 
 from datetime import datetime

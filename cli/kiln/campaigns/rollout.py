@@ -23,7 +23,6 @@ from kiln.campaigns import campaign
 from kiln.campaigns import validate as validation
 from kiln.campaigns.campaign import Outcome
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.node import slurm_state
 from kiln.report import model
 from kiln.roles.nvidia_driver import reboots
 from kiln.rollout import plan as planning
@@ -35,6 +34,7 @@ from kiln.rollout.record import Record, Step
 from kiln.run.events import RunSummary
 from kiln.validation import drain
 from kiln.validation.verdicts import Judgement, Verdict
+from kiln_node import slurm_state
 
 SUITE = "rollout"
 __all__ = ["Request", "Rollout", "View", "rollout"]

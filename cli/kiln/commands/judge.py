@@ -5,12 +5,12 @@ from pathlib import Path
 
 import click
 
-from kiln.node import counted
 from kiln.printable import printable
 from kiln.report import judged, model, write
 from kiln.run import display
 from kiln.validation import nccl_judge, nccl_tests, profiles
 from kiln.validation.verdicts import Verdict, exit_code, fmt, worst
+from kiln_node import counted
 
 
 @click.group()

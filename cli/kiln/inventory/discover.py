@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from kiln import gpu_models, hostlist
 from kiln.inventory.model import ClusterSpec
-from kiln.node import counted
 from kiln.roles import nccl_env
 from kiln.roles.nvidia_driver import hardware
 from kiln.validation import profiles
+from kiln_node import counted
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -53,7 +53,7 @@ def source_problem(value: object) -> str:
 class Field:
     dcgm: str  # the DCGM field, as dcgm-exporter names its metric
     unit: str  # its unit in DCGM
-    kiln: str  # Kiln's metric (kiln.node.metrics.CATALOGUE)
+    kiln: str  # Kiln's metric (kiln_node.metrics.CATALOGUE)
     factor: float  # to Kiln's unit (Prometheus's base unit)
     default: bool  # in dcgm-exporter's default counters file
     type: str  # its Prometheus type in dcgm-exporter's counters file

@@ -5,14 +5,14 @@ same series.
 An expression that looks at chosen nodes carries the matcher `node=~"$node"`: Grafana
 fills `$node` from its dashboard variable, a console page from its URL;
 `for_nodes` fills it in or removes it. Every metric an expression names is in
-kiln.node.metrics.CATALOGUE or in EXTERNAL (node_exporter's and Prometheus's own), as
+kiln_node.metrics.CATALOGUE or in EXTERNAL (node_exporter's and Prometheus's own), as
 `metric_names` reads it: tests/unit/test_monitoring_rules.py fails on any other name.
 """
 
 import re
 from dataclasses import dataclass
 
-from kiln.node.metrics import CATALOGUE
+from kiln_node.metrics import CATALOGUE
 
 # Metrics Kiln does not write that the queries name: Prometheus's own and node_exporter's.
 EXTERNAL = frozenset(

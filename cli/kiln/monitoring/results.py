@@ -1,5 +1,5 @@
 """The last `kiln validate` and `kiln burn-in` as textfile metrics (kiln_result_*, in
-kiln.node.metrics' catalogue): each node's verdict and its key figures, one file per
+kiln_node.metrics' catalogue): each node's verdict and its key figures, one file per
 campaign (kiln_result_validate.prom, kiln_result_burn_in.prom) that the campaign's
 act step (validate-drain.yml) writes on the first controller, whole, each run.
 
@@ -10,9 +10,9 @@ mounts, GPUs, rounds or benchmarks), the lowest is kept: the one that decides.""
 
 from dataclasses import dataclass
 
-from kiln.node import metrics
 from kiln.report.model import Report
 from kiln.validation.verdicts import Verdict
+from kiln_node import metrics
 
 
 @dataclass(frozen=True)

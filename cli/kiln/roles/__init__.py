@@ -91,7 +91,7 @@ ROLES: dict[str, Role] = {
     role.name: role
     for role in (
         Role("base", OWN, ("all",)),
-        # Imported by base, included by each role whose node programs import kiln.node.
+        # Imported by base, included by each role whose node programs import kiln_node.
         Role("node_library", OWN, ()),
         Role("nvidia_driver", OWN, ("slurm_compute",)),
         Role("glusterfs_server", None, ("storage",)),

@@ -3,7 +3,7 @@ release pinned by version and sha256: the make command, where the build goes and
 is stale. The nccl_tests role builds with it on the GPU nodes, and `make gpu-check`
 builds the same way on a GPU test machine.
 
-A build is made against the node's CUDA toolkit, NCCL and MPI (kiln.node.cuda_toolchain
+A build is made against the node's CUDA toolkit, NCCL and MPI (kiln_node.cuda_toolchain
 finds them) and records their versions beside it; when one changes, it is rebuilt.
 """
 
@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from kiln import cuda_toolkit, pinned
-from kiln.node import cuda_toolchain
+from kiln_node import cuda_toolchain
 
 DEFAULT_BASE_URL = "https://github.com/NVIDIA/nccl-tests/archive/refs/tags"
 INSTALL_ROOT = "/opt/nccl-tests"
@@ -164,7 +164,7 @@ def plan(
     settings: dict[str, Any], toolchain: dict[str, Any], compute_caps: list[str], jobs: int
 ) -> dict[str, Any]:
     """What the nccl_tests role does on one node, from its settings (without the
-    prefix), kiln.node.cuda_toolchain's report and nvidia-smi's compute_cap lines:
+    prefix), kiln_node.cuda_toolchain's report and nvidia-smi's compute_cap lines:
     {skip} where it cannot build, else the source, the build, its stamp and make."""
     reason = skip_reason(toolchain)
     if reason:

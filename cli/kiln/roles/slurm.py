@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiln import formats, hostlist
-from kiln.node import slurm_state
+from kiln_node import slurm_state
 
 # Keys that appeared or were removed in a Slurm release: (first version, last version).
 VERSIONED_KEYS: dict[str, tuple[tuple[int, int] | None, tuple[int, int] | None]] = {

@@ -22,13 +22,13 @@ from typing import Protocol
 
 from kiln import hostlist
 from kiln.errors import ExitCode
-from kiln.node import slurm_jobs, slurm_state
 from kiln.report import model
 from kiln.rollout import waits
 from kiln.rollout.record import Record, Resumable, Step
 from kiln.run.events import RunSummary
 from kiln.validation import drain
 from kiln.validation.verdicts import Verdict
+from kiln_node import slurm_jobs, slurm_state
 
 POLL_S = 10  # between two looks at the nodes while waiting
 WAIT_CHUNK_S = 600  # one step run waits at most this long, then Kiln looks again

@@ -11,8 +11,8 @@ from typing import Any
 from kiln import hostlist
 from kiln.errors import InputError
 from kiln.inventory.model import ClusterSpec
-from kiln.node import slurm_state
 from kiln.roles.nvidia_driver import reboots
+from kiln_node import slurm_state
 
 # Slurm's upgrade order for the hosts that are not compute nodes: slurmdbd and slurmctld
 # live on the controllers (the slurm role restarts slurmdbd before slurmctld), then the

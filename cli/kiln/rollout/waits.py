@@ -4,7 +4,7 @@ reboot with all their GRES, the controller answering; and the free capacity."""
 
 import re
 
-from kiln.node import slurm_state
+from kiln_node import slurm_state
 
 IDLE, BACK, CONTROLLER = "idle", "back", "controller"
 RUNNING = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})

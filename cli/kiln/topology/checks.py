@@ -4,8 +4,8 @@
 from enum import StrEnum
 
 from kiln import formats, hostlist
-from kiln.node import counted
 from kiln.topology.model import Block, Switch, Topology, TopologyError
+from kiln_node import counted
 
 CATCH_ALL = "kiln-unplaced"
 # Joins the tops of a fabric that has several (a partial dump, two fabrics): without

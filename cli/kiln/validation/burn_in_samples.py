@@ -2,14 +2,14 @@
 burn_stress.py), parsed: TFLOP/s per device and interval, nvidia-smi's samples, and the
 error counters read before and after the round. nvidia-smi's CSV is parsed by its
 header, as it prints it (units in the values, "[N/A]" where a field does not apply),
-by kiln.node.nvidia_smi, which also names each XID from NVIDIA's catalogue."""
+by kiln_node.nvidia_smi, which also names each XID from NVIDIA's catalogue."""
 
 import math
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from kiln.node import nvidia_smi
+from kiln_node import nvidia_smi
 
 # Clock-event reasons that mean the GPU is slowed by heat or a power brake. The SW
 # power cap is not one: a GPU at full load sits at its power limit (recorded on a

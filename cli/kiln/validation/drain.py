@@ -4,15 +4,15 @@ Kiln marks its own drains: the reason starts with `kiln:`. A node Kiln drained i
 tested again on the next run (inside a maintenance reservation, so no user job lands
 on it meanwhile) and resumed when it passes. A node someone else drained keeps its
 drain and its reason: Kiln neither tests nor resumes it. A node Kiln's health check
-drained (kiln.node.slurm_state.HEALTH_PREFIXES) is not tested or resumed either (the check
+drained (kiln_node.slurm_state.HEALTH_PREFIXES) is not tested or resumed either (the check
 resumes it once it passes), but it fails: the check found a fault on it.
 """
 
 from dataclasses import asdict, dataclass, field
 
-from kiln.node import slurm_state
-from kiln.node.slurm_state import NodeState
 from kiln.validation.verdicts import Verdict
+from kiln_node import slurm_state
+from kiln_node.slurm_state import NodeState
 
 PREFIX = slurm_state.VALIDATE_PREFIX
 # A node's verdicts that let Kiln resume it: one that was not checked stays drained.

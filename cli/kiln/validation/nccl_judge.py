@@ -9,11 +9,11 @@ about the fabric. It is reported as a note only.
 import math
 from dataclasses import asdict, dataclass, field
 
-from kiln.node import counted
 from kiln.validation import verdicts
 from kiln.validation.nccl_tests import Run
 from kiln.validation.profiles import TESTS, Profile
 from kiln.validation.verdicts import Judgement, Verdict
+from kiln_node import counted
 
 PLATEAU_BYTES = 1 << 30
 # One rank crosses no link: busbw is 0 by definition (the factor 2(n-1)/n is 0) and

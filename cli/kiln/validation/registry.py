@@ -1,6 +1,6 @@
 """The validate suites, one entry each: what a suite is called, the
 builder of its command lines (kiln.validation.suites), what it needs on the nodes
-(kiln.node.prerequisites looks for it), the result files it writes
+(kiln_node.prerequisites looks for it), the result files it writes
 (kiln.validation.results), its collector (a function of kiln.validation.collect, named
 here so that the role's filters load no parser) and the profile
 section that sizes it (kiln.validation.profiles).
@@ -25,7 +25,7 @@ from kiln.validation.suites import Found, Settings
 class Suite:
     name: str
     commands: Callable[[Settings, Mapping], dict[str, Any]]  # name -> argv
-    needs: tuple[str, ...]  # what kiln.node.prerequisites looks for on each node
+    needs: tuple[str, ...]  # what kiln_node.prerequisites looks for on each node
     records: tuple[str, ...]  # its result files (results.py's names; per node: a kind)
     collector: str  # its function in kiln.validation.collect: (found, results, tested)
     section: str = ""  # its sizes in a profile (profiles.SECTIONS); "" for none
@@ -85,7 +85,7 @@ def chosen(names: list[str]) -> list[Suite]:
 
 
 def look(settings: Settings) -> list[str]:
-    """What a node under test is looked at for (kiln.node.prerequisites' argv): the
+    """What a node under test is looked at for (kiln_node.prerequisites' argv): the
     needs of the suites asked for, and torch for a burn-in's stress."""
     needs = {need for suite in chosen(settings.suites) for need in suite.needs}
     if settings.burn_in_step:
@@ -108,7 +108,7 @@ def commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
 
 def prepare(hostvars: Mapping, nodes: list[str], settings: Settings) -> dict[str, Any]:
     """Everything the suites share once the nodes under test are chosen: the srun step
-    (kiln.node.slurm_jobs.Srun's settings, which each suite names its job in), the
+    (kiln_node.slurm_jobs.Srun's settings, which each suite names its job in), the
     launcher's --time, the probe's and launcher's command lines, what the nodes lack
     (from each node's look, suites.FOUND), what stops the run, the collectives suite's
     notes and every suite's argv (`commands`)."""

@@ -20,7 +20,7 @@ On the control node, in the run's results directory:
     burn_in_steps.json            how the round's stress step ended
     health/NODE.json              kiln-health's passive check after the round
 A burn-in keeps one such directory per round.
-Every file is written on the host where it is made, by Python (kiln.node.records, or the
+Every file is written on the host where it is made, by Python (kiln_node.records, or the
 probe and the benchmarks), then brought back by the role:
 - on the first controller, NODE_ROOT/RUN-controller/NAME for each of CONTROLLER_RECORDS,
   brought back as NAME;
@@ -53,9 +53,9 @@ BURN_IN_STEPS = "burn_in_steps.json"
 HEALTH = "health"
 # Written on each node by the probe or the benchmarks, then brought back per node.
 NODE_KINDS = ("storage", "cold_import", "collectives_node", "collectives_all", "burn_stress")
-# Written on each node by kiln.node.records (unmunge's outcome, kiln-health's checks).
+# Written on each node by kiln_node.records (unmunge's outcome, kiln-health's checks).
 NODE_RECORDS = (MUNGE, HEALTH)
-# Written on the first controller by kiln.node.records (the run's state and the srun
+# Written on the first controller by kiln_node.records (the run's state and the srun
 # steps' outcomes), then brought back by name.
 CONTROLLER_RECORDS = {
     "slurm_state": SLURM_STATE,
@@ -145,7 +145,7 @@ def _fits(value: Any, kinds: tuple[type, ...]) -> bool:
 
 @dataclass
 class Step(Record):
-    """How one srun step ended (kiln.node.records.step)."""
+    """How one srun step ended (kiln_node.records.step)."""
 
     rc: int | None = None
     stderr: str = ""

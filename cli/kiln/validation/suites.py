@@ -1,6 +1,6 @@
 """What the validate role needs to run its suites, decided here so that its YAML only
 runs command lines: the role's settings (`Settings`), what each node under test has
-(`Found`, from kiln.node.prerequisites), the srun time limits, every suite's argv (the
+(`Found`, from kiln_node.prerequisites), the srun time limits, every suite's argv (the
 slurm, storage and collectives suites, the pairwise runs, a burn-in round's stress),
 the nodes under test that lack a benchmark, the messages that stop a run or skip part
 of a suite, and what the cold-import test imports. Which suite runs which builder is
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kiln import files
-from kiln.node import cuda_toolchain
-from kiln.node.slurm_jobs import Srun
 from kiln.validation import profiles
 from kiln.validation.results import Record
+from kiln_node import cuda_toolchain
+from kiln_node.slurm_jobs import Srun
 
 NO_TREE_MOUNT = "no shared mount is healthy on the controller to hold the package tree"
 NO_MPI_CHECK = "no node under test has it (provision with the mpi role, mpi_openmpi: true)"
@@ -30,7 +30,7 @@ ONE_RANK_NOTE = (
     "within-node collectives not run: 1 rank per node crosses no link "
     "(ranks_per_node in the profile)"
 )
-# The one result tasks/main.yml registers on each node (kiln.node.prerequisites' JSON):
+# The one result tasks/main.yml registers on each node (kiln_node.prerequisites' JSON):
 # the only registered variable of the role that Python reads by name.
 FOUND = "_validate_found"
 
@@ -81,7 +81,7 @@ class Settings:
 
 @dataclass
 class Found(Record):
-    """What kiln.node.prerequisites found on one node; None where it did not look (the
+    """What kiln_node.prerequisites found on one node; None where it did not look (the
     suites asked for do not need it, or the node is not under test)."""
 
     torch: dict | None = None  # its import's record: rc, stdout (the version), stderr
@@ -101,11 +101,11 @@ class Found(Record):
 
 
 def look(settings: Settings, needs: set[str]) -> list[str]:
-    """kiln.node.prerequisites' argv on a node under test, looking only for what `needs`
+    """kiln_node.prerequisites' argv on a node under test, looking only for what `needs`
     names (the registry's prerequisites of the suites asked for, and torch for a
     burn-in's stress): torch, nccl_tests (with the CUDA toolkit and NCCL where they are
     missing; none when an image brings them), mpi_check."""
-    argv = ["python3", "-m", "kiln.node.prerequisites"]
+    argv = ["python3", "-m", "kiln_node.prerequisites"]
     if "torch" in needs:
         argv += ["--torch-python", settings.torch_python]
     if "nccl_tests" in needs and not settings.nccl_tests_image:
@@ -161,7 +161,7 @@ def missing(settings: Settings, lack: Mapping) -> list[str]:
 
 def nccl_tests_missing(found: Found, settings: Settings) -> str:
     """Why a node has no nccl-tests, from the look at what building them takes
-    (kiln.node.cuda_toolchain's report): no CUDA toolkit or no NCCL, no release asked
+    (kiln_node.cuda_toolchain's report): no CUDA toolkit or no NCCL, no release asked
     for, or not built yet."""
     where = f"no nccl-tests ({settings.nccl_tests_dir}/all_reduce_perf)"
     if not isinstance(found.toolchain, dict):
@@ -363,7 +363,7 @@ def probe(settings: Settings) -> list[str]:
 
 
 def recorder(settings: Settings) -> list[str]:
-    """kiln.node.records through node_probe.py: what writes the run's records on the
+    """kiln_node.records through node_probe.py: what writes the run's records on the
     host where they are made (`record write|note|run|step|munge`)."""
     return [*probe(settings), "record"]
 

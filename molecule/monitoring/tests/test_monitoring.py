@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from kiln.monitoring import dashboards
-from kiln.node import metrics
+from kiln_node import metrics
 
 testinfra_hosts = ["podman://mon-ctl", "podman://mon-n1"]
 ADDRESS = {"mon-ctl": "10.214.0.71", "mon-n1": "10.214.0.72"}

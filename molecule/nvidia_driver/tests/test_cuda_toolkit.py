@@ -3,7 +3,7 @@ nvidia_driver role pinned there (580.95.05), the CUDA compiler and NCCL from the
 scenario's stand-in CUDA repository, whose packages carry NVIDIA's names, versions,
 Depends and Provides (tests/standins.py cuda-toolkit; NCCL at two builds). CUDA 13.0's
 packages and what they pull in are installed, NCCL at 2.28.9-1+cuda13.0 (not the newer
-+cuda13.1 build beside it) and pinned there, and kiln.node.cuda_toolchain finds both
++cuda13.1 build beside it) and pinned there, and kiln_node.cuda_toolchain finds both
 where the role builds from them."""
 
 import json
@@ -52,7 +52,7 @@ def test_nccl_stays_at_its_build_for_cuda_13_0(host):
 def test_the_toolchain_is_found_where_the_role_builds_from(host):
     found = json.loads(
         host.check_output(
-            "cd /usr/local/lib/kiln && python3 -m kiln.node.cuda_toolchain"
+            "cd /usr/local/lib/kiln && python3 -m kiln_node.cuda_toolchain"
             " --cuda-home=/usr/local/cuda-13.0 --nccl-home=/usr"
         )
     )
@@ -67,6 +67,6 @@ def test_the_toolchain_is_found_where_the_role_builds_from(host):
     )
     # And without the homes: the release under /usr/local/cuda-13.0 (no /usr/local/cuda).
     searched = json.loads(
-        host.check_output("cd /usr/local/lib/kiln && python3 -m kiln.node.cuda_toolchain")
+        host.check_output("cd /usr/local/lib/kiln && python3 -m kiln_node.cuda_toolchain")
     )
     assert searched["cuda"]["home"] == "/usr/local/cuda-13.0"

@@ -20,9 +20,9 @@ import sys
 import threading
 import time
 
-# Kiln's node library: kiln.node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
+# Kiln's node library: kiln_node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
 sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")
-from kiln.node import commands, nvidia_smi
+from kiln_node import commands, nvidia_smi
 
 # The fields of the samples, as recorded on a loaded H100 (../shared/fixtures/gpu).
 SAMPLE_FIELDS = (

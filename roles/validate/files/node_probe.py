@@ -12,7 +12,7 @@ node (kiln.validation).
     cold-import (on each node, through srun) all nodes import a package tree at once
     remove      (on the controller) remove this run's package tree
     record      (on the controller, or a node) write one of the run's records:
-                kiln.node.records, whose arguments follow
+                kiln_node.records, whose arguments follow
 
 Shared mounts may be writable by any user, and srun starts this probe as root. So every
 directory it works in on a mount is made fresh for this run (`.kiln-validate-RUN-...`,
@@ -32,9 +32,9 @@ import sys
 import time
 from pathlib import Path
 
-# Kiln's node library: kiln.node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
+# Kiln's node library: kiln_node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
 sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")
-from kiln.node import commands, records
+from kiln_node import commands, records
 
 MOUNT_CHECK = "/usr/local/sbin/kiln-mount-check"
 TREE_PACKAGE = "kiln_cold_import"

@@ -16,9 +16,9 @@ import os
 import sys
 import threading
 
-# Kiln's node library: kiln.node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
+# Kiln's node library: kiln_node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
 sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")
-from kiln.node import commands, slurm_jobs
+from kiln_node import commands, slurm_jobs
 
 run = commands.record
 

@@ -23,9 +23,9 @@ import sys
 import time
 import warnings
 
-# Kiln's node library: kiln.node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
+# Kiln's node library: kiln_node.INSTALL_DIR, or another copy named by KILN_NODE_LIBRARY.
 sys.path.insert(0, os.environ.get("KILN_NODE_LIBRARY") or "/usr/local/lib/kiln")
-from kiln.node import commands
+from kiln_node import commands
 
 SCONTROL_TIMEOUT_S = 30
 

@@ -6,10 +6,10 @@ and hands them over through its filter plugin (kiln_gpu)."""
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kiln.node import nvidia_smi
 from kiln.roles.nvidia_driver.apt import wants_fabric_manager
 from kiln.roles.nvidia_driver.hardware import detect, rdma_path, rdma_stack
 from kiln.roles.nvidia_driver.versions import loaded_module, needs_reboot, upstream
+from kiln_node import nvidia_smi
 
 
 @dataclass

@@ -7,7 +7,6 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kiln.node import slurm_state
 from kiln.roles.nvidia_driver.versions import (
     branch,
     is_exact,
@@ -15,6 +14,7 @@ from kiln.roles.nvidia_driver.versions import (
     needs_reboot,
     version_key,
 )
+from kiln_node import slurm_state
 
 # The cluster-wide cap on compute nodes out of service at once for a change that needs
 # them out (kiln rollout's batches, the driver's reboots), and its default.

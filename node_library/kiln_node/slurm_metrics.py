@@ -4,7 +4,7 @@ the queue's jobs by state (`squeue`, one line per job and array task)."""
 
 from collections import Counter
 
-from kiln.node import metrics, slurm_state
+from kiln_node import metrics, slurm_state
 
 # squeue's states as it prints them with %T, one line per job (array tasks one each).
 SQUEUE = ["squeue", "--array", "--noheader", "--format=%T"]

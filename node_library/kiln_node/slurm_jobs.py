@@ -76,13 +76,13 @@ def release(name: str) -> list[str]:
 
 
 def show_nodes(nodes: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """One line per node (kiln.node.slurm_state.parse reads it); no nodes: every node."""
+    """One line per node (kiln_node.slurm_state.parse reads it); no nodes: every node."""
     return ["scontrol", "--oneliner", "show", "node", *([",".join(nodes)] if nodes else [])]
 
 
 def drain(node: str, reason: str) -> list[str]:
     """Slurm runs no new job on the node; `reason` is kept as given (with the prefix of
-    the program that drains, kiln.node.slurm_state)."""
+    the program that drains, kiln_node.slurm_state)."""
     return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"]
 
 

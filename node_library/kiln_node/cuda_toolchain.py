@@ -3,7 +3,7 @@ they are and at which version. Read from files only (and `nvcc --version`), so t
 nccl_tests role can decide on every run whether its build is stale, and `make
 gpu-check` finds the same things on a GPU test machine without apt.
 
-`python3 -m kiln.node.cuda_toolchain [--cuda-home D] [--nccl-home D] [--mpi-home D]`
+`python3 -m kiln_node.cuda_toolchain [--cuda-home D] [--nccl-home D] [--mpi-home D]`
 prints one JSON object: {"cuda": {...}|null, "nccl": {...}|null, "mpi": {...}|null},
 each {"home", "version", "lib"} (nccl also "library": the file the linker needs).
 """
@@ -15,7 +15,7 @@ import os
 import re
 import sys
 
-from kiln.node import commands, files
+from kiln_node import commands, files
 
 # /usr/local/cuda (the CUDA repository's alternative, a runfile's link), then each
 # release the CUDA repository installed, the newest first.

@@ -6,11 +6,11 @@ role registers as one result (kiln.validation.suites.FOUND, read there as `Found
                 named by --torch-python; null where not asked
     nccl_tests  whether all_reduce_perf is in --nccl-tests-dir; null where not asked
     toolchain   where nccl-tests is missing: the CUDA toolkit, NCCL and MPI found
-                (kiln.node.cuda_toolchain), for the reason a node was not measured
+                (kiln_node.cuda_toolchain), for the reason a node was not measured
     mpi_check   whether Kiln's MPI check (--mpi-check, the mpi role's) is there
 
 Which of them are asked for follows from the suites (kiln.validation.registry's
-`needs`). Run as `python3 -m kiln.node.prerequisites` beside the node library.
+`needs`). Run as `python3 -m kiln_node.prerequisites` beside the node library.
 """
 
 import argparse
@@ -19,7 +19,7 @@ import os
 import shlex
 import sys
 
-from kiln.node import commands, cuda_toolchain
+from kiln_node import commands, cuda_toolchain
 
 # A cold `import torch` on a shared filesystem can take minutes; past this it counts
 # as missing (the record says so).

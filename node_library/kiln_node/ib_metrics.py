@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kiln.node import files, metrics
+from kiln_node import files, metrics
 
 ROOT = "/sys/class/infiniband"
 # The port counters kiln-metrics reports: sysfs file -> metric.

@@ -5,7 +5,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from kiln.node import commands
+from kiln_node import commands
 
 
 @dataclass
@@ -39,7 +39,7 @@ class CommandFailed(Exception):
 
 def run(argv: list[str], deadline: Deadline, stdin: str | None = None) -> str:
     """The command's stdout; CommandFailed when it fails, cannot start or runs past its
-    time (kiln.node.commands: then its process group is killed, not waited for)."""
+    time (kiln_node.commands: then its process group is killed, not waited for)."""
     limit = deadline.budget()
     done = commands.run(argv, limit, stdin)
     if done.start_error:

@@ -6,8 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from kiln.node import counted, nvidia_smi
-from kiln.node.checks import CommandFailed, Deadline, Result, run
+from kiln_node import counted, nvidia_smi
+from kiln_node.checks import CommandFailed, Deadline, Result, run
 
 # nvidia-smi's documented exit codes that say what is wrong with the node.
 SMI_EXIT = {

@@ -15,7 +15,7 @@ kiln.validation.results owns their names and reads them.
     munge   decode the controller's credential (on stdin) with unmunge, and record the
             outcome (rc and unmunge's STATUS line, or its error)
 
-Run as `python3 -m kiln.node.records` beside the node library.
+Run as `python3 -m kiln_node.records` beside the node library.
 """
 
 import argparse
@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from kiln.node import commands
+from kiln_node import commands
 
 # How much of a failed step's stderr the report keeps (its last lines say why).
 STDERR_TAIL = 2000

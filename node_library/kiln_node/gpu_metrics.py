@@ -5,7 +5,7 @@ and the kernel's XID lines as the catalogue's kiln_gpu_* series, one set per GPU
 from collections import Counter
 from collections.abc import Sequence
 
-from kiln.node import metrics, nvidia_smi
+from kiln_node import metrics, nvidia_smi
 
 # Each per-GPU gauge: the SmiGpu field it reads and the factor to Prometheus's base unit.
 _PER_GPU = {

@@ -1,14 +1,16 @@
 """Kiln's node library: what the node programs (roles/*/files) and the control side
 both know about the nodes' own outputs, in one place.
 
-Standard library only, and no import of the rest of `kiln`: the node_library role
-copies this package to INSTALL_DIR on every host (what it ships: kiln.roles.node_library),
-where the node programs run it with the system python3 (3.11 on Debian 12, 3.13 on 13).
+It lives apart from `kiln` (node_library/ in the tree, a package of its own) because it
+ships to the nodes: standard library only, importing nothing of `kiln`. The
+node_library role copies it to INSTALL_DIR on every host (what it ships:
+kiln.roles.node_library), where the node programs run it with the system python3
+(3.10 on Ubuntu 22.04 at the oldest); the control side imports the same modules.
 """
 
 # Where the roles install the package on the nodes: each node program puts this (or the
 # copy KILN_NODE_LIBRARY names) first on sys.path (it runs without Kiln) before
-# `import kiln.node`.
+# `import kiln_node`.
 INSTALL_DIR = "/usr/local/lib/kiln"
 
 
