@@ -328,6 +328,9 @@ def test_reading_draining_resuming_and_rebooting_nodes():
         "scontrol", "reboot", "ASAP", "nextstate=RESUME", "reason=kiln: driver 570.195.03",
         "gpu001,gpu002",
     ]  # fmt: skip
+    assert slurm_jobs.reboot_to_drain("gpu001", reason) == [
+        "scontrol", "reboot", "ASAP", "nextstate=DRAIN", f"reason={reason}", "gpu001",
+    ]  # fmt: skip
 
 
 def test_the_node_state_filters_take_a_name_a_list_or_none():
