@@ -64,7 +64,11 @@ def plan(health: str, dcgm_level: int = 1, history_paths: tuple[str, ...] = ()) 
         items.append(
             Item("dcgm-diag.json", ("dcgmi", "diag", "-r", str(dcgm_level), "-j"), timeout_s=600)
         )
-    items += [Item(f"records/{Path(p).name}", path=p) for p in history_paths]
+    for given in map(Path, history_paths):
+        # A directory (the active checks' records) gives each file under it.
+        found = sorted(p for p in given.rglob("*") if p.is_file()) if given.is_dir() else [given]
+        base = given.parent
+        items += [Item(f"records/{p.relative_to(base)}", path=str(p)) for p in found]
     return items
 
 
@@ -127,13 +131,17 @@ def collect(
                 try:
                     with open(output, "wb") as out:
                         rc, timed_out, error = _run(argv, out, min(item.timeout_s, budget), work)
-                except OSError:
+                except FileNotFoundError:
                     listed.append(entry | {"skipped": "not installed"})
+                    continue
+                except OSError as exc:
+                    listed.append(entry | {"skipped": f"did not start: {exc.strerror}"})
                     continue
                 made = Path(work) / item.produces if item.produces else output
                 if not made.exists():
                     listed.append(entry | {"skipped": f"{item.produces} not written",
-                                           "exit_status": rc, "timed_out": timed_out})  # fmt: skip
+                                           "exit_status": rc, "timed_out": timed_out,
+                                           "stderr": error})  # fmt: skip
                     continue
                 if item.keep_xid_lines:
                     text = made.read_bytes().decode(errors="replace")

@@ -64,13 +64,14 @@ def judge_xids(xids: list[tuple[str, int]]) -> Result:
         return Result(
             "gpu_xid", "WARN", named(seen[nvidia_smi.RESET_WHEN_IDLE]) + " (GPU reset needed)"
         )
-    watched = seen[nvidia_smi.WATCH]
-    unknown = sorted(x for x in watched if x not in nvidia_smi.XIDS)
+    watched = {x: at for x, at in seen[nvidia_smi.WATCH].items() if x in nvidia_smi.XIDS}
+    unknown = sorted(x for x in seen[nvidia_smi.WATCH] if x not in nvidia_smi.XIDS)
+    parts = [named(watched) + " (watch: a part may be failing)"] if watched else []
     if unknown:
         listed = ", ".join(f"XID {x}" for x in unknown)
-        return Result("gpu_xid", "WARN", f"{listed} since boot, not in Kiln's table")
-    if watched:
-        return Result("gpu_xid", "WARN", named(watched) + " (watch: a part may be failing)")
+        parts.append(f"{listed} since boot, not in Kiln's table")
+    if parts:
+        return Result("gpu_xid", "WARN", "; ".join(parts))
     if seen[nvidia_smi.NONE]:
         mine = ", ".join(f"XID {x}" for x in sorted(seen[nvidia_smi.NONE]))
         return Result("gpu_xid", "OK", f"only application faults since boot ({mine})")

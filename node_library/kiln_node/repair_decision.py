@@ -204,6 +204,11 @@ def decide(
         return Decision(NONE, f"{node}: reboot under way", failure.cls)
     if state.flags & RUNNING:
         return Decision(NONE, f"{node}: a job still runs there; the ladder waits", failure.cls)
+    if state.flags & slurm_state.UNAVAILABLE and failure.cls != "slurmd":
+        if last and last.step == repair_classes.REBOOT and last.outcome == "started":
+            return Decision(NONE, f"{node}: waiting for it to come back", failure.cls)
+        # No step reaches a node Slurm cannot: a power cycle through its BMC is next.
+        return Decision(ALERT, f"{node}: does not answer Slurm ({state.state})", failure.cls)
     failed = [e for e in mine if e.outcome == "failed" and e.time >= now - settings.rma_window_s]
     if len(failed) >= settings.rma_after:
         evidence = next((e.evidence for e in reversed(mine) if e.evidence), "")
@@ -215,8 +220,6 @@ def decide(
     if last is None:
         return _first(failure, f"{node}: {failure.cls}, first step")
     if last.step != RECHECK:
-        if last.outcome == "started" and state.flags & slurm_state.UNAVAILABLE:
-            return Decision(NONE, f"{node}: waiting for it to come back", failure.cls)
         if last.outcome in ("done", "started"):
             return Decision(HOLD, f"{node}: {last.step} {last.outcome}: re-check", failure.cls)
         following = _after(failure, last.step, f"{node}: {last.step} failed, next step")

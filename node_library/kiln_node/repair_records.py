@@ -79,11 +79,14 @@ def append_history(path: str, entry: Entry) -> None:
     if entry.outcome not in OUTCOMES:
         raise RecordError(f"outcome {entry.outcome!r} is not one of {', '.join(OUTCOMES)}")
     data = (entry.json() + "\n").encode()
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
     try:
-        os.write(descriptor, data)
-    finally:
-        os.close(descriptor)
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        try:
+            os.write(descriptor, data)
+        finally:
+            os.close(descriptor)
+    except OSError as exc:
+        raise RecordError(f"repair history {path}: {exc.strerror}") from exc
 
 
 # --- the circuit breaker ------------------------------------------------------------
@@ -118,15 +121,21 @@ def open_breaker(path: str, now: float, reason: str) -> Breaker:
     if current.open and current.since is not None:
         return current
     directory = os.path.dirname(path) or "."
-    with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, suffix=".tmp") as handle:
-        json.dump({"since": now, "reason": reason}, handle)
-    os.replace(handle.name, path)
+    try:
+        with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, suffix=".tmp") as out:
+            json.dump({"since": now, "reason": reason}, out)
+        os.replace(out.name, path)
+    except OSError as exc:
+        raise RecordError(f"breaker file {path}: {exc.strerror}") from exc
     return Breaker(True, now, reason)
 
 
 def reset_breaker(path: str) -> Breaker:
     """Close it (what `kiln repair reset` does); the state it had."""
     before = read_breaker(path)
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(path)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+    except OSError as exc:
+        raise RecordError(f"breaker file {path}: {exc.strerror}") from exc
     return before

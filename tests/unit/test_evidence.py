@@ -34,7 +34,7 @@ def stand_in(bin_dir: Path, name: str, body: str) -> None:
 
 @pytest.fixture
 def node(tmp_path, monkeypatch):
-    """A PATH of stand-ins only: dmidecode is not installed."""
+    """A PATH of stand-ins only."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (tmp_path / "dmesg.txt").write_text((H100 / "dmesg-nvrm.txt").read_text() + XID + "\n")
@@ -70,7 +70,13 @@ def test_a_bundle_holds_every_output_with_its_manifest(node):
     tmp_path, out = node
     record = tmp_path / "burn-in-1.json"
     record.write_text('{"verdict": "pass"}\n')
-    items = evidence.plan("kiln-health", 2, (str(record), str(tmp_path / "absent.json")))
+    active = tmp_path / "health"
+    (active / "2026").mkdir(parents=True)
+    (active / "2026" / "run-1.json").write_text("{}")
+    stand_in(tmp_path / "bin", "dmidecode", "")
+    (tmp_path / "bin" / "dmidecode").chmod(0o644)  # there, but not executable
+    paths = (str(record), str(tmp_path / "absent.json"), str(active))
+    items = evidence.plan("kiln-health", 2, paths)
     bundle, manifest = evidence.collect("n1", items, str(out), NOW, 2**30, 600)
     assert bundle == out / "evidence-n1-20261118T110640Z.tar.gz"
     smi = (H100 / "nvidia-smi-q.xml").read_bytes()
@@ -118,7 +124,7 @@ def test_a_bundle_holds_every_output_with_its_manifest(node):
                 "name": "system-serial.txt",
                 "command": ["dmidecode", "-s", "system-serial-number"],
                 "path": None,
-                "skipped": "not installed",
+                "skipped": "did not start: Permission denied",
             },
             member(
                 dcgm,
@@ -142,6 +148,15 @@ def test_a_bundle_holds_every_output_with_its_manifest(node):
                 "path": str(tmp_path / "absent.json"),
                 "skipped": "unreadable: No such file or directory",
             },
+            member(
+                b"{}",
+                name="records/health/2026/run-1.json",
+                command=None,
+                path=str(active / "2026" / "run-1.json"),
+                exit_status=None,
+                timed_out=False,
+                truncated=False,
+            ),
         ],
     }
     inside = read_back(bundle)
@@ -190,4 +205,31 @@ def test_a_bundle_is_bounded_in_size_and_in_time(node):
     assert sorted(os.listdir(out)) == [
         "evidence-n1-20261118T110640Z.tar.gz",
         "evidence-n1-20261118T110641Z.tar.gz",
+    ]
+
+
+def test_a_command_not_installed_or_writing_no_file_is_listed_as_skipped(node):
+    tmp_path, out = node
+    stand_in(tmp_path / "bin", "quiet-report", "echo nothing to say >&2; exit 1")
+    items = [
+        evidence.Item("absent.txt", ("kiln-absent",)),
+        evidence.Item("report.gz", ("quiet-report", "{dir}/report"), produces="report.gz"),
+    ]
+    _, manifest = evidence.collect("n1", items, str(out), NOW, 2**20, 60)
+    assert manifest["members"] == [
+        {
+            "name": "absent.txt",
+            "command": ["kiln-absent"],
+            "path": None,
+            "skipped": "not installed",
+        },
+        {
+            "name": "report.gz",
+            "command": ["quiet-report", "{dir}/report"],
+            "path": None,
+            "skipped": "report.gz not written",
+            "exit_status": 1,
+            "timed_out": False,
+            "stderr": "nothing to say",
+        },
     ]

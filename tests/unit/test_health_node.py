@@ -188,6 +188,11 @@ def xids(*numbers: int) -> list[tuple[str, int]]:
             "WARN gpu_xid: XID 94 contained ECC error on 0000:00:06 (watch: a part may be failing)",
         ),
         ((94, 48), "FAIL gpu_xid: XID 48 double-bit ECC error on 0000:00:06"),
+        (
+            (149, 94),
+            "WARN gpu_xid: XID 94 contained ECC error on 0000:00:06 (watch: a part may be "
+            "failing); XID 149 since boot, not in Kiln's table",
+        ),
         ((13, 63, 79), "FAIL gpu_xid: XID 79 GPU fell off the bus on 0000:00:06"),
     ],
 )

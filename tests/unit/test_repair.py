@@ -141,6 +141,13 @@ def test_a_bad_history_line_stops_with_one_line(tmp_path):
     assert str(raised.value) == f"repair history {path} line 2: not a record ('outcome')"
     with pytest.raises(repair_records.RecordError, match=r"^outcome 'fine' is not one of done"):
         repair_records.append_history(str(path), Entry("n", NOW, "mount", "recheck", "fine"))
+    nowhere = str(tmp_path / "absent" / "history.jsonl")
+    with pytest.raises(repair_records.RecordError) as raised:
+        repair_records.append_history(nowhere, Entry("n", NOW, "mount", "recheck", "passed"))
+    assert str(raised.value) == f"repair history {nowhere}: No such file or directory"
+    with pytest.raises(repair_records.RecordError) as raised:
+        repair_records.open_breaker(nowhere, NOW, "3 of 10 out")
+    assert str(raised.value) == f"breaker file {nowhere}: No such file or directory"
 
 
 def test_the_breaker_opens_once_and_resets(tmp_path):
@@ -275,6 +282,7 @@ def test_a_gpu_ladder_resets_with_evidence_then_reboots_and_waits_for_jobs_and_r
         decide(node("n1", "MIXED+DRAIN", XID79)),
         decide(node("n1", "IDLE+DRAIN+REBOOT_ISSUED", XID79)),
         decide(node("n1", "DOWN+DRAIN", XID79), [rebooting]),
+        decide(node("n1", "DOWN+DRAIN", XID79)),
         decide(node("n1", "IDLE+DRAIN", XID79), [rebooting]),
     ] == [
         Decision("repair", "n1: memory-ecc, first step", "memory-ecc", "gpu-reset", True),
@@ -283,6 +291,7 @@ def test_a_gpu_ladder_resets_with_evidence_then_reboots_and_waits_for_jobs_and_r
         Decision("none", "n1: a job still runs there; the ladder waits", "gpu-hardware"),
         Decision("none", "n1: reboot under way", "gpu-hardware"),
         Decision("none", "n1: waiting for it to come back", "gpu-hardware"),
+        Decision("alert-only", "n1: does not answer Slurm (DOWN+DRAIN)", "gpu-hardware"),
         Decision("hold-for-recheck", "n1: reboot started: re-check", "gpu-hardware"),
     ]  # fmt: skip
 
