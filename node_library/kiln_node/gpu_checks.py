@@ -46,32 +46,34 @@ def parse_nvlink_status(text: str) -> dict[str, list[str]]:
 
 
 def judge_xids(xids: list[tuple[str, int]]) -> Result:
+    """By the catalogue's next step (nvidia_smi.XIDS): RESET or REBOOT fail (the node
+    drains), RESET_WHEN_IDLE and WATCH warn, the application's own pass."""
+
     def named(found: dict[int, list[str]]) -> str:
         return ", ".join(f"{nvidia_smi.xid_name(x)} on {' '.join(found[x])}" for x in sorted(found))
 
-    seen: dict[str, dict[int, list[str]]] = {"drain": {}, "reset": {}, "app": {}, "other": {}}
+    seen: dict[str, dict[int, list[str]]] = {step: {} for step in nvidia_smi.XID_STEPS}
     for address, xid in xids:
-        kind = (
-            "drain"
-            if xid in nvidia_smi.XID_DRAIN
-            else "reset"
-            if xid in nvidia_smi.XID_RESET
-            else "app"
-            if xid in nvidia_smi.XID_APPLICATION
-            else "other"
-        )
-        places = seen[kind].setdefault(xid, [])
+        places = seen[nvidia_smi.xid_step(xid)].setdefault(xid, [])
         if address not in places:
             places.append(address)
-    if seen["drain"]:
-        return Result("gpu_xid", "FAIL", named(seen["drain"]))
-    if seen["reset"]:
-        return Result("gpu_xid", "WARN", named(seen["reset"]) + " (GPU reset needed)")
-    if seen["other"]:
-        unknown = ", ".join(f"XID {x}" for x in sorted(seen["other"]))
-        return Result("gpu_xid", "WARN", f"{unknown} since boot, not in Kiln's table")
-    if seen["app"]:
-        mine = ", ".join(f"XID {x}" for x in sorted(seen["app"]))
+    failing = seen[nvidia_smi.REBOOT] | seen[nvidia_smi.RESET]
+    if failing:
+        return Result("gpu_xid", "FAIL", named(failing))
+    if seen[nvidia_smi.RESET_WHEN_IDLE]:
+        return Result(
+            "gpu_xid", "WARN", named(seen[nvidia_smi.RESET_WHEN_IDLE]) + " (GPU reset needed)"
+        )
+    watched = {x: at for x, at in seen[nvidia_smi.WATCH].items() if x in nvidia_smi.XIDS}
+    unknown = sorted(x for x in seen[nvidia_smi.WATCH] if x not in nvidia_smi.XIDS)
+    parts = [named(watched) + " (watch: a part may be failing)"] if watched else []
+    if unknown:
+        listed = ", ".join(f"XID {x}" for x in unknown)
+        parts.append(f"{listed} since boot, not in Kiln's table")
+    if parts:
+        return Result("gpu_xid", "WARN", "; ".join(parts))
+    if seen[nvidia_smi.NONE]:
+        mine = ", ".join(f"XID {x}" for x in sorted(seen[nvidia_smi.NONE]))
         return Result("gpu_xid", "OK", f"only application faults since boot ({mine})")
     return Result("gpu_xid", "OK", "no XID since boot")
 

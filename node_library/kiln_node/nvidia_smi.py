@@ -1,7 +1,6 @@
 """nvidia-smi's outputs, read once for every reader: `nvidia-smi -q -x` (the XML), the
 `--query-*=... --format=csv` tables, `nvidia-smi nvlink -e` (NVLink error counters), and
-the kernel's XID lines with NVIDIA's XID catalogue sorted by what an operator does about
-each."""
+the kernel's XID lines with NVIDIA's XID catalogue: each XID's class and next step."""
 
 import csv
 import io
@@ -212,37 +211,65 @@ def parse_nvlink_errors(text: str) -> list[NvlinkCounter]:
 
 # --- XIDs ----------------------------------------------------------------------------
 
-# NVIDIA's XID catalogue, by what an operator does about each: drain the node (hardware
-# or driver fault), reset the GPU (recorded, no drain), or nothing (the application's
-# own fault, e.g. a bad memory access).
-XID_DRAIN = {
-    48: "double-bit ECC error",
-    61: "internal micro-controller breakpoint",
-    62: "internal micro-controller halt",
-    64: "row remapping failure",
-    74: "NVLink error",
-    79: "GPU fell off the bus",
-    95: "uncontained ECC error",
-    109: "context switch timeout",
-    110: "security fault",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-    121: "C2C link error",
-    140: "unrecovered ECC error",
-}
-XID_RESET = {
-    63: "row remapping pending",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    123: "SPI PMU RPC failure",
-}
-XID_APPLICATION = {
-    13: "graphics engine exception",
-    31: "GPU memory page fault",
-    43: "GPU stopped processing",
-    45: "preemptive cleanup",
-    68: "video decoder exception",
-    69: "graphics engine class error",
+# NVIDIA's XID catalogue as Kiln acts on it: each XID's class (what failed) and its one
+# next step, from NVIDIA's "Resolution Bucket (Immediate Action)" (docs/health.md cites
+# it): RESTART_APP and IGNORE are NONE (the application's own fault, nothing on the node),
+# RESET_GPU and the ECC/NVLink workflows RESET, RESTART_BM REBOOT. A few NVIDIA files
+# under restart-the-application or ignore, Kiln WATCHes (a WARN, no drain): memory and
+# link errors that foretell a failing part. Only RESET and REBOOT drain.
+NONE = "none"
+WATCH = "watch"  # recorded, no drain
+RESET_WHEN_IDLE = "reset-when-idle"  # takes effect at the next GPU reset; no drain
+RESET = "reset"  # drain, reset the GPU where nothing runs
+REBOOT = "reboot"  # drain, reboot the node
+XID_STEPS = (NONE, WATCH, RESET_WHEN_IDLE, RESET, REBOOT)  # mildest first
+DRAINING_STEPS = frozenset({RESET, REBOOT})
+
+# The classes (kiln_node.repair_classes gives each its repair ladder).
+APPLICATION = "application"
+GPU_RESET = "gpu-reset"  # the GPU or its micro-controllers stopped: a reset clears it
+GPU_HARDWARE = "gpu-hardware"  # the GPU is gone from the bus
+DRIVER = "driver"  # GSP firmware and the driver's own RPCs
+MEMORY_ECC = "memory-ecc"
+MEMORY_REMAP = "memory-remap"
+NVLINK = "nvlink"
+
+
+@dataclass(frozen=True)
+class Xid:
+    name: str
+    cls: str
+    step: str
+
+
+XIDS = {
+    8: Xid("GPU stopped processing", APPLICATION, NONE),
+    13: Xid("graphics engine exception", APPLICATION, NONE),
+    31: Xid("GPU memory page fault", APPLICATION, NONE),
+    43: Xid("GPU stopped processing", APPLICATION, NONE),
+    45: Xid("preemptive cleanup", APPLICATION, NONE),
+    46: Xid("GPU stopped processing (timeout)", GPU_RESET, RESET),
+    48: Xid("double-bit ECC error", MEMORY_ECC, RESET),
+    61: Xid("internal micro-controller breakpoint", GPU_RESET, RESET),
+    62: Xid("internal micro-controller halt", GPU_RESET, RESET),
+    63: Xid("row remapping pending", MEMORY_REMAP, RESET_WHEN_IDLE),
+    64: Xid("row remapping failure", MEMORY_REMAP, RESET),
+    68: Xid("video decoder exception", APPLICATION, NONE),
+    69: Xid("graphics engine class error", APPLICATION, NONE),
+    74: Xid("NVLink error", NVLINK, RESET),
+    79: Xid("GPU fell off the bus", GPU_HARDWARE, REBOOT),
+    92: Xid("high single-bit ECC error rate", MEMORY_ECC, WATCH),
+    94: Xid("contained ECC error", MEMORY_ECC, WATCH),
+    95: Xid("uncontained ECC error", MEMORY_ECC, RESET),
+    109: Xid("context switch timeout", GPU_RESET, RESET),
+    110: Xid("security fault", GPU_RESET, RESET),
+    119: Xid("GSP RPC timeout", DRIVER, RESET),
+    120: Xid("GSP error", DRIVER, RESET),
+    121: Xid("C2C link error", NVLINK, WATCH),
+    123: Xid("SPI PMU RPC failure", DRIVER, RESET_WHEN_IDLE),
+    136: Xid("NVLink training failed", NVLINK, RESET),
+    140: Xid("unrecovered ECC error", MEMORY_ECC, RESET),
+    143: Xid("GPU initialization error", GPU_RESET, RESET),
 }
 _XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),")
 
@@ -260,7 +287,9 @@ def parse_xids(kernel_log: str) -> list[tuple[str, int]]:
 
 def xid_name(xid: int) -> str:
     """`XID 79 GPU fell off the bus`; one outside the catalogue says so."""
-    for table in (XID_DRAIN, XID_RESET, XID_APPLICATION):
-        if xid in table:
-            return f"XID {xid} {table[xid]}"
-    return f"XID {xid} (not in Kiln's table)"
+    return f"XID {xid} {XIDS[xid].name}" if xid in XIDS else f"XID {xid} (not in Kiln's table)"
+
+
+def xid_step(xid: int) -> str:
+    """The XID's next step; one outside the catalogue is WATCHed (a WARN, no drain)."""
+    return XIDS[xid].step if xid in XIDS else WATCH

@@ -101,3 +101,10 @@ def reboot_drained(nodes: list[str] | tuple[str, ...]) -> list[str]:
     drained: Slurm lifts only the drain of its own `reboot ASAP`, and `nextstate` takes
     no DRAIN before Slurm 23 (22.05: "Valid states: DOWN, RESUME"), so none is given."""
     return ["scontrol", "reboot", ",".join(nodes)]
+
+
+def reboot_to_drain(node: str, reason: str) -> list[str]:
+    """The repair ladder's reboot (kiln_node.repair_classes): Slurm reboots the drained
+    node once empty and it comes back drained with `reason`, for its re-check. Slurm
+    23.02 and later; on 22.05 (no DRAIN nextstate) reboot_drained gives the same end."""
+    return ["scontrol", "reboot", "ASAP", "nextstate=DRAIN", f"reason={reason}", node]

@@ -16,6 +16,11 @@ ROLLOUT_PREFIX = "kiln: rollout"  # kiln rollout: a Kiln drain validate may test
 HEALTH_PREFIX = "kiln-health:"  # the passive check Slurm runs (HealthCheckProgram)
 ACTIVE_PREFIX = "kiln-active:"  # the controller's scheduled active check
 HEALTH_PREFIXES = (HEALTH_PREFIX, ACTIVE_PREFIX)
+# The repair loop's end (kiln_node.repair_decision): a person replaces a part; nothing of
+# Kiln resumes it.
+RMA_PREFIX = "kiln-rma:"
+# Slurm's own reason for a node whose slurmd stopped answering (it sets it DOWN).
+NOT_RESPONDING_REASON = "Not responding"
 
 # A reboot asked for (scontrol reboot) or under way.
 REBOOTING = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED"})

@@ -162,6 +162,10 @@ XID_LINES = {
     "Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Illegal Instruction Encoding",
     31: "[ 9600.200000] NVRM: Xid (PCI:0000:00:06): 31, pid=4242, name=python3, "
     "Ch 00000008, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_e4000000",
+    94: "[ 9650.000000] NVRM: Xid (PCI:0000:00:06): 94, pid=4242, name=python3, "
+    "Contained: CE User Channel (0x9). RST: No, D-RST: No",
+    48: "[ 9660.000000] NVRM: Xid (PCI:0000:00:06): 48, pid='<unknown>', name=<unknown>, "
+    "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer",
     149: "[ 9700.000000] NVRM: Xid (PCI:0000:00:06): 149, pid='<unknown>', name=<unknown>, "
     "unknown to Kiln",
 }
@@ -179,6 +183,16 @@ def xids(*numbers: int) -> list[tuple[str, int]]:
         ((13, 31, 13), "OK gpu_xid: only application faults since boot (XID 13, XID 31)"),
         ((63,), "WARN gpu_xid: XID 63 row remapping pending on 0000:00:06 (GPU reset needed)"),
         ((149,), "WARN gpu_xid: XID 149 since boot, not in Kiln's table"),
+        (
+            (94, 13),
+            "WARN gpu_xid: XID 94 contained ECC error on 0000:00:06 (watch: a part may be failing)",
+        ),
+        ((94, 48), "FAIL gpu_xid: XID 48 double-bit ECC error on 0000:00:06"),
+        (
+            (149, 94),
+            "WARN gpu_xid: XID 94 contained ECC error on 0000:00:06 (watch: a part may be "
+            "failing); XID 149 since boot, not in Kiln's table",
+        ),
         ((13, 63, 79), "FAIL gpu_xid: XID 79 GPU fell off the bus on 0000:00:06"),
     ],
 )

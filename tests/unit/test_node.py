@@ -328,6 +328,9 @@ def test_reading_draining_resuming_and_rebooting_nodes():
         "scontrol", "reboot", "ASAP", "nextstate=RESUME", "reason=kiln: driver 570.195.03",
         "gpu001,gpu002",
     ]  # fmt: skip
+    assert slurm_jobs.reboot_to_drain("gpu001", reason) == [
+        "scontrol", "reboot", "ASAP", "nextstate=DRAIN", f"reason={reason}", "gpu001",
+    ]  # fmt: skip
 
 
 def test_the_node_state_filters_take_a_name_a_list_or_none():
@@ -437,10 +440,15 @@ def test_xids_and_the_catalogue():
         "[ 9600.200000] NVRM: Xid (PCI:0000:3b:00): 31, pid=4242, name=python3, Ch 00000010\n"
     )
     assert nvidia_smi.parse_xids(log) == [("0000:00:06", 79), ("0000:3b:00", 31)]
-    tables = (nvidia_smi.XID_DRAIN, nvidia_smi.XID_RESET, nvidia_smi.XID_APPLICATION)
-    assert sum(len(t) for t in tables) == len(set().union(*tables))  # one class each
-    # The critical XIDs of GUIDE.md drain.
-    assert {48, 64, 74, 79, 95, 119, 120} <= set(nvidia_smi.XID_DRAIN)
+    # The critical XIDs of GUIDE.md drain (their step is a reset or a reboot).
+    assert {x for x, e in nvidia_smi.XIDS.items() if e.step in nvidia_smi.DRAINING_STEPS} == {
+        46, 48, 61, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143,
+    }  # fmt: skip
+    assert {e.step for e in nvidia_smi.XIDS.values()} == set(nvidia_smi.XID_STEPS)
+    assert (nvidia_smi.XIDS[79], nvidia_smi.xid_step(149)) == (
+        nvidia_smi.Xid("GPU fell off the bus", "gpu-hardware", "reboot"),
+        "watch",
+    )
     assert [nvidia_smi.xid_name(x) for x in (79, 63, 13, 149)] == [
         "XID 79 GPU fell off the bus",
         "XID 63 row remapping pending",
