@@ -345,7 +345,7 @@ def test_the_port_from_group_vars(write_inventory):
     ],
 )
 def test_a_port_that_is_no_port_is_refused_with_the_inventory(write_inventory, port, why):
-    """Before any URL is made: the inventory's checks (kiln.monitoring.settings)."""
+    """Before any URL is made: the inventory's checks (kiln.roles.monitoring.settings)."""
     files = {"group_vars/all.yml": {"monitoring_prometheus_port": port}}
     with pytest.raises(KilnError) as raised:
         spec(write_inventory, files=files)
