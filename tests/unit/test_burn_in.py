@@ -545,7 +545,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
         "validate_resume": ["gpu001"],
         "validate_release": {"reservation": reservation, "redrain": {"gpu001": "kiln: old"}},
     }
-    # The last run as metrics (kiln.monitoring.results): the lowest figure of each node
+    # The last run as metrics (kiln.report.result_metrics): the lowest figure of each node
     # and test over both rounds (gpu002's slow GPU 0 in round 2), busbw of the
     # within-node runs only (the multi-node figure is no one node's).
     assert metrics == {"file": "kiln_result_burn_in.prom", "text": BURN_IN_METRICS}

@@ -1,12 +1,12 @@
-"""kiln.health_schedule: the active check's timer as `systemctl show` prints it, the run
+"""kiln.health.schedule: the active check's timer as `systemctl show` prints it, the run
 records kiln-health-active writes, and each run as a report in the history."""
 
 import json
 
 import pytest
 
-from kiln import health_schedule as schedule
 from kiln.campaigns import health_active
+from kiln.health import schedule
 from kiln.report import model, terminal
 from kiln.validation.verdicts import Judgement, Verdict
 

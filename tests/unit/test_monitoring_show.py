@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from kiln import inventory
+from kiln.commands.monitoring import alerts as show
 from kiln.errors import ExitCode, KilnError
-from kiln.monitoring import show
 from tests.cli.test_bad_input import kiln
 from tests.conftest import REPO, cluster_inventory
 

@@ -205,9 +205,10 @@ def test_the_rollouts_check_judges_health_then_validates_only_what_passed(tmp_pa
     """kiln.campaigns.rollout's check: kiln-health's results through health.judgements,
     then a Validation of the nodes the health check passed that judges only (acted_by:
     the rollout acts); the nodes that did not pass, failed or not checked."""
-    from kiln import health, health_check
+    from kiln import health
     from kiln.campaigns import rollout as rolling
     from kiln.campaigns import validate
+    from kiln.health import check as health_check
     from kiln.validation.verdicts import Judgement
 
     slurm = Slurm(["gpu001", "gpu002", "gpu003", "gpu004"])

@@ -21,8 +21,7 @@ from pathlib import Path
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
-from kiln.monitoring import results as result_metrics
-from kiln.report import model, write
+from kiln.report import model, result_metrics, write
 from kiln.run import ids
 from kiln.run.display import Displays, for_people
 from kiln.run.events import RunSummary
@@ -93,7 +92,7 @@ class Campaign:
     acts = AT_END
     drain_prefix = ""  # before the first reason in a drain reason
     # The verdicts and figures of its last run become kiln_result_* metrics (label
-    # campaign: the kind) on the controller (kiln.monitoring.results).
+    # campaign: the kind) on the controller (kiln.report.result_metrics).
     results_metrics = False
 
     def __init__(

@@ -214,7 +214,7 @@ class Rollout(campaign.Campaign):
         (health.judgements' rule for a node that could not report), with its first
         reason. kiln-health runs with Slurm (its slurmd check), and by its own rule
         acts on no node drained with another reason than its own: the rollout's."""
-        from kiln import health_check
+        from kiln.health import check as health_check
 
         found = health_check.check(self.spec, nodes, self.display, False)
         self.record.runs.append(found.summary.run)

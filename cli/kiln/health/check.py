@@ -1,5 +1,5 @@
-"""`kiln health`: runs `health-check.yml` (kiln-health on each compute node now) and
-reads what each node brought back."""
+"""kiln-health on each compute node now: runs `health-check.yml` and reads what each
+node brought back (`kiln health`, and each batch of `kiln rollout`)."""
 
 from kiln.health import Health, NodeHealth, read_node
 from kiln.inventory.model import ClusterSpec

@@ -1,4 +1,4 @@
-"""`kiln nccl show`: the NCCL settings each compute node's jobs get, where each came
+"""`kiln nccl show`'s library: the NCCL settings each compute node's jobs get, where each came
 from (the preset, an override, the file, the environment), and the groups whose nodes
 do not all agree."""
 

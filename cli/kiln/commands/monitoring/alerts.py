@@ -1,4 +1,4 @@
-"""`kiln monitoring show`: the alerts firing now, node by node, read from Prometheus's
+"""`kiln monitoring show`'s library: the alerts firing now, node by node, read from Prometheus's
 HTTP API: /api/v1/alerts (firing ones; pending ones wait out their `for:`) and
 /api/v1/query?query=up (every scrape target, so a node with none shows "ok").
 
