@@ -31,7 +31,7 @@ from kiln import files, formats, paths
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 
 if TYPE_CHECKING:  # kiln.inventory's checks import this module
-    from kiln.inventory.model import ClusterSpec
+    from kiln.inventory.spec import ClusterSpec
 
 
 @dataclass(frozen=True)

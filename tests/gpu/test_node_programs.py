@@ -266,7 +266,7 @@ def test_discover_names_the_gpus_as_nvidia_smi_does(gpu_machine, detected, summa
     driver): the model and count it reads from sysfs are nvidia-smi's; the RDMA ports it
     reads are sysfs's; the profile it proposes fits what it found, or it says none does."""
     from kiln.inventory import discover
-    from kiln.inventory.model import ClusterSpec, Host
+    from kiln.inventory.spec import ClusterSpec, Host
 
     done = run_program("nccl_probe", timeout=60)
     assert done.returncode == 0, done.stderr

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from kiln.campaigns import campaign, validate
 from kiln.errors import ExitCode
 from kiln.report import result_metrics as results
-from kiln.report.model import Report
+from kiln.report.document import Report
 from kiln.run.events import RunSummary
 from kiln.validation import drain
 from kiln.validation import results as layout

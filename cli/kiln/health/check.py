@@ -2,7 +2,7 @@
 node brought back (`kiln health`, and each batch of `kiln rollout`)."""
 
 from kiln.health import Health, NodeHealth, read_node
-from kiln.inventory.model import ClusterSpec
+from kiln.inventory.spec import ClusterSpec
 from kiln.run.display import Displays
 from kiln.run.gather import gather
 

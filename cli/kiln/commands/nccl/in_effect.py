@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiln import files
-from kiln.inventory.model import ClusterSpec
+from kiln.inventory.spec import ClusterSpec
 from kiln.roles import nccl_env
 from kiln.run.display import Displays
 from kiln.run.events import RunSummary
