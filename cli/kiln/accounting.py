@@ -17,7 +17,7 @@ from kiln.files import json_text, loads, read_text, write_private
 from kiln_node import counted
 
 if TYPE_CHECKING:  # the slurm role's filter imports this module (qos_to_set): keep it light
-    from kiln.inventory.model import ClusterSpec
+    from kiln.inventory.spec import ClusterSpec
     from kiln.run.display import Displays
     from kiln.run.events import RunSummary
 

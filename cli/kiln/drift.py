@@ -25,7 +25,7 @@ from kiln import files, hostlist, redact
 from kiln.errors import ExitCode
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
-from kiln.report import model, write
+from kiln.report import document, write
 from kiln.run import ids
 from kiln.run.display import Displays, for_people
 from kiln.run.events import Failure, RunSummary, outcome
@@ -66,7 +66,7 @@ class DriftRequest:
 
 @dataclass
 class DriftResult:
-    report: model.Report
+    report: document.Report
     tasks: dict[str, list[TaskDrift]] = field(default_factory=dict)  # host -> drift
     fingerprints: dict[str, dict[str, str]] = field(default_factory=dict)
     outliers: dict[str, list[Outlier]] = field(default_factory=dict)  # host -> fields
@@ -229,7 +229,7 @@ def to_report(
     tasks: dict,
     odd: dict[str, list[Outlier]] | None = None,
     missed: dict[str, str] | None = None,
-) -> model.Report:
+) -> document.Report:
     """Drift as a report in the history: a judgement per host and drifting task (fail:
     the node is not as declared), per host not checked (unchecked, never a pass) and
     per field that differs from its peers (warn: what is declared may allow both)."""
@@ -262,7 +262,7 @@ def to_report(
         reasons[host] = (
             [f"would change: {t.task}" for t in drifted] + why_not + [o.describe() for o in differs]
         )
-    report = model.Report(
+    report = document.Report(
         id=report_id,
         started=started,
         inventory=str(spec.path),
@@ -271,7 +271,7 @@ def to_report(
         nodes=hosts,
         positions=spec.positions(hosts),
         judgements=judgements,
-        finished=model.now(),
+        finished=document.now(),
     )
     # fail, unchecked, warn, else pass: a node with nothing judged drifted in nothing
     report.judge_nodes(reasons, unjudged=Verdict.PASS)
@@ -282,7 +282,7 @@ def drift(request: DriftRequest) -> tuple[DriftResult, ExitCode]:
     from kiln.run import record
     from kiln.run.execute import RunRequest, run_playbook  # ansible_runner: only when running
 
-    started = model.now()
+    started = document.now()
     summary = run_playbook(
         RunRequest(
             playbook="drift.yml",
@@ -329,7 +329,7 @@ def drift(request: DriftRequest) -> tuple[DriftResult, ExitCode]:
     write.write_all(report)
     # Diffs show configuration files as they are on the nodes: private, like the runs.
     files.write_private(
-        model.directory(report.id) / "drift.json", files.json_text(result.to_json(), None)
+        document.directory(report.id) / "drift.json", files.json_text(result.to_json(), None)
     )
     if summary.exit_code not in (ExitCode.OK,):
         return result, summary.exit_code

@@ -10,7 +10,7 @@ from typing import Any
 
 from kiln import hostlist
 from kiln.roles.nvidia_driver import versions
-from kiln.topology.model import TopologyError
+from kiln.topology.shape import TopologyError
 from kiln.topology.sources import read_nvlink
 
 SETTINGS = ("auto", "required", "off")

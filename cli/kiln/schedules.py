@@ -2,7 +2,7 @@
 
 - The scheduled active check (`health_active_schedule`): the health role installs its
   timer on the first controller, which runs kiln-health-active there (it needs nothing
-  but Slurm); `kiln health --schedule` reads its runs (kiln.health_schedule).
+  but Slurm); `kiln health --schedule` reads its runs (kiln.health.schedule).
 - The scheduled `kiln validate` (`validate_schedule`): a timer on the machine that
   runs Kiln, written here (`install`).
 
@@ -31,7 +31,7 @@ from kiln import files, formats, paths
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 
 if TYPE_CHECKING:  # kiln.inventory's checks import this module
-    from kiln.inventory.model import ClusterSpec
+    from kiln.inventory.spec import ClusterSpec
 
 
 @dataclass(frozen=True)

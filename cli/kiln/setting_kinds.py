@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kiln import formats, redact, schedules
-from kiln.monitoring import settings as monitoring
+from kiln.roles.monitoring import settings as monitoring
 
 # A check: the first problem of a value, one line naming the variable, or "".
 Check = Callable[[str, Any], str]

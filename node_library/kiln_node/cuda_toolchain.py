@@ -15,7 +15,7 @@ import os
 import re
 import sys
 
-from kiln_node import commands, files
+from kiln_node import commands, node_files
 
 # /usr/local/cuda (the CUDA repository's alternative, a runfile's link), then each
 # release the CUDA repository installed, the newest first.
@@ -81,7 +81,7 @@ def nccl(homes: list[str]) -> dict | None:
     header's NCCL_MAJOR/MINOR/PATCH."""
     for home in homes:
         version = _defines(
-            files.read(os.path.join(home, "include", "nccl.h")) or "",
+            node_files.read(os.path.join(home, "include", "nccl.h")) or "",
             "NCCL_MAJOR",
             "NCCL_MINOR",
             "NCCL_PATCH",
@@ -111,7 +111,7 @@ def mpi(homes: list[str]) -> dict | None:
     """The first home with include/mpi.h (Open MPI's, whose header names its version)
     and a libmpi.so."""
     for home in _expanded(homes):
-        header = files.read(os.path.join(home, "include", "mpi.h")) or ""
+        header = node_files.read(os.path.join(home, "include", "mpi.h")) or ""
         version = _defines(
             header, "OMPI_MAJOR_VERSION", "OMPI_MINOR_VERSION", "OMPI_RELEASE_VERSION"
         )

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from kiln_node import counted, nvidia_smi
-from kiln_node.checks import CommandFailed, Deadline, Result, run
+from kiln_node.health_checks import CommandFailed, Deadline, Result, run
 
 # nvidia-smi's documented exit codes that say what is wrong with the node.
 SMI_EXIT = {

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kiln_node import files, metrics
+from kiln_node import metrics, node_files
 
 ROOT = "/sys/class/infiniband"
 # The port counters kiln-metrics reports: sysfs file -> metric.
@@ -38,15 +38,15 @@ def read_ports(root: str = ROOT) -> list[Port]:
     for where in sorted(Path(root).glob("*/ports/*"), key=_port_order):
         counters = {}
         for name in COUNTERS:
-            value = _number(files.read(str(where / "counters" / name)))
+            value = _number(node_files.read(str(where / "counters" / name)))
             if value is not None:
                 counters[name] = int(value)
         found.append(
             Port(
                 device=where.parent.parent.name,
                 port=where.name,
-                state=(files.read(str(where / "state")) or "").split(":")[-1].strip(),
-                rate_gbps=_number(files.read(str(where / "rate"))),
+                state=(node_files.read(str(where / "state")) or "").split(":")[-1].strip(),
+                rate_gbps=_number(node_files.read(str(where / "rate"))),
                 counters=counters,
             )
         )

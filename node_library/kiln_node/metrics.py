@@ -17,7 +17,7 @@ address. The areas:
 - `kiln_result_*`: the last `kiln validate` and `kiln burn-in` (label `campaign`),
   written on the first controller when the run acts in Slurm.
 
-Dashboards and alert rules (kiln.monitoring) name metrics only from here and from
+Dashboards and alert rules (kiln.roles.monitoring) name metrics only from here and from
 node_exporter and Prometheus themselves: a unit test fails on any other name.
 """
 

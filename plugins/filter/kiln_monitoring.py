@@ -1,11 +1,11 @@
-"""Filters that give the monitoring role what kiln.monitoring builds from its one query
+"""Filters that give the monitoring role what kiln.roles.monitoring builds from its one query
 library: Prometheus's alert rules, Grafana's dashboards and provisioning files, and
 Prometheus's console pages."""
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  # noqa: F401
 
-from kiln.monitoring import consoles, dashboards, dcgm, rules
+from kiln.roles.monitoring import consoles, dashboards, dcgm, rules
 
 
 def kiln_monitoring_rules(scrape_interval, gpu_source="kiln"):
@@ -37,7 +37,7 @@ def kiln_monitoring_consoles(_=None):
 
 
 def kiln_monitoring_dcgm_relabel_configs(_=None):
-    """The `dcgm` scrape job's metric_relabel_configs (kiln.monitoring.dcgm)."""
+    """The `dcgm` scrape job's metric_relabel_configs (kiln.roles.monitoring.dcgm)."""
     return dcgm.relabel_configs()
 
 

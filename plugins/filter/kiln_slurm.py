@@ -9,7 +9,7 @@ from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  
 from kiln import accounting
 from kiln.roles import slurm
 from kiln.topology import for_slurm
-from kiln.topology.model import TopologyError
+from kiln.topology.shape import TopologyError
 
 
 def kiln_slurm_settings(defaults, overrides, plugin_paths, controllers, **cluster):

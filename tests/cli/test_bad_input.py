@@ -118,17 +118,17 @@ def rollout(*options: str) -> Callable[[Path], list[str]]:
 
 def finished_rollout(tmp: Path) -> str:
     """A finished rollout's record in the state dir the row uses; its id."""
-    from kiln.rollout import record
+    from kiln.rollout import progress
 
-    done = record.Record(
+    done = progress.Record(
         id="20261127-000000-rollout-0001",
         inventory=str(inventory(tmp)),
         started="2026-11-27T00:00:00+00:00",
-        options=record.Options(nodes=["gpu001", "gpu002"]),
-        status=record.FINISHED,
+        options=progress.Options(nodes=["gpu001", "gpu002"]),
+        status=progress.FINISHED,
     )
     os.environ["KILN_STATE_DIR"] = str(tmp / "state")  # the row's (monkeypatched) state dir
-    record.save(done)
+    progress.save(done)
     return done.id
 
 

@@ -7,7 +7,7 @@ import json
 import yaml
 
 from kiln.errors import ExitCode
-from kiln.report import model, write
+from kiln.report import document, write
 from kiln.run import ids
 from kiln.validation.verdicts import Judgement, Verdict
 from tests.conftest import cluster_inventory, run_kiln
@@ -87,9 +87,9 @@ def test_inventory_without_a_controller(write_inventory):
 
 
 def kept_report(verdict, value):
-    report = model.Report(
+    report = document.Report(
         id=ids.new_id(),
-        started=model.now(),
+        started=document.now(),
         inventory="inv",
         profile="lab-cpu",
         suites=["storage"],

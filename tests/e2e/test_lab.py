@@ -23,7 +23,7 @@ import yaml
 
 from kiln import inventory, roles
 from kiln.errors import ExitCode
-from kiln.monitoring.rules import seconds
+from kiln.roles.monitoring.rules import seconds
 from kiln.validation import drain
 from kiln_node import slurm_state
 from tests import standins
@@ -1311,7 +1311,7 @@ def _wait_for_alert(url: str, name: str, node: str, until: float) -> dict:
 
 
 def _every_query_runs_and_reads_metrics_the_lab_writes(url: str) -> None:
-    from kiln.monitoring import queries
+    from kiln.roles.monitoring import queries
 
     missing = {}
     for query in queries.QUERIES.values():

@@ -16,7 +16,7 @@ import pytest
 from kiln import gpu_models
 from kiln.roles import nccl_tests
 from kiln.validation import burn_in_samples, nccl_judge, profiles
-from kiln.validation import nccl_tests as nccl_output
+from kiln.validation import nccl_parse as nccl_output
 from kiln.validation.burn_in_judge import Limits, judge_round
 from kiln.validation.verdicts import Verdict
 from kiln_node import cuda_toolchain

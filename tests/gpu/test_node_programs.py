@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 
-from kiln import health
+from kiln.roles import health
 from kiln.roles.nvidia_driver import hardware, node_plan, versions
 from kiln_node import counted, nvidia_smi
 from tests.gpu import machine as gm
@@ -176,7 +176,7 @@ def expected_health(gpu_machine: gm.Machine) -> dict[str, str]:
 
 def test_health_gpu_checks(gpu_machine, detected, record, summary, tmp_path):
     """kiln-health with the configuration the health role writes for this machine (the
-    nvidia_driver role's fact -> kiln.health.node_config): each GPU check's verdict is
+    nvidia_driver role's fact -> kiln.roles.health.node_config): each GPU check's verdict is
     what nvidia-smi's own answers make it, OK on a healthy GPU."""
     plan = node_plan.node_plan(detected, {"source": "preinstalled"}).to_json()
     fact = node_plan.local_fact(plan, gm.smi("-q", "-x"), gpu_machine.driver, "preinstalled")
@@ -266,7 +266,7 @@ def test_discover_names_the_gpus_as_nvidia_smi_does(gpu_machine, detected, summa
     driver): the model and count it reads from sysfs are nvidia-smi's; the RDMA ports it
     reads are sysfs's; the profile it proposes fits what it found, or it says none does."""
     from kiln.inventory import discover
-    from kiln.inventory.model import ClusterSpec, Host
+    from kiln.inventory.spec import ClusterSpec, Host
 
     done = run_program("nccl_probe", timeout=60)
     assert done.returncode == 0, done.stderr

@@ -83,7 +83,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_is_read_whole():
     edges = graph()
     assert {"kiln.inventory", "kiln.inventory.reader", "kiln.campaigns.validate"} <= set(edges)
-    assert "kiln.inventory.model" in edges["kiln.inventory.reader"]
+    assert "kiln.inventory.spec" in edges["kiln.inventory.reader"]
     assert "kiln.topology.for_slurm" in edges["kiln.inventory.checks"]
 
 
@@ -132,7 +132,7 @@ def errors_naming_an_option(source: str) -> list[str]:
 
 def test_library_errors_name_no_command_line_option():
     """A library error says what is wrong with a value; the command that took the value
-    from an option adds the option's name (e.g. kiln.topology.checks.PolicyError)."""
+    from an option adds the option's name (e.g. kiln.topology.policies.PolicyError)."""
     found = {
         str(path.relative_to(PACKAGE)): errors_naming_an_option(path.read_text())
         for path in PACKAGE.rglob("*.py")
@@ -209,8 +209,8 @@ def test_the_judging_floor_builds_on_nothing_above_it():
 
 
 def test_the_floor_rule_sees_an_import_from_above():
-    edges = {"kiln.validation.x": {"kiln.report.model"}, "kiln.report.model": set()}
-    assert reachable(edges, "kiln.validation.x") - BELOW_FLOOR == {"kiln.report.model"}
+    edges = {"kiln.validation.x": {"kiln.report.document"}, "kiln.report.document": set()}
+    assert reachable(edges, "kiln.validation.x") - BELOW_FLOOR == {"kiln.report.document"}
 
 
 def test_a_verdicts_exit_code_is_decided_in_one_place():
@@ -408,3 +408,83 @@ def test_node_programs_import_the_standard_library_and_kiln_node_only():
             and name.split(".")[0] not in NODE_PROGRAM_EXTRAS.get(path.name, set())
         )
     assert found == {path.name: [] for path in programs}
+
+
+# One name, one thing (docs/architecture.md, "Names"): a module's file name says what it
+# holds, and no two files of Kiln's Python (cli/kiln, node_library/kiln_node, plugins)
+# share one, but for the faces of one thing in parallel places:
+# - X.py at the top of kiln, in kiln/commands, kiln/campaigns and kiln/roles: the
+#   command `kiln X`, its flow, its library and the role X (drift, validate, health...);
+# - settings.py in a role's package (kiln/roles/<role>/): that role's inventory
+#   pre-flight, which kiln.roles reads from each;
+# - plugins/action/X.py and plugins/modules/X.py: Ansible pairs an action with its
+#   module by name.
+PARALLEL = (
+    re.compile(r"cli/kiln/(commands/|campaigns/|roles/)?\w+\.py"),
+    re.compile(r"cli/kiln/roles/\w+/settings\.py"),
+    re.compile(r"plugins/(action|modules)/\w+\.py"),
+)
+
+
+def repeated_names(paths: list[str]) -> dict[str, list[str]]:
+    """File names (not __init__.py) given to more than one of `paths` (relative to the
+    repository) where not every place is one of PARALLEL's, or the places differ in
+    kind (a settings.py beside a command's module)."""
+    by_name: dict[str, list[str]] = {}
+    for path in paths:
+        name = path.rsplit("/", 1)[-1]
+        if name != "__init__.py":
+            by_name.setdefault(name, []).append(path)
+    wrong = {}
+    for name, places in by_name.items():
+        if len(places) < 2:
+            continue
+        kinds = {
+            next((i for i, rule in enumerate(PARALLEL) if rule.fullmatch(p)), None) for p in places
+        }
+        if None in kinds or len(kinds) > 1:
+            wrong[name] = sorted(places)
+    return wrong
+
+
+def test_no_file_name_is_given_to_two_things():
+    paths = [
+        str(path.relative_to(REPO))
+        for top in ("cli/kiln", "node_library/kiln_node", "plugins")
+        for path in (REPO / top).rglob("*.py")
+    ]
+    assert len(paths) > 150
+    assert repeated_names(paths) == {}
+
+
+def test_a_repeated_name_is_found_unless_it_is_one_things_faces():
+    assert repeated_names(
+        [
+            "cli/kiln/drift.py",
+            "cli/kiln/commands/drift.py",
+            "cli/kiln/roles/validate.py",
+            "cli/kiln/campaigns/validate.py",
+            "cli/kiln/roles/monitoring/settings.py",
+            "cli/kiln/roles/nvidia_driver/settings.py",
+            "plugins/action/apt_present.py",
+            "plugins/modules/apt_present.py",
+            "cli/kiln/report/model.py",
+            "cli/kiln/inventory/model.py",
+            "cli/kiln/files.py",
+            "node_library/kiln_node/files.py",
+            "cli/kiln/settings.py",
+            "cli/kiln/roles/slurm/settings.py",
+            "cli/kiln/a/__init__.py",
+            "cli/kiln/b/__init__.py",
+        ]
+    ) == {
+        "model.py": ["cli/kiln/inventory/model.py", "cli/kiln/report/model.py"],
+        "files.py": ["cli/kiln/files.py", "node_library/kiln_node/files.py"],
+        # a settings.py that is no role's joins the roles' own: all are listed
+        "settings.py": [
+            "cli/kiln/roles/monitoring/settings.py",
+            "cli/kiln/roles/nvidia_driver/settings.py",
+            "cli/kiln/roles/slurm/settings.py",
+            "cli/kiln/settings.py",
+        ],
+    }

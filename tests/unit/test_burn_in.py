@@ -15,7 +15,7 @@ import pytest
 
 from kiln.campaigns import burn_in, campaign
 from kiln.errors import InputError
-from kiln.report import html, model
+from kiln.report import document, html
 from kiln.validation import profiles
 from kiln.validation.burn_in_judge import Limits, first_failures, judge_round
 from kiln.validation.burn_in_samples import (
@@ -406,7 +406,7 @@ def test_bad_burn_in_sections(tmp_path, section, message):
 
 
 def test_the_html_report_plots_every_series_over_time():
-    report = model.Report(
+    report = document.Report(
         id="20261125-100000-burn-in-ab12",
         started="2026-11-25T10:00:00+00:00",
         inventory="inv",
@@ -432,7 +432,7 @@ def test_the_html_report_plots_every_series_over_time():
         if metric != "free_nodes":  # a rollout's (tests/unit/test_rollout.py)
             assert f"aria-label='{title}'" in page
     assert "<circle" in page  # one round of busbw is a point
-    again = model.Report.from_json(json.loads(json.dumps(report.to_json())))
+    again = document.Report.from_json(json.loads(json.dumps(report.to_json())))
     assert again.series == report.series
 
 
@@ -545,7 +545,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
         "validate_resume": ["gpu001"],
         "validate_release": {"reservation": reservation, "redrain": {"gpu001": "kiln: old"}},
     }
-    # The last run as metrics (kiln.monitoring.results): the lowest figure of each node
+    # The last run as metrics (kiln.report.result_metrics): the lowest figure of each node
     # and test over both rounds (gpu002's slow GPU 0 in round 2), busbw of the
     # within-node runs only (the multi-node figure is no one node's).
     assert metrics == {"file": "kiln_result_burn_in.prom", "text": BURN_IN_METRICS}
@@ -567,7 +567,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     # The temperatures of both rounds, from the recorded samples.
     temperatures = [s for s in report.series if s["metric"] == "temperature_c"]
     assert len(temperatures) == 2 and len(temperatures[0]["points"]) == 2 * 38
-    assert (model.directory(report.id) / "report.html").is_file()
+    assert (document.directory(report.id) / "report.html").is_file()
 
 
 BURN_STRESS = REPO / "roles" / "validate" / "files" / "burn_stress.py"

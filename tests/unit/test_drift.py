@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from kiln import drift
-from kiln.inventory.model import ClusterSpec
+from kiln.inventory.spec import ClusterSpec
 from kiln.validation.verdicts import Verdict
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "drift" / "lab-check-mode-events.jsonl"

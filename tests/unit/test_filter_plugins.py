@@ -106,7 +106,7 @@ def test_a_filter_plugin_loads_only_what_its_filters_use(path):
 
 
 def test_storage_plan_for_a_host():
-    plan = filters("kiln_storage")["kiln_storage_plan"]
+    plan = filters("kiln_autofs")["kiln_storage_plan"]
     declared = [{"name": "shared", "path": "/shared", "type": "nfs", "source": "nas:/ml"}]
     found = plan(declared, ["slurm_compute"], "6.1.0-18-amd64", {"nfs": ["hard", "vers=4.2"]})
     assert found == {
@@ -240,7 +240,7 @@ def test_validate_paths_come_from_the_results_layout(tmp_path):
 def test_gpu_filters_plan_pin_and_name_packages_off_the_pin():
     """The role's whole path through kiln.roles.nvidia_driver: detect output to plan,
     apt's policy to a pin, dpkg's versions to what is off it, and the fact."""
-    offered = filters("kiln_gpu")
+    offered = filters("kiln_nvidia_driver")
     detected = {"pci": [], "proc_version": "", "modinfo_version": "", "packages": {}}
     settings = {"source": "debian", "required": False, "install_without_gpu": True,
                 "kernel_modules": "open"}  # fmt: skip
@@ -316,7 +316,7 @@ def test_hpcx_plan_refusals_and_module_files():
 
 
 def test_nccl_plan_and_plugin_for_a_node():
-    offered = filters("kiln_nccl")
+    offered = filters("kiln_nccl_env")
     probe = {"infiniband": {}, "dmi": {}, "socket_ifname": "eth0", "machine": ""}
     planned = offered["kiln_nccl_plan"](probe, {}, [])
     assert planned["preset"] == "socket"
@@ -644,7 +644,7 @@ def test_value_problems_check_the_slurm_roles_values_as_the_inventory_check_does
 
 
 def test_gpu_settings_problems_refuse_a_url_apt_would_read_as_more_fields():
-    problems = filters("kiln_gpu")["kiln_gpu_settings_problems"]
+    problems = filters("kiln_nvidia_driver")["kiln_gpu_settings_problems"]
     settings = {
         "source": "cuda-repo",
         "cuda_repo_key_sha256": "d8f9a6d443303de93238800628107e0e10181bd4def8b53d52b9999ca92bc0fc",
@@ -668,7 +668,7 @@ def test_gpu_settings_problems_refuse_a_url_apt_would_read_as_more_fields():
 def test_gpu_settings_problems_refuse_module_options_modprobe_would_read_as_more():
     """modprobe.d's `options nvidia-current NAME=VALUE` line: a line break would add an
     `install` line, which modprobe runs as root."""
-    problems = filters("kiln_gpu")["kiln_gpu_settings_problems"]
+    problems = filters("kiln_nvidia_driver")["kiln_gpu_settings_problems"]
     good = {"NVreg_EnableStreamMemOPs": 1, "NVreg_RegistryDwords": "PeerMappingOverride=1;"}
     assert problems({"module_options": good}) == []
     bad = {
@@ -686,7 +686,7 @@ def test_gpu_settings_problems_refuse_module_options_modprobe_would_read_as_more
 
 
 def test_nccl_plan_refuses_variables_outside_ncclls_families():
-    plan = filters("kiln_nccl")["kiln_nccl_plan"]
+    plan = filters("kiln_nccl_env")["kiln_nccl_plan"]
     with pytest.raises(AnsibleFilterError) as raised:
         plan({}, {"LD_PRELOAD": "/tmp/x.so"}, [])
     assert raised.value.message == (
@@ -702,7 +702,7 @@ def test_nccl_plan_refuses_variables_outside_ncclls_families():
 
 
 def test_storage_plan_refuses_words_an_autofs_map_cannot_hold():
-    plan = filters("kiln_storage")["kiln_storage_plan"]
+    plan = filters("kiln_autofs")["kiln_storage_plan"]
     mount = {"name": "s", "path": "/s", "type": "nfs", "source": "nas:/s"}
     with pytest.raises(AnsibleFilterError) as raised:
         plan([{**mount, "source": "nas:/s\n/evil -fstype=nfs evil:/"}], [], "6.1", {})
@@ -753,7 +753,7 @@ def test_topology_from_a_collected_fabric_leaves_out_a_name_slurm_would_expand()
 
 
 def test_gpu_reboot_plan_leaves_the_nodes_whose_slurmd_runs_to_kiln_rollout():
-    plan = filters("kiln_gpu")["kiln_gpu_reboot_plan"]
+    plan = filters("kiln_nvidia_driver")["kiln_gpu_reboot_plan"]
     waiting = {"_nvidia_driver_now": {"reboot_needed": True}}
     hostvars = {
         "gpu001": {"_nvidia_driver_now": {"reboot_needed": False}},
@@ -777,7 +777,7 @@ def test_gpu_reboot_plan_leaves_the_nodes_whose_slurmd_runs_to_kiln_rollout():
 def test_gpu_reboot_refusal_judges_the_play_hosts_targets():
     """Each node's pre-flight target (_nvidia_driver_reboot_target), Slurm's states as
     `scontrol --oneliner show node` prints them, the inventory kiln was given."""
-    refusal = filters("kiln_gpu")["kiln_gpu_reboot_refusal"]
+    refusal = filters("kiln_nvidia_driver")["kiln_gpu_reboot_refusal"]
     scontrol = "NodeName=gpu001 State=IDLE+DRAIN Reason=operator\nNodeName=gpu002 State=IDLE\n"
     hostvars = {
         "gpu001": {},

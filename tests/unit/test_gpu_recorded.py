@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 
 from kiln.roles.nvidia_driver import node_plan
-from kiln.validation import burn_in_samples, nccl_judge, nccl_tests, profiles
+from kiln.validation import burn_in_samples, nccl_judge, nccl_parse, profiles
 from kiln.validation.burn_in_judge import Limits, judge_round
 from kiln.validation.verdicts import Judgement, Verdict
 from kiln_node import gpu_checks, gpu_metrics, metrics, nvidia_smi
-from kiln_node.checks import Result
+from kiln_node.health_checks import Result
 
 RECORDED = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-580.159.04"
 DRIVER = "580.159.04"
@@ -142,7 +142,7 @@ def test_burn_in_round_judged():
 def test_nccl_tests_one_gpu():
     """nccl-tests 2.19.6 built by Kiln, all_reduce_perf on one GPU: read whole, and one
     rank is not judged."""
-    runs = nccl_tests.parse_text(recorded("all_reduce_perf.txt"), "all_reduce_perf.txt")
+    runs = nccl_parse.parse_text(recorded("all_reduce_perf.txt"), "all_reduce_perf.txt")
     assert [
         (r.collective, r.ranks, r.hosts, r.devices, r.max_bytes, r.out_of_bounds, len(r.rows))
         for r in runs

@@ -1,5 +1,5 @@
-"""kiln.health: the node check's settings as `kiln inventory check` judges them, and the
-results `kiln health` reads back from kiln-health --json."""
+"""kiln.roles.health: the node check's settings as `kiln inventory check` judges them;
+kiln.health: the results `kiln health` reads back from kiln-health --json."""
 
 import json
 
@@ -7,14 +7,15 @@ import pytest
 
 from kiln import health
 from kiln.inventory import checks
+from kiln.roles import health as health_role
 from kiln.validation import drain
 from kiln.validation.verdicts import Verdict
 
 
 def test_settings_a_cluster_uses_pass():
-    assert health.settings_problems({}) == []
+    assert health_role.settings_problems({}) == []
     assert (
-        health.settings_problems(
+        health_role.settings_problems(
             {
                 "timeout": 50,
                 "check_timeout": 15,
@@ -30,7 +31,7 @@ def test_settings_a_cluster_uses_pass():
 
 
 def test_settings_that_cannot_work_are_named():
-    assert health.settings_problems(
+    assert health_role.settings_problems(
         {
             "timeout": 60,
             "check_timeout": 61,
@@ -229,11 +230,11 @@ def test_node_config_judges_the_nvl72_fabric_and_imex_where_the_node_has_them():
     domain = {"cluster_uuid": "8c1f2a4e-5b3d-4e6f-9a7b-0c1d2e3f4a5b", "clique_id": "32766"}
     fact = {"gpu_count": 4, "gpu_model": "NVIDIA GB200", "nvlink_domain": domain}
     # In an NVLink domain, IMEX not set up (nvidia_driver_imex off): the fabric only.
-    assert health.node_config(fact, SETTINGS) == {
+    assert health_role.node_config(fact, SETTINGS) == {
         **config(4, 0, 0),
         "nvlink_domain": True,
     }
-    assert health.node_config({**fact, "imex": True}, SETTINGS) == {
+    assert health_role.node_config({**fact, "imex": True}, SETTINGS) == {
         **config(4, 0, 0),
         "nvlink_domain": True,
         "imex": True,
@@ -252,26 +253,29 @@ def test_node_config_judges_the_nvl72_fabric_and_imex_where_the_node_has_them():
 )
 def test_node_config_follows_the_nodes_gpu_model(model, nvswitches, expected):
     fact = {"gpu_count": 8, "gpu_model": model, "nvswitch_count": nvswitches}
-    assert health.node_config(fact, SETTINGS) == expected
+    assert health_role.node_config(fact, SETTINGS) == expected
 
 
 def test_an_a100_node_is_not_held_to_18_nvlinks():
     """The role used to expect 18 NVLinks wherever NVSwitches are: HGX A100 has 12, so
     the passive check drained every A100 node."""
     fact = {"gpu_count": 8, "gpu_model": "NVIDIA A100-SXM4-80GB", "nvswitch_count": 6}
-    assert health.node_config(fact, SETTINGS)["nvlinks_per_gpu"] == 12
+    assert health_role.node_config(fact, SETTINGS)["nvlinks_per_gpu"] == 12
 
 
 def test_the_operators_counts_win_over_the_nodes():
     fact = {"gpu_count": 8, "gpu_model": "NVIDIA H100 80GB HBM3", "nvswitch_count": 4}
     settings = {**SETTINGS, "gpus": 4, "nvlinks_per_gpu": 16, "mount_check": "/usr/bin/x"}
-    assert health.node_config(fact, settings) == {**config(4, 4, 16), "mount_check": "/usr/bin/x"}
+    assert health_role.node_config(fact, settings) == {
+        **config(4, 4, 16),
+        "mount_check": "/usr/bin/x",
+    }
     # 0 is a value: NVLinks are not judged even where the model has them.
-    assert health.node_config(fact, {**settings, "nvlinks_per_gpu": 0})["nvlinks_per_gpu"] == 0
+    assert health_role.node_config(fact, {**settings, "nvlinks_per_gpu": 0})["nvlinks_per_gpu"] == 0
 
 
 def test_a_node_without_the_gpu_fact_checks_no_gpu():
-    assert health.node_config({}, SETTINGS) == config(0, 0, 0)
+    assert health_role.node_config({}, SETTINGS) == config(0, 0, 0)
 
 
 PLAYBOOK = """

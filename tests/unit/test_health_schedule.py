@@ -1,13 +1,13 @@
-"""kiln.health_schedule: the active check's timer as `systemctl show` prints it, the run
+"""kiln.health.schedule: the active check's timer as `systemctl show` prints it, the run
 records kiln-health-active writes, and each run as a report in the history."""
 
 import json
 
 import pytest
 
-from kiln import health_schedule as schedule
 from kiln.campaigns import health_active
-from kiln.report import model, terminal
+from kiln.health import schedule
+from kiln.report import document, terminal
 from kiln.validation.verdicts import Judgement, Verdict
 
 # systemd 252 (Debian 12) prints the properties in its own order, not the one asked.
@@ -75,7 +75,7 @@ def test_a_run_becomes_a_report():
     assert unreadable == []
     assert run.report_id == "20261122-030004-health-active"
     report = health_active.to_report(run, "/inv")
-    assert report == model.Report(
+    assert report == document.Report(
         id="20261122-030004-health-active",
         started="2026-11-22T03:00:04+00:00",
         inventory="/inv",
@@ -117,7 +117,7 @@ def test_a_run_becomes_a_report():
     )
     assert report.verdict == Verdict.FAIL
     # It reads back as any report does, and renders.
-    assert model.Report.from_json(json.loads(json.dumps(report.to_json()))) == report
+    assert document.Report.from_json(json.loads(json.dumps(report.to_json()))) == report
     terminal.show(report)
 
 
@@ -149,8 +149,8 @@ def test_runs_enter_the_history_once(state_dir, capsys):
     runs, _ = health_active.read_records([json.dumps(RECORD)])
     assert health_active.import_runs(runs, "/inv") == ["20261122-030004-health-active"]
     assert health_active.import_runs(runs, "/inv") == []
-    assert model.load("latest").id == "20261122-030004-health-active"
-    assert sorted(p.name for p in model.directory(runs[0].report_id).iterdir()) == [
+    assert document.load("latest").id == "20261122-030004-health-active"
+    assert sorted(p.name for p in document.directory(runs[0].report_id).iterdir()) == [
         "junit.xml",
         "report.html",
         "report.json",

@@ -1,5 +1,5 @@
-"""Grafana's dashboards and provisioning files (kiln.monitoring.dashboards) and
-Prometheus's console pages (kiln.monitoring.consoles), all built from the query library,
+"""Grafana's dashboards and provisioning files (kiln.roles.monitoring.dashboards) and
+Prometheus's console pages (kiln.roles.monitoring.consoles), all built from the query library,
 as the monitoring role gets them through its filters. The metrics they name:
 tests/unit/test_monitoring_rules.py."""
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from kiln.monitoring import consoles, dashboards, queries
+from kiln.roles.monitoring import consoles, dashboards, queries
 from tests.conftest import REPO
 from tests.unit.test_filter_plugins import filters
 

@@ -1,4 +1,4 @@
-"""GPU metrics from dcgm-exporter (kiln.monitoring.dcgm): the `dcgm` scrape job's
+"""GPU metrics from dcgm-exporter (kiln.roles.monitoring.dcgm): the `dcgm` scrape job's
 relabelling and the recording rules, checked with Prometheus's own tools on
 dcgm-exporter's output format (tests/fixtures/monitoring/dcgm-exporter-metrics.txt),
 and, where the prometheus binary is installed, by a real Prometheus scraping that output
@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from kiln.monitoring import dcgm, rules
+from kiln.roles.monitoring import dcgm, rules
 from kiln_node import gpu_metrics, metrics
 from tests.conftest import REPO
 from tests.unit.test_filter_plugins import filters

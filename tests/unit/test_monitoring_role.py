@@ -221,7 +221,7 @@ def test_pinned_versions_name_every_package_per_release():
 def dcgm_config(**overrides) -> dict:
     """prometheus.yml with dcgm-exporter as the GPU metrics' source (the relabelling as
     the role's filter gives it: tests/unit/test_monitoring_dcgm.py)."""
-    from kiln.monitoring import dcgm
+    from kiln.roles.monitoring import dcgm
 
     text = render(
         "prometheus.yml.j2",
@@ -234,7 +234,7 @@ def dcgm_config(**overrides) -> dict:
 
 
 def test_dcgm_exporter_is_scraped_on_the_compute_hosts_with_kilns_label_names():
-    from kiln.monitoring import dcgm
+    from kiln.roles.monitoring import dcgm
 
     config = dcgm_config()
     assert [c["job_name"] for c in config["scrape_configs"]] == [
@@ -271,7 +271,7 @@ def test_dcgm_exporter_hosts_and_port_choose_the_targets():
 def test_prometheus_accepts_the_config_for_either_gpu_source(tmp_path, promtool, source):
     """promtool check config: the scrape jobs, the relabelling and the rules file the
     role writes for that source (its path made to exist here)."""
-    from kiln.monitoring import dcgm, rules
+    from kiln.roles.monitoring import dcgm, rules
 
     rules_file = tmp_path / "kiln-rules.yml"
     rules_file.write_text(rules.rules_text(30, source))

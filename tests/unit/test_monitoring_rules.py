@@ -1,6 +1,6 @@
-"""Kiln's alert rules (kiln.monitoring.rules) as Prometheus's promtool reads and runs
+"""Kiln's alert rules (kiln.roles.monitoring.rules) as Prometheus's promtool reads and runs
 them, the query library they share with the dashboards and console pages
-(kiln.monitoring.queries), and the filters the monitoring role calls."""
+(kiln.roles.monitoring.queries), and the filters the monitoring role calls."""
 
 import json
 import re
@@ -13,7 +13,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from kiln.cli import cli
-from kiln.monitoring import consoles, dashboards, queries, rules
+from kiln.roles.monitoring import consoles, dashboards, queries, rules
 from kiln_node.metrics import CATALOGUE
 from tests.conftest import REPO
 from tests.unit.test_filter_plugins import filters

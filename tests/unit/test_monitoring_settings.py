@@ -1,10 +1,10 @@
 """The monitoring role's settings as `kiln inventory check` and the role's pre-flight
-judge them (kiln.monitoring.settings through kiln.inventory.checks)."""
+judge them (kiln.roles.monitoring.settings through kiln.inventory.checks)."""
 
 import pytest
 
 from kiln.inventory import checks
-from kiln.monitoring import settings
+from kiln.roles.monitoring import settings
 
 GROUPS = {"slurm_controller": ["ctl1"], "slurm_compute": ["gpu001", "gpu002"]}
 

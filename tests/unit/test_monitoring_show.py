@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from kiln import inventory
+from kiln.commands.monitoring import alerts as show
 from kiln.errors import ExitCode, KilnError
-from kiln.monitoring import show
 from tests.cli.test_bad_input import kiln
 from tests.conftest import REPO, cluster_inventory
 
@@ -345,7 +345,7 @@ def test_the_port_from_group_vars(write_inventory):
     ],
 )
 def test_a_port_that_is_no_port_is_refused_with_the_inventory(write_inventory, port, why):
-    """Before any URL is made: the inventory's checks (kiln.monitoring.settings)."""
+    """Before any URL is made: the inventory's checks (kiln.roles.monitoring.settings)."""
     files = {"group_vars/all.yml": {"monitoring_prometheus_port": port}}
     with pytest.raises(KilnError) as raised:
         spec(write_inventory, files=files)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kiln import nccl_show
+from kiln.commands.nccl import in_effect as nccl_show
 from kiln.roles import nccl_env
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nccl"

@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from kiln.validation import nccl_judge, nccl_tests, profiles
-from kiln.validation.nccl_tests import NcclTestsError
+from kiln.validation import nccl_judge, nccl_parse, profiles
+from kiln.validation.nccl_parse import NcclTestsError
 from kiln.validation.verdicts import Verdict
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nccl-tests"
 
 
-def runs(name: str, collective: str | None = None) -> list[nccl_tests.Run]:
-    return nccl_tests.parse_file(FIXTURES / name, collective)
+def runs(name: str, collective: str | None = None) -> list[nccl_parse.Run]:
+    return nccl_parse.parse_file(FIXTURES / name, collective)
 
 
 def test_one_node_log():
@@ -102,7 +102,7 @@ def test_best_of_in_place_and_out_of_place():
         "2147483648 536870912 float sum -1 9900.0 216.9 406.7 0 9950.0 215.8 404.7 0\n"
         "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 405.2\n"
     )
-    (run,) = nccl_tests.parse_text(text, "paste", "all_reduce")
+    (run,) = nccl_parse.parse_text(text, "paste", "all_reduce")
     (result,) = nccl_judge.judge([run], None)
     assert (result.best_busbw_gbps, result.best_busbw_bytes) == (410.8, 1 << 30)
     assert (result.largest_size_busbw_gbps, result.largest_size_bytes) == (406.7, 2 << 30)
@@ -125,7 +125,7 @@ def test_srun_label_prefixes_and_timestamps():
         "  3001.0  357.8  335.4  0  2026-11-20 10:00:01\n"
         "0: # Out of bounds values : 0 OK\n"
     )
-    (run,) = nccl_tests.parse_text(text, "log")
+    (run,) = nccl_parse.parse_text(text, "log")
     assert run.collective == "all_gather"
     assert run.rows[0].best_busbw() == 335.5
 
@@ -134,7 +134,7 @@ def test_several_tests_in_one_log():
     text = (FIXTURES / "all_reduce_1node.txt").read_text() + (
         FIXTURES / "all_gather_wrong.txt"
     ).read_text()
-    found = nccl_tests.parse_text(text, "both.log")
+    found = nccl_parse.parse_text(text, "both.log")
     assert [r.collective for r in found] == ["all_reduce", "all_gather"]
 
 
@@ -148,14 +148,14 @@ def test_several_tests_in_one_log():
 )
 def test_garbage_text(text, message):
     with pytest.raises(NcclTestsError, match=message):
-        nccl_tests.parse_text(text, "x", "all_reduce")
+        nccl_parse.parse_text(text, "x", "all_reduce")
 
 
 def test_cut_json_names_the_line(tmp_path):
     cut = tmp_path / "all_reduce.json"
     cut.write_text((FIXTURES / "all_reduce_2nodes.json").read_text()[:3000])
     with pytest.raises(NcclTestsError, match=r"all_reduce.json:1: not nccl-tests JSON .*cut short"):
-        nccl_tests.parse_file(cut)
+        nccl_parse.parse_file(cut)
 
 
 def test_outlier_among_peers_without_a_profile(tmp_path):
@@ -167,7 +167,7 @@ def test_outlier_among_peers_without_a_profile(tmp_path):
             text = "".join(_scaled(line, scale) + "\n" for line in healthy.splitlines())
         path = tmp_path / f"{name}_all_reduce.txt"
         path.write_text(text)
-        files += nccl_tests.parse_file(path)
+        files += nccl_parse.parse_file(path)
     results = {Path(r.source).name: r for r in nccl_judge.judge(files, None)}
     assert results["slow_all_reduce.txt"].verdict is Verdict.FAIL
     assert "15% off the fleet median" in results["slow_all_reduce.txt"].reasons[0]
@@ -193,7 +193,7 @@ def test_sweep_that_stopped_short_of_max_bytes_fails():
         for line in text.splitlines()
         if not line.lstrip().startswith(("4294967296", "8589934592"))
     )
-    (run,) = nccl_tests.parse_text(short, "short_all_reduce.txt")
+    (run,) = nccl_parse.parse_text(short, "short_all_reduce.txt")
     (result,) = nccl_judge.judge([run], None)
     assert result.verdict is Verdict.FAIL
     assert result.reasons == ["the sweep stopped at 2 GiB of 8 GiB"]
@@ -280,12 +280,12 @@ def test_a_busbw_that_is_no_number_is_refused_not_passed(tmp_path, value):
     path = tmp_path / "all_reduce.txt"
     path.write_text("\n".join(text) + "\n")
     with pytest.raises(NcclTestsError, match=rf"all_reduce.txt:{row + 1}: .*busbw {value}"):
-        nccl_tests.parse_file(path)
+        nccl_parse.parse_file(path)
     data = json.loads((FIXTURES / "v2.19" / "all_reduce_2nodes.json").read_text())
     data["results"][-1]["in_place"]["bus_bw"] = value  # nccl-tests writes "nan" so
     path.write_text(json.dumps(data))
     with pytest.raises(NcclTestsError, match=r"results\[13\]: unexpected entry \(busbw"):
-        nccl_tests.parse_file(path)
+        nccl_parse.parse_file(path)
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1"])
@@ -301,7 +301,7 @@ def test_a_wrong_count_that_is_no_count_is_refused(tmp_path, value):
     path = tmp_path / "all_reduce.txt"
     path.write_text("\n".join(text) + "\n")
     with pytest.raises(NcclTestsError) as caught:
-        nccl_tests.parse_file(path)
+        nccl_parse.parse_file(path)
     assert caught.value.message == (
         f"{path}:{row + 1}: not an nccl-tests result row (#wrong {float(value)!r} is no count): "
         f"{text[row].strip()[:80]!r}"
@@ -310,7 +310,7 @@ def test_a_wrong_count_that_is_no_count_is_refused(tmp_path, value):
     data["results"][-1]["in_place"]["nwrong"] = value
     path.write_text(json.dumps(data))
     with pytest.raises(NcclTestsError) as caught:
-        nccl_tests.parse_file(path)
+        nccl_parse.parse_file(path)
     assert caught.value.message == (
         f"{path}: results[13]: unexpected entry (#wrong {float(value)!r} is no count)"
     )
@@ -335,6 +335,6 @@ def test_a_json_file_with_a_header_or_footer_of_another_shape_is_one_line(
     path = tmp_path / "all_reduce.json"
     path.write_text(json.dumps(data))
     with pytest.raises(NcclTestsError) as caught:
-        nccl_tests.parse_file(path)
+        nccl_parse.parse_file(path)
     assert caught.value.message.startswith(f"{path}: {message}")
     assert "\n" not in caught.value.message

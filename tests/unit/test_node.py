@@ -17,7 +17,7 @@ import yaml
 import kiln_node
 from kiln.roles import node_library
 from kiln.validation import drain
-from kiln_node import commands, files, metrics, nvidia_smi, slurm_jobs, slurm_state
+from kiln_node import commands, metrics, node_files, nvidia_smi, slurm_jobs, slurm_state
 from tests.conftest import REPO
 from tests.node_scripts import health_active
 from tests.unit.test_filter_plugins import filters
@@ -546,7 +546,7 @@ def test_a_commands_stdout_or_nothing(tmp_path):
 def test_reading_a_nodes_file(tmp_path):
     (tmp_path / "fw_ver").write_text("28.39.1002\n")
     (tmp_path / "raw").write_bytes(b"ok\xff\n")
-    assert [files.read(str(tmp_path / n)) for n in ("fw_ver", "raw", "absent", ".")] == [
+    assert [node_files.read(str(tmp_path / n)) for n in ("fw_ver", "raw", "absent", ".")] == [
         "28.39.1002\n",
         "ok\ufffd\n",
         None,

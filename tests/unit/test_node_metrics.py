@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln.monitoring import dcgm
+from kiln.roles.monitoring import dcgm
 from kiln_node import gpu_metrics, ib_metrics, metrics, nvidia_smi, slurm_metrics, slurm_state
 from tests.conftest import REPO
 

@@ -3,7 +3,7 @@ node verdicts are derived from its judgements, for validate, burn-in, the schedu
 active check, drift and `kiln judge`."""
 
 from kiln.errors import ExitCode
-from kiln.report import model
+from kiln.report import document
 from kiln.validation.assess import NOTHING_CHECKED, NodeVerdict
 from kiln.validation.verdicts import Judgement, Verdict
 
@@ -32,8 +32,8 @@ JUDGEMENTS = [
 NODES = ["gpu001", "gpu002", "gpu003", "gpu004", "gpu005"]
 
 
-def report(judgements: list[Judgement] = JUDGEMENTS) -> model.Report:
-    return model.Report(
+def report(judgements: list[Judgement] = JUDGEMENTS) -> document.Report:
+    return document.Report(
         id="r", started="", inventory="", profile=None, suites=[], nodes=NODES,
         judgements=judgements,
     )  # fmt: skip

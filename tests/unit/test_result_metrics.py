@@ -1,4 +1,4 @@
-"""kiln.monitoring.results: the last validate / burn-in as kiln_result_* metrics, and the
+"""kiln.report.result_metrics: the last validate / burn-in as kiln_result_* metrics, and the
 act step (validate-drain.yml, run for real on a local controller) that writes them
 where node_exporter's textfile collector reads."""
 
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 from kiln.campaigns import campaign, validate
 from kiln.errors import ExitCode
-from kiln.monitoring import results
-from kiln.report.model import Report
+from kiln.report import result_metrics as results
+from kiln.report.document import Report
 from kiln.run.events import RunSummary
 from kiln.validation import drain
 from kiln.validation import results as layout

@@ -76,7 +76,7 @@ def test_every_variable_a_role_declares_begins_with_its_prefix():
 def test_each_roles_module_and_checks():
     found = {
         name: (
-            role.module,
+            getattr(role.logic(), "__name__", None),
             getattr(role.settings_check(), "__module__", None),
             sorted(role.value_checks()),
         )
@@ -105,7 +105,7 @@ def test_each_roles_module_and_checks():
         ),
         "glusterfs_server": (None, None, []),
         "autofs": ("kiln.roles.autofs", None, ["autofs_default_options", "autofs_mounts"]),
-        "health": ("kiln.health", "kiln.health", []),
+        "health": ("kiln.roles.health", "kiln.roles.health", []),
         "munge": ("kiln.roles.munge", None, ["munge_key_b64"]),
         "slurm": (
             "kiln.roles.slurm",
@@ -127,11 +127,11 @@ def test_each_roles_module_and_checks():
         "enroot": ("kiln.roles.enroot", "kiln.roles.enroot", []),
         "pyxis": ("kiln.roles.pyxis", "kiln.roles.pyxis", []),
         "monitoring": (
-            "kiln.monitoring.settings",
-            "kiln.monitoring.settings",
+            "kiln.roles.monitoring",
+            "kiln.roles.monitoring.settings",
             ["monitoring_dcgm_exporter_hosts", "monitoring_scrape_hosts", "monitoring_servers"],
         ),
-        "validate": ("kiln.validation", None, ["validate_profile"]),
+        "validate": ("kiln.roles.validate", None, ["validate_profile"]),
     }
 
 
@@ -212,35 +212,46 @@ def test_defaults_are_read_as_written(tmp_path):
 
 
 def test_each_roles_logic_is_the_module_named_after_it():
-    """No translation from a role to its module, but for the roles not moved yet."""
-    assert {n: r.module for n, r in roles.ROLES.items() if r.module != f"kiln.roles.{n}"} == {
-        "glusterfs_server": None,
-        "health": "kiln.health",
-        "monitoring": "kiln.monitoring.settings",
-        "validate": "kiln.validation",
-    }
+    """No translation from a role to its module: every role's logic is kiln.roles.<role>,
+    and its filter plugin is plugins/filter/kiln_<role>.py; glusterfs_server has none."""
+    found = {n: getattr(r.logic(), "__name__", None) for n, r in roles.ROLES.items()}
+    assert {n: m for n, m in found.items() if m != f"kiln.roles.{n}"} == {"glusterfs_server": None}
+    filters = {p.stem for p in (REPO / "plugins" / "filter").glob("kiln_*.py")}
+    assert sorted(n for n in roles.ROLES if f"kiln_{n}" not in filters) == [
+        "base",
+        "glusterfs_server",
+        "munge",
+        "node_library",
+    ]
 
 
-@pytest.mark.parametrize("name", sorted(roles.ROLES))
-def test_each_role_imports_its_module_on_demand(name):
-    role = roles.ROLES[name]
-    module = role.logic()
-    assert (module.__name__ if module else None) == role.module
+def test_a_role_without_logic_is_one_without_its_module(monkeypatch):
+    """A missing kiln.roles.<role> means no logic; a module that is there but fails to
+    import is an error, not a role without logic."""
+    assert roles.Role("glusterfs_server", ()).logic() is None
+    assert roles.ROLES["health"].logic().__name__ == "kiln.roles.health"
+
+    def broken(name):
+        raise ModuleNotFoundError("No module named 'thing_dependency'", name="thing_dependency")
+
+    monkeypatch.setattr(roles.importlib, "import_module", broken)
+    with pytest.raises(ModuleNotFoundError, match="thing_dependency"):
+        roles.Role("thing", ()).logic()
 
 
 def test_a_new_role_is_checked_on_its_hosts_by_its_entry_alone(write_inventory, monkeypatch):
     """One entry wires a role's module into `kiln inventory check`: its settings_problems
     is given each host's settings without the prefix, on the hosts of its groups only,
     and each problem names the hosts it applies to."""
-    module = types.ModuleType("kiln_thing")
+    module = types.ModuleType("kiln.roles.thing")
 
     def settings_problems(settings):
         size = settings.get("size", 1)
         return [] if isinstance(size, int) else [f"thing_size {size!r}: expected a number"]
 
     module.settings_problems = settings_problems
-    monkeypatch.setitem(sys.modules, "kiln_thing", module)
-    entry = roles.Role("thing", "kiln_thing", ("slurm_compute",))
+    monkeypatch.setitem(sys.modules, "kiln.roles.thing", module)
+    entry = roles.Role("thing", ("slurm_compute",))
     monkeypatch.setattr(roles, "ROLES", {"thing": entry})
     path = write_inventory(
         cluster_inventory(compute=("gpu001", "gpu002", "gpu003")),

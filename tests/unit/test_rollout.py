@@ -16,7 +16,7 @@ from kiln.drift import TaskDrift
 from kiln.errors import ExitCode, InputError
 from kiln.report import html
 from kiln.rollout import plan as planning
-from kiln.rollout import record as records
+from kiln.rollout import progress as records
 from kiln.rollout import waits
 from kiln.run.events import RunSummary
 from kiln.validation.verdicts import Verdict
@@ -289,7 +289,7 @@ class Simulated(rolling.Rollout):
             text, polls = self.slurm.look(), polls - 1
         jobs = "\n".join(f"{self.slurm.job_ids[n]}|RUNNING|{n}" for n in self.slurm.jobs)
         view = rolling.View(slurm_state.parse(text), jobs, "Slurmctld(primary) at ctl1 is UP")
-        self.record.capacity.append([rolling.model.now(), waits.free(view.states, self.compute)])
+        self.record.capacity.append([rolling.document.now(), waits.free(view.states, self.compute)])
         return view
 
     def apply(self, hosts):

@@ -6,11 +6,11 @@ tests/unit/test_rollout.py."""
 import pytest
 
 from kiln.errors import ExitCode
-from kiln.report import model
+from kiln.report import document
 from kiln.rollout import batch, waits
-from kiln.rollout import record as records
+from kiln.rollout import progress as records
 from kiln.rollout.batch import State
-from kiln.rollout.record import Record, Step
+from kiln.rollout.progress import Record, Step
 from kiln.run.events import RunSummary
 from kiln.validation import drain
 from kiln.validation.verdicts import Verdict
@@ -33,7 +33,7 @@ class Actor:
         self.record = Record(
             id=ROLLOUT,
             inventory="/inv",
-            started=model.now(),
+            started=document.now(),
             options=records.Options(max_unavailable=1),
         )
         self.did: list[str] = []  # what the batch asked for, in order
@@ -72,9 +72,9 @@ def test_the_states_in_order_and_where_each_goes_next():
     step = Step(["gpu001"])
     seen = [(batch.state(step), batch.next_state(step))]
     for name in [*records.STEPS]:
-        step.done[name] = model.now()
-        step.done.setdefault("started", model.now())  # marks of their own, not states
-        step.done.setdefault("reboot_asked", model.now())
+        step.done[name] = document.now()
+        step.done.setdefault("started", document.now())  # marks of their own, not states
+        step.done.setdefault("reboot_asked", document.now())
         seen.append((batch.state(step), batch.next_state(step)))
     assert seen == [
         (State.PLANNED, State.DRAINED),
@@ -96,11 +96,11 @@ def recorded_at(state: State, asked_reboot: bool = False) -> tuple[Actor, Step]:
     step = Step(["gpu001"], reboot=["gpu001"])
     ended = batch.ORDER[: batch.ORDER.index(state) + 1] if state in batch.ORDER else ()
     if ended:
-        step.done["started"] = model.now()
+        step.done["started"] = document.now()
     for name in ended:
-        step.done[name] = model.now()
+        step.done[name] = document.now()
     if asked_reboot or State.REBOOTED in ended:
-        step.done["reboot_asked"] = model.now()
+        step.done["reboot_asked"] = document.now()
     if state is not State.PLANNED and state is not State.RESUMED:
         reason = CHECKING if State.REBOOTED in ended else APPLYING
         slurm.act(["scontrol", "update", "NodeName=gpu001", "State=DRAIN", f"Reason={reason}"])
@@ -205,9 +205,10 @@ def test_the_rollouts_check_judges_health_then_validates_only_what_passed(tmp_pa
     """kiln.campaigns.rollout's check: kiln-health's results through health.judgements,
     then a Validation of the nodes the health check passed that judges only (acted_by:
     the rollout acts); the nodes that did not pass, failed or not checked."""
-    from kiln import health, health_check
+    from kiln import health
     from kiln.campaigns import rollout as rolling
     from kiln.campaigns import validate
+    from kiln.health import check as health_check
     from kiln.validation.verdicts import Judgement
 
     slurm = Slurm(["gpu001", "gpu002", "gpu003", "gpu004"])
@@ -234,7 +235,7 @@ def test_the_rollouts_check_judges_health_then_validates_only_what_passed(tmp_pa
                 Judgement("gpu001", "slurm.srun", "", None, "", Verdict.PASS, "1.2 s"),
                 Judgement("gpu004", "slurm.srun", "", None, "", Verdict.FAIL, srun),
             ]
-            report = model.Report(id="v1", started="", inventory="", profile=None,
+            report = document.Report(id="v1", started="", inventory="", profile=None,
                                   suites=["slurm"], nodes=["gpu001", "gpu004"],
                                   judgements=found, runs=["run-validate"])  # fmt: skip
             return report, ExitCode.VALIDATION_FAILED

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from kiln.topology import checks, fabric_tree, ibnetdiscover, sources, writers
-from kiln.topology.model import Switch, Topology, TopologyError, safe_name
+from kiln.topology import fabric_tree, ibnetdiscover, policies, sources, writers
+from kiln.topology.shape import Switch, Topology, TopologyError, safe_name
 from tests import synthetic_fabric as synthetic
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "topology"
@@ -111,7 +111,7 @@ def test_a_fabric_with_aggregation_nodes_on_every_switch_keeps_its_spines():
     switch is still a spine; a UFM server sits on a leaf like a host; 'localhost HCA-N'
     on several hosts is no host; a factory description is no name."""
     topo = build(DGX)
-    checks.apply(topo, None, checks.MissingPolicy.FAIL)
+    policies.apply(topo, None, policies.MissingPolicy.FAIL)
     assert body(writers.tree_conf(topo)) == (
         "SwitchName=su1-r0-leaf Nodes=dgx[001-002],ufm-01\n"
         "SwitchName=su2-r0-leaf Nodes=dgx[003-004]\n"
@@ -136,7 +136,7 @@ def test_a_fabric_with_aggregation_nodes_on_every_switch_keeps_its_spines():
     ]
     # With the cluster's node list the UFM server is left out, and its leaf stays.
     topo = build(DGX)
-    checks.apply(topo, {f"dgx00{i}" for i in range(1, 5)}, checks.MissingPolicy.FAIL)
+    policies.apply(topo, {f"dgx00{i}" for i in range(1, 5)}, policies.MissingPolicy.FAIL)
     assert whole_tree(topo)["su1-r0-leaf"] == (0, {"dgx001", "dgx002"})
     assert topo.levels() == 2
 
@@ -178,7 +178,7 @@ def test_synthetic_fabrics_round_trip_to_the_whole_tree(shape):
         setattr(tree, key, value)
     fabric = ibnetdiscover.parse(synthetic.generate(tree))
     topo = fabric_tree.build(fabric, fabric_tree.Selection())
-    checks.apply(topo, tree.compute_hosts(), checks.MissingPolicy.FAIL)
+    policies.apply(topo, tree.compute_hosts(), policies.MissingPolicy.FAIL)
     assert whole_tree(topo) == synthetic.expected(tree)
     children = set().union(*(s.children for s in topo.switches.values()))
     assert len(set(topo.switches) - children) == 1  # one top
@@ -204,7 +204,7 @@ def test_several_tops_join_under_a_root_or_fail():
     tree = synthetic.FatTree(nodes=64, rails=2, per_leaf=8, levels=2, spines=2, islands=2)
     text = synthetic.generate(tree)
     topo = fabric_tree.build(ibnetdiscover.parse(text), fabric_tree.Selection())
-    checks.apply(topo, None, checks.MissingPolicy.FAIL)
+    policies.apply(topo, None, policies.MissingPolicy.FAIL)
     assert body(writers.tree_conf(topo)).splitlines()[-3:] == [
         "SwitchName=i0-spine-00 Switches=i0-leaf-r0-[0000-0003]",
         "SwitchName=i1-spine-00 Switches=i1-leaf-r0-[0000-0003]",
@@ -217,12 +217,12 @@ def test_several_tops_join_under_a_root_or_fail():
     ]
     topo = fabric_tree.build(ibnetdiscover.parse(text), fabric_tree.Selection())
     with pytest.raises(TopologyError, match=r"2 top switches and none reaches every node: i0-"):
-        checks.apply(topo, None, checks.MissingPolicy.FAIL, checks.DisconnectedPolicy.FAIL)
+        policies.apply(topo, None, policies.MissingPolicy.FAIL, policies.DisconnectedPolicy.FAIL)
 
 
 def test_a_top_missing_a_cable_is_named_but_the_tree_stands():
     topo = sources.from_labels({"n1": ["s1", "l1"], "n2": ["s1", "l2"], "n3": ["s2", "l2"]})
-    checks.apply(topo, None, checks.MissingPolicy.FAIL)
+    policies.apply(topo, None, policies.MissingPolicy.FAIL)
     assert "kiln-root" not in topo.switches
     assert topo.warnings == [
         "1 top switch reaches only part of the fabric that s1 reaches (s2): a missing or "
@@ -233,11 +233,11 @@ def test_a_top_missing_a_cable_is_named_but_the_tree_stands():
 def test_unplaced_nodes_hang_under_the_root():
     # Under the one top of a connected tree...
     topo = sources.from_labels({"n1": ["s1", "l1"], "n2": ["s1", "l2"]})
-    checks.apply(topo, {"n1", "n2", "n9"}, checks.MissingPolicy.CATCH_ALL)
+    policies.apply(topo, {"n1", "n2", "n9"}, policies.MissingPolicy.CATCH_ALL)
     assert whole_tree(topo)["s1"] == (1, {"l1", "l2", "kiln-unplaced"})
     # ... under kiln-root when the source has several tops, or just one leaf.
     topo = sources.from_labels({"n1": ["l1"], "n2": ["l2"]})
-    checks.apply(topo, {"n1", "n2", "n9"}, checks.MissingPolicy.CATCH_ALL)
+    policies.apply(topo, {"n1", "n2", "n9"}, policies.MissingPolicy.CATCH_ALL)
     assert whole_tree(topo) == {
         "l1": (0, {"n1"}),
         "l2": (0, {"n2"}),
@@ -245,7 +245,7 @@ def test_unplaced_nodes_hang_under_the_root():
         "kiln-unplaced": (0, {"n9"}),
     }
     topo = sources.from_labels({"n1": ["l1"]})
-    checks.apply(topo, {"n1", "n9"}, checks.MissingPolicy.CATCH_ALL)
+    policies.apply(topo, {"n1", "n9"}, policies.MissingPolicy.CATCH_ALL)
     assert whole_tree(topo)["kiln-root"] == (1, {"l1", "kiln-unplaced"})
 
 
@@ -253,7 +253,7 @@ def test_switches_left_empty_by_the_node_list_are_removed():
     topo = sources.from_labels(
         {"n1": ["core", "s1", "l1"], "ufm": ["core", "s2", "l2"], "n2": ["core", "s1", "l3"]}
     )
-    checks.apply(topo, {"n1", "n2"}, checks.MissingPolicy.FAIL)
+    policies.apply(topo, {"n1", "n2"}, policies.MissingPolicy.FAIL)
     assert whole_tree(topo) == {
         "core": (2, {"s1"}),
         "s1": (1, {"l1", "l3"}),
@@ -387,9 +387,9 @@ def test_checks_missing_nodes_fail_or_go_to_a_catch_all():
         return sources.from_labels({"n1": ["s1", "l1"], "n2": ["s1", "l1"]})
 
     with pytest.raises(TopologyError, match=r"1 Slurm nodes are not in the topology source: n3"):
-        checks.apply(topo(), {"n1", "n2", "n3"}, checks.MissingPolicy.FAIL)
+        policies.apply(topo(), {"n1", "n2", "n3"}, policies.MissingPolicy.FAIL)
     t = topo()
-    checks.apply(t, {"n1", "n3"}, checks.MissingPolicy.CATCH_ALL)
+    policies.apply(t, {"n1", "n3"}, policies.MissingPolicy.CATCH_ALL)
     assert t.switches["kiln-unplaced"].nodes == {"n3"}
     assert "kiln-unplaced" in t.switches["s1"].children
     assert t.switches["l1"].nodes == {"n1"}  # n2 is not a Slurm node
@@ -397,12 +397,12 @@ def test_checks_missing_nodes_fail_or_go_to_a_catch_all():
 
 def test_checks_refuse_an_empty_topology_and_a_node_under_two_leaves():
     with pytest.raises(TopologyError, match="places no node"):
-        checks.apply(Topology(source="x"), None, checks.MissingPolicy.FAIL)
+        policies.apply(Topology(source="x"), None, policies.MissingPolicy.FAIL)
     twice = Topology(
         source="x", switches={"a": Switch("a", 0, nodes={"n1"}), "b": Switch("b", 0, nodes={"n1"})}
     )
     with pytest.raises(TopologyError, match="node n1 is under two of a leaf switch: a and b"):
-        checks.apply(twice, None, checks.MissingPolicy.FAIL)
+        policies.apply(twice, None, policies.MissingPolicy.FAIL)
 
 
 def test_pasted_and_hand_edited_dumps_read_the_same():

@@ -3,7 +3,7 @@
 import pytest
 
 from kiln.topology import for_slurm
-from kiln.topology.model import TopologyError
+from kiln.topology.shape import TopologyError
 from tests.unit.test_topology import FIXTURES, TWO_RAILS
 
 LABELS = {"gpu001": ["spine1", "leaf1"], "gpu002": ["spine1", "leaf2"]}

@@ -13,7 +13,7 @@ import pytest
 from kiln import inventory
 from kiln.campaigns import campaign, validate
 from kiln.errors import ExitCode
-from kiln.report import compare, html, junit, markdown, model, write
+from kiln.report import compare, document, html, junit, markdown, write
 from kiln.run import ids
 from kiln.validation import assess, collect, drain, profiles, suites
 from kiln.validation import results as layout
@@ -479,9 +479,9 @@ def test_plateau_is_judged_at_1gib_and_short_sweeps_at_their_largest_sizes():
 def make_report(raw, profile="h100-sxm-8x-ib400"):
     """A report assembled as `kiln validate` assembles it (validate.conclude)."""
     found, judgements, _ = run(raw, profile)
-    report = model.Report(
+    report = document.Report(
         id=ids.new_id(),
-        started=model.now(),
+        started=document.now(),
         inventory="inv",
         profile=profile,
         suites=SUITES,
@@ -497,7 +497,7 @@ def test_reports_in_every_format_round_trip_and_say_the_same(raw):
     report = make_report(raw)
     paths = write.write_all(report)
     assert sorted(paths) == ["html", "json", "junit", "markdown"]
-    again = model.load(report.id)
+    again = document.load(report.id)
     assert again.to_json() == report.to_json()
     assert again.verdict is Verdict.FAIL
     text = markdown.render(report)
@@ -518,7 +518,7 @@ def test_reports_in_every_format_round_trip_and_say_the_same(raw):
 def test_junit_holds_a_reason_quoting_control_characters_as_their_escapes():
     """A reason may quote a node's output: a terminal colour code or a NUL, which XML
     1.0 cannot hold (ElementTree wrote them as they were, and the file did not parse)."""
-    report = model.Report(
+    report = document.Report(
         id="20261127-190000-validate-abcd",
         started="2026-11-27T19:00:00+00:00",
         inventory="inv",
@@ -555,7 +555,7 @@ def test_a_report_holding_a_figure_that_is_no_number_is_written_nowhere(raw, fig
     )
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         write.write_all(report)
-    assert not model.directory(report.id).exists()
+    assert not document.directory(report.id).exists()
 
 
 def test_compare_says_what_got_worse_per_node_and_for_the_fleet(raw):
@@ -590,7 +590,7 @@ def test_compare_ranks_a_node_not_checked_between_a_warning_and_a_failure():
 
 def test_a_node_without_a_verdict_is_unchecked_in_every_rendering():
     """Renderings once showed such a node as "pass, all tests passed"."""
-    report = model.Report(
+    report = document.Report(
         id="r", started="s", inventory="inv", profile=None, suites=["storage"], nodes=["gpu001"]
     )
     assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.NOT_CHECKED)
@@ -601,8 +601,8 @@ def test_a_node_without_a_verdict_is_unchecked_in_every_rendering():
 
 
 def test_unknown_report_is_an_input_error():
-    with pytest.raises(model.InputError, match="no validation run 'nope'"):
-        model.load("nope")
+    with pytest.raises(document.InputError, match="no validation run 'nope'"):
+        document.load("nope")
 
 
 NCCL = Path(__file__).parent.parent / "fixtures" / "nccl-tests"
@@ -676,7 +676,7 @@ def test_one_rank_per_node_schedules_no_within_node_run_and_judges_none(raw):
 
 
 def test_markdown_escapes_html_and_pipes_from_the_cluster():
-    report = model.Report(
+    report = document.Report(
         id="r1", started="s", inventory="inv", profile=None, suites=["slurm"],
         nodes=["gpu<b>1"], notes=["mount a|b <script>"],
     )  # fmt: skip
@@ -729,7 +729,7 @@ def test_the_terminal_prints_markup_in_names_and_reasons_as_text(capsys):
     """A reason holding "[/path]" once made `kiln validate` exit 1 after draining."""
     from kiln.report import terminal
 
-    report = model.Report(
+    report = document.Report(
         id="r1", started="s", inventory="inv", profile=None, suites=["storage"],
         nodes=["gpu001"], notes=["[bold]note[/bold] [/x]"],
     )  # fmt: skip
@@ -755,7 +755,7 @@ def test_report_show_and_compare_print_control_characters_escaped(tmp_path, monk
     node = "gpu\x1b]0;owned\x07"
     reason = "storage.mount /shared: \x1b[2J\rkiln: all clear\nPASS"
     for run, value in (("20261123-120000-aaaa", 100.0), ("20261124-120000-bbbb", 50.0)):
-        report = model.Report(
+        report = document.Report(
             id=run, started="s", inventory="inv", profile=None, suites=["storage"],
             nodes=[node], notes=["\x9b31mred"],
         )  # fmt: skip
@@ -935,7 +935,7 @@ def test_a_number_json_has_not_is_no_measurement_and_the_report_reads_back(raw, 
     assert {n: v.verdict for n, v in nodes.items()} == dict.fromkeys(NODES, Verdict.FAIL)
     report = make_report(raw)
     write.write_all(report)
-    assert model.load(report.id).to_json() == report.to_json()
+    assert document.load(report.id).to_json() == report.to_json()
 
 
 def mpi_judgements(raw, profile="h100-sxm-8x-ib400"):
@@ -1056,9 +1056,9 @@ def test_compare_lines_up_two_clusters_by_role_and_place(write_inventory):
 
     def kept(spec, rates, multi, pair):
         nodes = sorted(rates)
-        return model.Report(
+        return document.Report(
             id=ids.new_id(),
-            started=model.now(),
+            started=document.now(),
             inventory=str(spec.path),
             profile=None,
             suites=["storage", "collectives"],
@@ -1127,7 +1127,7 @@ def test_a_node_kiln_health_drained_fails_with_its_reason_and_an_operators_drain
     raw = Raw(layout.make(tmp_path / "raw").root)
     raw.put(layout.SLURM_STATE, {"scontrol": scontrol, "plan": plan.to_dict()})
     found = collect.collect(raw, LAB_NODES, [])
-    report = model.Report(
+    report = document.Report(
         id="20261126-172200-abcd",
         started="2026-11-26T17:22:00+00:00",
         inventory="inv",
@@ -1176,7 +1176,7 @@ def test_a_node_nothing_was_judged_on_is_unchecked_and_never_resumed():
         Judgement("gpu002", "collectives.run", "", None, "", Verdict.SKIP, "one rank"),
     ]
     nodes = ["gpu001", "gpu002"]
-    report = model.Report(
+    report = document.Report(
         id="r", started="s", inventory="inv", profile=None, suites=[], nodes=nodes,
         judgements=judgements,
     )  # fmt: skip

@@ -13,7 +13,7 @@ from kiln import files, health, hostlist
 from kiln.campaigns import campaign, validate
 from kiln.campaigns.campaign import Outcome
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.report import model
+from kiln.report import document
 from kiln.run import ids
 from kiln.run.events import RunSummary
 from kiln.validation import assess, collect, drain, pairs, profiles, registry
@@ -164,7 +164,7 @@ class BurnIn(campaign.Campaign):
         )
 
 
-def burn_in(request: Request) -> tuple[model.Report, ExitCode]:
+def burn_in(request: Request) -> tuple[document.Report, ExitCode]:
     return BurnIn(request).run()
 
 
@@ -314,12 +314,12 @@ def _series(run: BurnIn, stress: dict[str, NodeRound | None]) -> None:
                     _extend(run.report, node, label, metric, kept)
 
 
-def _extend(report: model.Report, node: str, device: str, metric: str, points: list) -> None:
+def _extend(report: document.Report, node: str, device: str, metric: str, points: list) -> None:
     for series in report.series:
         if (series["node"], series["device"], series["metric"]) == (node, device, metric):
             series["points"] += points
             return
-    report.series.append(model.Series(node=node, device=device, metric=metric, points=points))
+    report.series.append(document.Series(node=node, device=device, metric=metric, points=points))
 
 
 def _length(seconds: float) -> str:

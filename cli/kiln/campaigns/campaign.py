@@ -21,8 +21,7 @@ from pathlib import Path
 from kiln.errors import ExitCode, InputError, KilnError, PrerequisiteError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
-from kiln.monitoring import results as result_metrics
-from kiln.report import model, write
+from kiln.report import document, result_metrics, write
 from kiln.run import ids
 from kiln.run.display import Displays, for_people
 from kiln.run.events import RunSummary
@@ -93,7 +92,7 @@ class Campaign:
     acts = AT_END
     drain_prefix = ""  # before the first reason in a drain reason
     # The verdicts and figures of its last run become kiln_result_* metrics (label
-    # campaign: the kind) on the controller (kiln.monitoring.results).
+    # campaign: the kind) on the controller (kiln.report.result_metrics).
     results_metrics = False
 
     def __init__(
@@ -113,16 +112,16 @@ class Campaign:
         self.acted_by = request.acted_by
         self.display = request.display
         self.lock = request.lock
-        self.report = model.Report(
+        self.report = document.Report(
             id=report_id or ids.new_id(),
-            started=model.now(),
+            started=document.now(),
             inventory=str(spec.path),
             profile=profile.name if profile else None,
             suites=suites,
             nodes=nodes,
             positions=spec.positions(nodes),
         )
-        self.raw = layout.make(model.directory(self.report.id) / "raw").root
+        self.raw = layout.make(document.directory(self.report.id) / "raw").root
 
     @property
     def reservation(self) -> str:
@@ -133,7 +132,7 @@ class Campaign:
         """Hold, rounds, collect and judge into self.report.judgements."""
         raise NotImplementedError
 
-    def run(self) -> tuple[model.Report, ExitCode]:
+    def run(self) -> tuple[document.Report, ExitCode]:
         outcome = self.execute()
         actions = drain.Actions()
         if outcome.judged:
@@ -149,7 +148,7 @@ class Campaign:
             acts["results"] = result_metrics.for_controller(self.report, self.kind, time.time())
         if "release" in acts or "results" in acts or actions.drain or actions.resume:
             self.act(acts)
-        self.report.finished = model.now()
+        self.report.finished = document.now()
         write.write_all(self.report)
         if outcome.error:
             raise outcome.error
@@ -216,7 +215,7 @@ class Campaign:
 
 
 def conclude(
-    report: model.Report, nodes: list[str], outcome: Outcome, no_drain: bool, prefix: str = ""
+    report: document.Report, nodes: list[str], outcome: Outcome, no_drain: bool, prefix: str = ""
 ) -> drain.Actions:
     """Each node's verdict (Report.judge_nodes), and what to do in Slurm (`decide`)."""
     report.judge_nodes(outcome.reasons, nodes=nodes)
@@ -224,7 +223,7 @@ def conclude(
 
 
 def decide(
-    report: model.Report, outcome: Outcome, no_drain: bool, prefix: str = ""
+    report: document.Report, outcome: Outcome, no_drain: bool, prefix: str = ""
 ) -> drain.Actions:
     """From the judged nodes, what to do in Slurm: drain the failing (the first reason,
     after `prefix`), resume Kiln's that pass."""
@@ -251,5 +250,5 @@ def stop_on_controller_failure(summary: RunSummary, controller: str, results: Pa
         )
 
 
-def report_path(report: model.Report, kind: str = "html") -> Path:
-    return model.directory(report.id) / model.FORMATS[kind]
+def report_path(report: document.Report, kind: str = "html") -> Path:
+    return document.directory(report.id) / document.FORMATS[kind]

@@ -9,7 +9,7 @@ import pydantic
 from typing_extensions import TypedDict
 
 from kiln import health
-from kiln.report import model
+from kiln.report import document
 from kiln.validation import drain
 
 SUITE = "health-active"
@@ -55,7 +55,7 @@ def read_records(texts: list[str]) -> tuple[list[RunRecord], list[str]]:
     return sorted(runs, key=lambda r: r.started), unreadable
 
 
-def to_report(run: RunRecord, inventory: str) -> model.Report:
+def to_report(run: RunRecord, inventory: str) -> document.Report:
     """A run as a validation report, concluded as every campaign concludes
     (docs/architecture.md): a judgement per node and check, each node's verdict from
     them (Report.judge_nodes; a node no check ran on was not checked), the drains and
@@ -84,7 +84,7 @@ def to_report(run: RunRecord, inventory: str) -> model.Report:
     notes = [f"DCGM diagnostic level {run.dcgm_diag_level}" if run.dcgm_diag_level else ""]
     if run.error:
         notes.append(f"the run could not start: {run.error}")
-    report = model.Report(
+    report = document.Report(
         id=run.report_id,
         started=run.started,
         inventory=inventory,
@@ -93,7 +93,7 @@ def to_report(run: RunRecord, inventory: str) -> model.Report:
         nodes=sorted(run.nodes),
         judgements=judgements,
         notes=[n for n in notes if n],
-        actions=model.Actions(**actions.to_dict()),
+        actions=document.Actions(**actions.to_dict()),
         finished=run.finished,
     )
     report.judge_nodes(reasons)
@@ -106,7 +106,7 @@ def import_runs(runs: list[RunRecord], inventory: str) -> list[str]:
 
     written = []
     for run in runs:
-        if not (model.directory(run.report_id) / model.REPORT_FILE).exists():
+        if not (document.directory(run.report_id) / document.REPORT_FILE).exists():
             write_all(to_report(run, inventory))
             written.append(run.report_id)
     return written

@@ -8,7 +8,7 @@ round (`acts = PER_ROUND`): each batch drains and resumes its own nodes.
     ─▶ stop rule ─▶ next batch ... ─▶ report (kiln.rollout.summary)
 
 Never more than `max_unavailable` compute nodes are out of service at once, counting
-those already down or drained. The record (kiln.rollout.record) is written after every
+those already down or drained. The record (kiln.rollout.progress) is written after every
 transition, so `--resume` carries on from the state it recorded.
 """
 
@@ -23,14 +23,14 @@ from kiln.campaigns import campaign
 from kiln.campaigns import validate as validation
 from kiln.campaigns.campaign import Outcome
 from kiln.errors import ExitCode, InputError, KilnError
-from kiln.report import model
+from kiln.report import document
 from kiln.roles.nvidia_driver import reboots
 from kiln.rollout import plan as planning
-from kiln.rollout import record as records
+from kiln.rollout import progress as records
 from kiln.rollout import summary as parts
 from kiln.rollout import waits
 from kiln.rollout.batch import BACK_TIMEOUT_S, Batch, Failures, View, out_of_service, wait
-from kiln.rollout.record import Record, Step
+from kiln.rollout.progress import Record, Step
 from kiln.run.events import RunSummary
 from kiln.validation import drain
 from kiln.validation.verdicts import Judgement, Verdict
@@ -73,7 +73,7 @@ class Rollout(campaign.Campaign):
             self.record = Record(
                 id=records.new_id(),
                 inventory=str(spec.path),
-                started=model.now(),
+                started=document.now(),
                 options=new_options(request, spec, nodes),
             )
             for problem in unreadable:  # said, and kept in the new record's notes
@@ -214,7 +214,7 @@ class Rollout(campaign.Campaign):
         (health.judgements' rule for a node that could not report), with its first
         reason. kiln-health runs with Slurm (its slurmd check), and by its own rule
         acts on no node drained with another reason than its own: the rollout's."""
-        from kiln import health_check
+        from kiln.health import check as health_check
 
         found = health_check.check(self.spec, nodes, self.display, False)
         self.record.runs.append(found.summary.run)
@@ -331,14 +331,14 @@ class Rollout(campaign.Campaign):
         data = gathered.json(self.controller)
         view = View(slurm_state.parse(data["states"]), data["jobs"], data["ping"])
         compute = self.spec.group("slurm_compute")
-        self.record.capacity.append([model.now(), waits.free(view.states, compute)])
+        self.record.capacity.append([document.now(), waits.free(view.states, compute)])
         return view
 
     def look(self) -> View:
         return self.step()
 
     def mark(self, step: Step, name: str) -> None:
-        step.done[name] = model.now()
+        step.done[name] = document.now()
         self.save()
 
     def save(self) -> None:
@@ -361,7 +361,7 @@ class Rollout(campaign.Campaign):
         report.runs = list(record.runs)
         report.actions = parts.actions(record).to_dict()
         files.write_private(
-            model.directory(report.id) / "rollout.json",
+            document.directory(report.id) / "rollout.json",
             files.json_text(record.to_json(), indent=1),
         )
 
@@ -401,7 +401,7 @@ def new_options(request: Request, spec: inventory.ClusterSpec, nodes: list[str])
 def _not_passing(judged: list[Judgement], nodes: list[str]) -> Failures:
     """Of `nodes`, those whose judgements do not pass (kiln.validation.assess.per_node),
     with their verdict and first reason."""
-    checked = model.Report(
+    checked = document.Report(
         id="", started="", inventory="", profile=None, suites=[], nodes=nodes,
         judgements=judged,
     )  # fmt: skip
@@ -412,9 +412,9 @@ def _not_passing(judged: list[Judgement], nodes: list[str]) -> Failures:
     }
 
 
-def rollout(request: Request) -> tuple[model.Report, ExitCode]:
+def rollout(request: Request) -> tuple[document.Report, ExitCode]:
     return Rollout(request).run()
 
 
-def report_path(report: model.Report) -> Path:
+def report_path(report: document.Report) -> Path:
     return campaign.report_path(report)

@@ -10,7 +10,7 @@ from kiln.campaigns import campaign
 from kiln.campaigns.campaign import Outcome
 from kiln.errors import ExitCode
 from kiln.inventory import ClusterSpec
-from kiln.report import model
+from kiln.report import document
 from kiln.run.events import RunSummary
 from kiln.validation import assess, collect, drain, pairs, profiles, registry
 from kiln.validation import results as layout
@@ -113,7 +113,7 @@ class Validation(campaign.Campaign):
         return Outcome(judged=False, canceled=True, release=self.release(redrain))
 
 
-def _curves_and_notes(report: model.Report, found: collect.Collected) -> None:
+def _curves_and_notes(report: document.Report, found: collect.Collected) -> None:
     """The collected curves and notes into the report (before the verdicts)."""
     report.curves = [
         {"node": c.node, "collective": c.collective, "points": [list(p) for p in c.points]}
@@ -122,12 +122,12 @@ def _curves_and_notes(report: model.Report, found: collect.Collected) -> None:
     report.notes = found.notes
 
 
-def validate(request: Request) -> tuple[model.Report, ExitCode]:
+def validate(request: Request) -> tuple[document.Report, ExitCode]:
     return Validation(request).run()
 
 
 def conclude(
-    report: model.Report, found: collect.Collected, nodes: list[str], no_drain: bool
+    report: document.Report, found: collect.Collected, nodes: list[str], no_drain: bool
 ) -> drain.Actions:
     """From the judgements to the rest of the report, as `kiln validate` concludes:
     curves, notes, each node's verdict, and what to do in Slurm."""

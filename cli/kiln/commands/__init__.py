@@ -13,7 +13,7 @@ from kiln.errors import ExitCode, InputError
 from kiln.printable import printable
 
 if TYPE_CHECKING:
-    from kiln.report.model import Report
+    from kiln.report.document import Report
 
 # Every command that reads an inventory takes it the same way.
 inventory_option = click.option(

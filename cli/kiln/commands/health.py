@@ -35,7 +35,7 @@ def health(
 
     Exit 0 when no node fails (warnings included), 5 when one fails, 3 when a node could
     not be checked (none failed). With --schedule: 0, or 4 when the controller could not be read."""
-    from kiln import health_check
+    from kiln.health import check as health_check
 
     spec = inventory.load(inventory_path)
     if schedule:
@@ -73,7 +73,7 @@ def _print(result) -> None:
 
 
 def _show_schedule(spec, json_mode: bool) -> None:
-    from kiln import health_schedule
+    from kiln.health import schedule as health_schedule
 
     found = health_schedule.read(spec, display.for_output(json_mode))
     if json_mode:

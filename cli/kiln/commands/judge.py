@@ -6,9 +6,9 @@ from pathlib import Path
 import click
 
 from kiln.printable import printable
-from kiln.report import judged, model, write
+from kiln.report import document, judged, write
 from kiln.run import display
-from kiln.validation import nccl_judge, nccl_tests, profiles
+from kiln.validation import nccl_judge, nccl_parse, profiles
 from kiln.validation.verdicts import Verdict, exit_code, fmt, worst
 from kiln_node import counted
 
@@ -23,7 +23,7 @@ def judge() -> None:
 @click.option("--profile", "profile_name", help="Reference profile: a shipped name or a YAML file.")
 @click.option(
     "--collective",
-    type=click.Choice(nccl_tests.COLLECTIVES),
+    type=click.Choice(nccl_parse.COLLECTIVES),
     help="The collective, for pastes that do not say (no preamble, no telling file name).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
@@ -35,15 +35,15 @@ def nccl_tests_command(
     row. Without a reference number (no --profile) a correct result is "measured", not
     judged: never a pass (exit 0)."""
     profile = profiles.load(profile_name) if profile_name else None
-    runs = [run for path in files for run in nccl_tests.parse_file(path, collective)]
+    runs = [run for path in files for run in nccl_parse.parse_file(path, collective)]
     for run in runs:
         if run.collective is None:
-            raise nccl_tests.NcclTestsError(
+            raise nccl_parse.NcclTestsError(
                 f"{run.source}: cannot tell which collective this is; pass --collective"
             )
     results = nccl_judge.judge(runs, profile)
     found = judged.nccl_tests(runs, results, profile)
-    page = model.directory(found.id) / model.FORMATS["html"]
+    page = document.directory(found.id) / document.FORMATS["html"]
     # The verdict first: a report that cannot be written (a full disk) still leaves it.
     if as_json:
         payload = {

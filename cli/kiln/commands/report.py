@@ -9,7 +9,7 @@ from kiln import files
 from kiln.commands import warn
 from kiln.printable import printable
 from kiln.report import compare as comparing
-from kiln.report import model, terminal
+from kiln.report import document, terminal
 from kiln.run import display
 
 
@@ -22,7 +22,7 @@ def report() -> None:
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON object.")
 def list_(json_mode: bool) -> None:
     """Every kept validation run, newest first."""
-    found, problems = model.list_reports()
+    found, problems = document.list_reports()
     for problem in problems:
         warn(f"{problem}; skipped")
     if json_mode:
@@ -63,7 +63,7 @@ def show(run: str, kind: str, output: str | None) -> None:
 
     if output:
         files.output_path(Path(output))
-    found = model.load(run)
+    found = document.load(run)
     if kind == "terminal" and not output:
         terminal.show(found)
     else:
@@ -82,7 +82,7 @@ def show(run: str, kind: str, output: str | None) -> None:
     sys.exit(int(found.exit_code))
 
 
-def _json(found: model.Report) -> str:
+def _json(found: document.Report) -> str:
     return files.json_text(found.to_json()) + "\n"
 
 
@@ -94,7 +94,7 @@ def _json(found: model.Report) -> str:
 def compare(run_a: str, run_b: str, show_all: bool, json_mode: bool) -> None:
     """What got better or worse from RUN_A to RUN_B, per node and test (nodes that
     RUN_B names differently, after a migration, matched by role and place)."""
-    changes = comparing.compare(model.load(run_a), model.load(run_b))
+    changes = comparing.compare(document.load(run_a), document.load(run_b))
     if not show_all:
         changes = [c for c in changes if c.direction != "same"]
     if json_mode:

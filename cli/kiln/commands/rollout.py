@@ -9,7 +9,7 @@ from kiln.commands import end_campaign, inventory_option, parse_nodes
 from kiln.errors import InputError, KilnError
 from kiln.printable import printable
 from kiln.rollout.plan import BadValue
-from kiln.rollout.record import Resumable
+from kiln.rollout.progress import Resumable
 from kiln.run import display
 from kiln.validation import registry
 

@@ -8,9 +8,9 @@ from kiln import files, inventory
 from kiln.commands import Whole, stack
 from kiln.errors import InputError
 from kiln.printable import printable
-from kiln.topology import checks
+from kiln.topology import policies
 from kiln.topology.generate import SOURCES, Request, describe, generate
-from kiln.topology.model import TopologyError
+from kiln.topology.shape import TopologyError
 from kiln.topology.sources import LABEL_VARIABLE
 from kiln.topology.writers import FORMATS, render
 
@@ -48,19 +48,19 @@ source_options = stack(
     ),
     click.option(
         "--missing",
-        type=click.Choice([p.value for p in checks.MissingPolicy]),
+        type=click.Choice([p.value for p in policies.MissingPolicy]),
         default="fail",
         show_default=True,
         help="Nodes of the inventory absent from the source: fail, or place them "
-        f"under '{checks.CATCH_ALL}'.",
+        f"under '{policies.CATCH_ALL}'.",
     ),
     click.option(
         "--disconnected",
-        type=click.Choice([p.value for p in checks.DisconnectedPolicy]),
+        type=click.Choice([p.value for p in policies.DisconnectedPolicy]),
         default="root",
         show_default=True,
         help="A tree with several top switches, none above every node (a partial dump, "
-        f"two fabrics): join them under '{checks.ROOT}', or fail.",
+        f"two fabrics): join them under '{policies.ROOT}', or fail.",
     ),
 )
 
@@ -74,8 +74,8 @@ def _request(
         hca=list(hca),
         node_name_map=node_name_map,
         block_size=block_size,
-        missing=checks.MissingPolicy(missing),
-        disconnected=checks.DisconnectedPolicy(disconnected),
+        missing=policies.MissingPolicy(missing),
+        disconnected=policies.DisconnectedPolicy(disconnected),
     )
     if source == "labels" and inventory_path is None:
         raise InputError("--from labels reads the inventory: give -i INVENTORY")
@@ -93,7 +93,7 @@ def _request(
 def _generate(request: Request):
     try:
         return generate(request)
-    except checks.PolicyError as exc:  # the option that holds the policy
+    except policies.PolicyError as exc:  # the option that holds the policy
         raise TopologyError(f"{exc.message}; {exc.remedy}: --{exc.policy} {exc.value}") from None
 
 

@@ -7,7 +7,7 @@ import gc
 from collections.abc import Iterator
 from pathlib import Path
 
-from kiln.inventory.model import KILN_GROUPS, ClusterSpec, Host, InventoryError
+from kiln.inventory.spec import KILN_GROUPS, ClusterSpec, Host, InventoryError
 
 __all__ = ["KILN_GROUPS", "ClusterSpec", "Host", "InventoryError", "load"]
 

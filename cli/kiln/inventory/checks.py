@@ -10,7 +10,7 @@ from typing import Any
 
 from kiln import argspec, formats, hostlist, paths, redact, roles, schedules, setting_kinds
 from kiln.errors import InputError
-from kiln.inventory.model import ClusterSpec, Definition
+from kiln.inventory.spec import ClusterSpec, Definition
 from kiln.topology import for_slurm
 from kiln.topology.sources import LABEL_VARIABLE
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from kiln import argspec, hostlist, paths, redact
 from kiln.inventory import _collector_paused
-from kiln.inventory.model import ClusterSpec
+from kiln.inventory.spec import ClusterSpec
 
 PER_HOST = "(per host)"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kiln import gpu_models, hostlist
-from kiln.inventory.model import ClusterSpec
+from kiln.inventory.spec import ClusterSpec
 from kiln.roles import nccl_env
 from kiln.roles.nvidia_driver import hardware
 from kiln.validation import profiles

@@ -29,7 +29,7 @@ import jinja2
 
 from kiln import paths, pinned, roles
 from kiln.errors import InputError
-from kiln.inventory.model import ClusterSpec, Definition
+from kiln.inventory.spec import ClusterSpec, Definition
 from kiln.roles import enroot, hpcx
 
 # The signing keys the repositories publish, by their OpenPGP v4 fingerprint: NVIDIA's

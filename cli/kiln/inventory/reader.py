@@ -12,7 +12,7 @@ from typing import Any
 from kiln import hostlist, paths, yaml_input
 from kiln.errors import InputError
 from kiln.files import read_text
-from kiln.inventory.model import ClusterSpec, Definition, Host
+from kiln.inventory.spec import ClusterSpec, Definition, Host
 
 # Ansible reads every file of an inventory directory, in name order, except these
 # (ansible-core's defaults: INVENTORY_IGNORE_EXTS and the names it always skips; a unit

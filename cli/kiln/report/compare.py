@@ -9,7 +9,7 @@ import statistics
 from dataclasses import dataclass
 
 from kiln import hostlist
-from kiln.report.model import Report
+from kiln.report.document import Report
 from kiln.validation.profiles import TESTS
 from kiln.validation.verdicts import Judgement, worst
 

@@ -5,7 +5,7 @@ against its threshold."""
 import math
 from html import escape
 
-from kiln.report.model import Report
+from kiln.report.document import Report
 from kiln.validation.verdicts import Judgement, fmt
 
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]

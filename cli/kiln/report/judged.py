@@ -1,20 +1,20 @@
 """The report of `kiln judge nccl-tests`: the same report `kiln validate` writes, one
 "node" per judged file and collective (kiln.validation.nccl_judge judges them)."""
 
-from kiln.report import model
+from kiln.report import document
 from kiln.run import ids
 from kiln.validation.nccl_judge import Result
-from kiln.validation.nccl_tests import Run
+from kiln.validation.nccl_parse import Run
 from kiln.validation.profiles import Profile
 from kiln.validation.verdicts import Judgement, Verdict
 
 
-def nccl_tests(runs: list[Run], results: list[Result], profile: Profile | None) -> model.Report:
+def nccl_tests(runs: list[Run], results: list[Result], profile: Profile | None) -> document.Report:
     """The same report `kiln validate` writes, one "node" per judged file and collective,
     with busbw against message size plotted from every row."""
-    found = model.Report(
+    found = document.Report(
         id=ids.new_id(),
-        started=model.now(),
+        started=document.now(),
         inventory="(kiln judge nccl-tests)",
         profile=profile.name if profile else None,
         suites=["nccl-tests"],
@@ -51,5 +51,5 @@ def nccl_tests(runs: list[Run], results: list[Result], profile: Profile | None) 
         found.notes += [f"{name}: {note}" for note in result.notes]
     # A one-rank file is a skip, not a node left unchecked (kiln.validation.nccl_judge).
     found.judge_nodes(reasons, Verdict.SKIP)
-    found.finished = model.now()
+    found.finished = document.now()
     return found

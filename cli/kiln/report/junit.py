@@ -3,7 +3,7 @@
 import re
 from xml.etree import ElementTree as ET
 
-from kiln.report.model import Report
+from kiln.report.document import Report
 from kiln.validation.verdicts import Verdict
 
 # XML 1.0 holds tab, line feed, carriage return and the characters from U+0020 on (less

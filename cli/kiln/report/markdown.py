@@ -3,7 +3,7 @@
 import html
 
 from kiln.printable import printable
-from kiln.report.model import Report
+from kiln.report.document import Report
 
 
 def render(report: Report) -> str:

@@ -9,7 +9,7 @@ import click
 
 from kiln.printable import printable
 from kiln.report.compare import Change
-from kiln.report.model import Report
+from kiln.report.document import Report
 from kiln.run.display import columns
 from kiln.validation.verdicts import fmt
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from kiln import files
 from kiln.report import html, junit, markdown
-from kiln.report.model import FORMATS, Report, directory
+from kiln.report.document import FORMATS, Report, directory
 
 
 def write_all(report: Report) -> dict[str, Path]:

@@ -1,10 +1,10 @@
 """The roles and where each one's Python lives: one entry per role of roles/.
 
-A role's logic is the module named after it, `kiln.roles.<role>` (OWN; its filter
-plugin calls it); an entry names another module only for a role whose logic has not
-moved here yet. Each entry also names the inventory groups whose hosts the role runs
-on (the plays of playbooks/ that apply it; tests/unit/test_roles.py reads them); a role
-that no play applies, only other roles (node_library), has none.
+A role's logic is the module (or package) named after it, `kiln.roles.<role>`; its
+filter plugin, plugins/filter/kiln_<role>.py, calls it. A role without one
+(glusterfs_server) has no Python logic. Each entry names the inventory groups whose
+hosts the role runs on (the plays of playbooks/ that apply it; tests/unit/test_roles.py
+reads them); a role that no play applies, only other roles (node_library), has none.
 Every variable of a role begins with its prefix, `<role>_`. What the inventory checks
 take from a role's module, by name:
 
@@ -39,32 +39,32 @@ ValueCheck = tuple[type, Callable[[Any, dict[str, list[str]]], None]]
 SUPPORTED: dict[str, tuple[str, ...]] = {"Debian": ("12", "13"), "Ubuntu": ("22.04", "24.04")}
 
 
-# A Role's module when the role's logic is the module named after it, kiln.roles.<role>.
-OWN = "kiln.roles.{role}"
-
-
 @dataclass(frozen=True)
 class Role:
     name: str
-    # The kiln module holding the role's logic: OWN, another module (not moved yet), or
-    # None where the role has none.
-    module: str | None
     # The inventory groups whose hosts it runs on ("all": every host); none for a role
     # that only other roles apply.
     groups: tuple[str, ...]
     # {distribution: releases} it supports (meta/main.yml's platforms say the same).
     platforms: dict[str, tuple[str, ...]] = field(default_factory=lambda: SUPPORTED)
 
-    def __post_init__(self) -> None:
-        if self.module == OWN:
-            object.__setattr__(self, "module", OWN.format(role=self.name))
-
     @property
     def prefix(self) -> str:
         return f"{self.name}_"
 
+    @property
+    def module(self) -> str:
+        """Where its logic is, if it has any: the module named after it, always."""
+        return f"kiln.roles.{self.name}"
+
     def logic(self) -> ModuleType | None:
-        return importlib.import_module(self.module) if self.module else None
+        """Its module, imported now; None for a role without Python logic."""
+        try:
+            return importlib.import_module(self.module)
+        except ModuleNotFoundError as exc:
+            if exc.name != self.module:
+                raise
+            return None
 
     def settings_check(self) -> SettingsCheck | None:
         return getattr(self.logic(), "settings_problems", None)
@@ -90,24 +90,23 @@ class Role:
 ROLES: dict[str, Role] = {
     role.name: role
     for role in (
-        Role("base", OWN, ("all",)),
+        Role("base", ("all",)),
         # Imported by base, included by each role whose node programs import kiln_node.
-        Role("node_library", OWN, ()),
-        Role("nvidia_driver", OWN, ("slurm_compute",)),
-        Role("glusterfs_server", None, ("storage",)),
-        Role("autofs", OWN, ("all",)),
-        # Not moved under kiln.roles yet: health, monitoring, validate.
-        Role("health", "kiln.health", ("slurm_compute", "slurm_controller")),
-        Role("munge", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
-        Role("slurm", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
-        Role("mpi", OWN, ("slurm_compute", "slurm_login")),
-        Role("hpcx", OWN, ("slurm_compute", "slurm_login")),
-        Role("nccl_env", OWN, ("slurm_compute",)),
-        Role("nccl_tests", OWN, ("slurm_compute",)),
-        Role("enroot", OWN, ("slurm_compute", "slurm_login")),
-        Role("pyxis", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
-        Role("monitoring", "kiln.monitoring.settings", ("all",)),
-        Role("validate", "kiln.validation", ("slurm_controller", "slurm_compute")),
+        Role("node_library", ()),
+        Role("nvidia_driver", ("slurm_compute",)),
+        Role("glusterfs_server", ("storage",)),
+        Role("autofs", ("all",)),
+        Role("health", ("slurm_compute", "slurm_controller")),
+        Role("munge", ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("slurm", ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("mpi", ("slurm_compute", "slurm_login")),
+        Role("hpcx", ("slurm_compute", "slurm_login")),
+        Role("nccl_env", ("slurm_compute",)),
+        Role("nccl_tests", ("slurm_compute",)),
+        Role("enroot", ("slurm_compute", "slurm_login")),
+        Role("pyxis", ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("monitoring", ("all",)),
+        Role("validate", ("slurm_controller", "slurm_compute")),
     )
 }
 

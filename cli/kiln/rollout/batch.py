@@ -2,7 +2,7 @@
 
     planned ─▶ drained ─▶ idle ─▶ applied ─▶ rebooted ─▶ checked ─▶ resumed
 
-Each transition is recorded in the batch's Step (kiln.rollout.record: `done`, state ->
+Each transition is recorded in the batch's Step (kiln.rollout.progress: `done`, state ->
 when) and the record saved before the next begins, so `kiln rollout --resume` carries
 on from the recorded state and never repeats a transition that ended (never drains a
 batch again, never asks Slurm twice for a reboot).
@@ -22,9 +22,9 @@ from typing import Protocol
 
 from kiln import hostlist
 from kiln.errors import ExitCode
-from kiln.report import model
+from kiln.report import document
 from kiln.rollout import waits
-from kiln.rollout.record import Record, Resumable, Step
+from kiln.rollout.progress import Record, Resumable, Step
 from kiln.run.events import RunSummary
 from kiln.validation import drain
 from kiln.validation.verdicts import Verdict
@@ -48,7 +48,7 @@ class State(StrEnum):
     RESUMED = "resumed"  # the passing resumed, the failing drained with why
 
 
-# In order; the record's steps (kiln.rollout.record.STEPS) are their names.
+# In order; the record's steps (kiln.rollout.progress.STEPS) are their names.
 ORDER = tuple(s for s in State if s is not State.PLANNED)
 
 
@@ -124,7 +124,7 @@ class Batch:
         while (target := next_state(self.step)) is not None:
             if not TRANSITIONS[target](self):
                 return False
-            self.step.done[target] = model.now()
+            self.step.done[target] = document.now()
             self.actor.save()
         return True
 
@@ -156,7 +156,7 @@ class Batch:
             )
             record.batches.insert(record.batches.index(step) + 1, rest)
             self.named = f"batch {self.index} {hostlist.compress(step.nodes)}"
-        step.done["started"] = model.now()
+        step.done["started"] = document.now()
         self.actor.say(f"{self.named}: draining, waiting for its jobs to end")
         reason = drain.reason(f"rollout {record.id}: {APPLYING}")
         known = [n for n in step.nodes if n in view.states]
@@ -223,7 +223,7 @@ class Batch:
         # (this rollout's reason is set again before the checks).
         argv = slurm_jobs.reboot_drained(rebooting)
         asked = [] if "reboot_asked" in step.done else [argv]  # never twice
-        step.done.setdefault("reboot_asked", model.now())
+        step.done.setdefault("reboot_asked", document.now())
         view = self.actor.step(asked, wait(waits.BACK, rebooting, BACK_TIMEOUT_S))
         for node, why in waits.not_back(view.states, rebooting).items():
             step.failed.setdefault(node, why)

@@ -10,7 +10,7 @@ from typing import Any
 
 from kiln import hostlist
 from kiln.errors import InputError
-from kiln.inventory.model import ClusterSpec
+from kiln.inventory.spec import ClusterSpec
 from kiln.roles.nvidia_driver import reboots
 from kiln_node import slurm_state
 

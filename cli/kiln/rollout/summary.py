@@ -6,10 +6,10 @@ from datetime import datetime
 from typing import Any
 
 from kiln import hostlist
-from kiln.report import model
+from kiln.report import document
 from kiln.rollout import plan as planning
-from kiln.rollout import record as records
-from kiln.rollout.record import Record
+from kiln.rollout import progress as records
+from kiln.rollout.progress import Record
 from kiln.validation import drain
 from kiln.validation.verdicts import Judgement, Verdict
 
@@ -95,7 +95,7 @@ def timings(record: Record) -> list[str]:
     return lines
 
 
-def capacity(record: Record) -> model.Series:
+def capacity(record: Record) -> document.Series:
     """The compute nodes in service after each step, in seconds since the first."""
     start = _t(record.capacity[0][0]) if record.capacity else None
     points = (
@@ -103,7 +103,7 @@ def capacity(record: Record) -> model.Series:
         if start
         else []
     )
-    return model.Series(
+    return document.Series(
         node="cluster", device="compute nodes in service", metric="free_nodes", points=points
     )
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kiln import __version__, files, paths, run_cleanup
+from kiln import __version__, files, paths
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
-from kiln.run import extravars, record
+from kiln.run import cleanup, extravars, record
 from kiln.run.display import Display, Displays, for_people
 from kiln.run.events import EventAccumulator, RunSummary
 
@@ -222,7 +222,7 @@ def run_playbook(request: RunRequest) -> RunSummary:
         # Cut off (a full disk, a bug): stop what it started, and never leave the record
         # "running". If even that cannot be written, `kiln runs list` finds its process
         # gone and says "lost".
-        run_cleanup.stop(run_id)
+        cleanup.stop(run_id)
         kept.finished = record.now()
         kept.status = "canceled" if isinstance(exc, KeyboardInterrupt) else "failed"
         kept.exit_code = int(ExitCode.INTERRUPTED if kept.status == "canceled" else ExitCode.FAILED)
@@ -286,7 +286,7 @@ def _run(request: RunRequest, playbook: Path, run_dir: Path, kept: record.RunRec
             tags=request.tags,
             cmdline=_cmdline(request, operator_file),
             extravars=str(kiln_file),
-            envvars={**ansible_env(), run_cleanup.MARKER: run_id},
+            envvars={**ansible_env(), cleanup.MARKER: run_id},
             # Absolute, so facts outlive the run (a --limit run needs its peers' facts).
             fact_cache=str(fact_cache),
             event_handler=event_handler(accumulator, display),
@@ -295,7 +295,7 @@ def _run(request: RunRequest, playbook: Path, run_dir: Path, kept: record.RunRec
             quiet=True,
         )
     if interrupt.requested or result.status in ("canceled", "timeout"):
-        run_cleanup.stop(run_id)
+        cleanup.stop(run_id)
     summary = accumulator.summary
     summary.status = "canceled" if interrupt.requested else result.status
     if summary.status == "failed" and not summary.failures:

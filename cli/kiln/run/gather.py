@@ -9,7 +9,7 @@ from typing import Any
 
 from kiln import files, paths
 from kiln.errors import ExitCode, KilnError
-from kiln.inventory.model import ClusterSpec
+from kiln.inventory.spec import ClusterSpec
 from kiln.run.display import Displays
 from kiln.run.events import RunSummary
 

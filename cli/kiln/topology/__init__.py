@@ -3,6 +3,6 @@
 written by hand. Sources build a Topology; writers turn it into topology.conf or
 topology.yaml. Pure Python: the CLI and the Ansible roles share it."""
 
-from kiln.topology.model import Block, Switch, Topology, TopologyError
+from kiln.topology.shape import Block, Switch, Topology, TopologyError
 
 __all__ = ["Block", "Switch", "Topology", "TopologyError"]

@@ -23,7 +23,7 @@ from kiln import formats
 from kiln.files import read_text
 from kiln.topology.bulk import no_gc
 from kiln.topology.ibnetdiscover import Fabric, FabricNode, guid_of, normal_guid
-from kiln.topology.model import Switch, Topology, TopologyError, safe_name, unique_names
+from kiln.topology.shape import Switch, Topology, TopologyError, safe_name, unique_names
 
 _MELLANOX_DESC = re.compile(r"^MF0;(?P<name>[^:]+):")
 # Factory descriptions: the device was never given a name of its own.

@@ -4,9 +4,9 @@ file's name and content, the TopologyPlugin it needs, and the summary to show.""
 from pathlib import Path
 from typing import Any
 
-from kiln.topology import checks, writers
+from kiln.topology import policies, writers
 from kiln.topology.generate import SOURCES, Request, describe, generate
-from kiln.topology.model import TopologyError
+from kiln.topology.shape import TopologyError
 
 FILE_OF = {"tree": "topology.conf", "block": "topology.conf", "yaml": "topology.yaml"}
 # topology.yaml names its plugin itself; slurm.conf's TopologyPlugin is for the .conf forms.
@@ -62,12 +62,12 @@ def render(
         hca=list(hca or []),
         node_name_map=Path(base_dir, node_name_map) if node_name_map else None,
         block_size=int(block_size) or None,
-        missing=checks.MissingPolicy(missing),
-        disconnected=checks.DisconnectedPolicy(disconnected),
+        missing=policies.MissingPolicy(missing),
+        disconnected=policies.DisconnectedPolicy(disconnected),
     )
     try:
         topology = generate(request)
-    except checks.PolicyError as exc:  # the inventory variable that holds the policy
+    except policies.PolicyError as exc:  # the inventory variable that holds the policy
         raise TopologyError(
             f"{exc.message}; {exc.remedy}: slurm_topology_{exc.policy}: {exc.value} in the "
             "inventory"

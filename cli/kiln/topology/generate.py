@@ -7,8 +7,8 @@ from typing import Any
 
 from kiln import hostlist
 from kiln.files import read_text
-from kiln.topology import checks, fabric_tree, ibnetdiscover, sources
-from kiln.topology.model import Topology, TopologyError
+from kiln.topology import fabric_tree, ibnetdiscover, policies, sources
+from kiln.topology.shape import Topology, TopologyError
 
 SOURCES = ("ibnetdiscover", "labels", "nvlink", "file")
 
@@ -28,8 +28,8 @@ class Request:
     hca: list[str] = field(default_factory=list)
     node_name_map: Path | None = None
     block_size: int | None = None
-    missing: checks.MissingPolicy = checks.MissingPolicy.FAIL
-    disconnected: checks.DisconnectedPolicy = checks.DisconnectedPolicy.ROOT
+    missing: policies.MissingPolicy = policies.MissingPolicy.FAIL
+    disconnected: policies.DisconnectedPolicy = policies.DisconnectedPolicy.ROOT
 
 
 def generate(request: Request) -> Topology:
@@ -40,18 +40,18 @@ def generate(request: Request) -> Topology:
         topology = from_labels(request.labels, nodes, request.missing, request.labels_from)
     else:
         topology = _from_input(request, _inputs(request))
-    checks.apply(topology, nodes, request.missing, request.disconnected)
+    policies.apply(topology, nodes, request.missing, request.disconnected)
     return topology
 
 
 def from_labels(
-    labels: dict[str, Any], nodes: set[str] | None, missing: checks.MissingPolicy, source: str
+    labels: dict[str, Any], nodes: set[str] | None, missing: policies.MissingPolicy, source: str
 ) -> Topology:
     """Nodes without a label are an error, unless the policy places them under the
     catch-all switch."""
     labeled = {h: p for h, p in labels.items() if p not in (None, "", [])}
     unlabeled = sorted((nodes or set()) - set(labeled))
-    if unlabeled and missing is checks.MissingPolicy.FAIL:
+    if unlabeled and missing is policies.MissingPolicy.FAIL:
         raise TopologyError(
             f"{len(unlabeled)} compute nodes have no {sources.LABEL_VARIABLE} label: "
             f"{hostlist.compress(unlabeled)}"

@@ -20,7 +20,7 @@ from itertools import compress
 from operator import itemgetter
 
 from kiln.topology.bulk import no_gc
-from kiln.topology.model import TopologyError
+from kiln.topology.shape import TopologyError
 
 # Default format -----------------------------------------------------------------
 # Every pattern starts with a literal "\n" (the text is read with one prepended), which

@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from kiln import formats, hostlist, yaml_input
-from kiln.topology.model import Block, Switch, Topology, TopologyError, safe_name
+from kiln.topology.shape import Block, Switch, Topology, TopologyError, safe_name
 
 LABEL_VARIABLE = "topology_path"
 

@@ -9,7 +9,7 @@ import re
 import yaml
 
 from kiln import hostlist
-from kiln.topology.model import Topology, TopologyError
+from kiln.topology.shape import Topology, TopologyError
 
 FORMATS = ("tree", "block", "yaml")
 

@@ -8,22 +8,3 @@ records they read (`results`), the judges (`assess`, `nccl_judge`, `burn_in_judg
 nothing above Slurm's files, hostlists and errors (tests/unit/test_architecture.py):
 the campaigns (kiln.campaigns), the reports and the roles' filters all judge by it.
 """
-
-from typing import Any
-
-PROFILE_VARIABLE = "validate_profile"
-
-
-def _check_profile(value: Any, _groups: object = None) -> None:
-    """validate_profile names a shipped profile or a readable profile file: a misspelt
-    one is refused by `kiln inventory check`, not when `kiln validate` starts."""
-    from kiln.validation import profiles
-
-    try:
-        profiles.load(str(value))
-    except profiles.ProfileError as exc:
-        raise ValueError(f"{PROFILE_VARIABLE}: {exc.message}") from None
-
-
-# `kiln inventory check` (through the role registry: kiln.roles, role validate).
-INVENTORY_CHECKS = {PROFILE_VARIABLE: (str, _check_profile)}

@@ -19,7 +19,7 @@ class NodeVerdict:
     reasons: list[str] = field(default_factory=list)  # failures first, then warnings
 
     def to_dict(self) -> dict:
-        """As a report keeps it (kiln.report.model.NodeVerdict)."""
+        """As a report keeps it (kiln.report.document.NodeVerdict)."""
         return {"verdict": self.verdict.value, "reasons": self.reasons}
 
 

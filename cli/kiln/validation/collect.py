@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln import files, hostlist
-from kiln.validation import drain, fio, nccl_judge, nccl_tests, registry
+from kiln.validation import drain, fio, nccl_judge, nccl_parse, registry
 from kiln.validation import results as layout
 from kiln.validation.nccl_judge import PLATEAU_BYTES
 from kiln.validation.results import Layout
@@ -356,8 +356,8 @@ def _nccl_tests(
         for collective, outcome in sorted(by_collective.items()):
             problem = ""
             try:
-                runs = nccl_tests.parse_text(outcome.stdout, f"{node} {collective}", collective)
-            except nccl_tests.NcclTestsError as exc:
+                runs = nccl_parse.parse_text(outcome.stdout, f"{node} {collective}", collective)
+            except nccl_parse.NcclTestsError as exc:
                 runs, problem = [], exc.message
             if not any(run.rows for run in runs):
                 # srun's own words first: they say why nothing was printed

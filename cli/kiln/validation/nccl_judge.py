@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from kiln.validation import verdicts
-from kiln.validation.nccl_tests import Run
+from kiln.validation.nccl_parse import Run
 from kiln.validation.profiles import TESTS, Profile
 from kiln.validation.verdicts import Judgement, Verdict
 from kiln_node import counted

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 import yaml
 
-from kiln.monitoring import dashboards
+from kiln.roles.monitoring import dashboards
 from kiln_node import metrics
 
 testinfra_hosts = ["podman://mon-ctl", "podman://mon-n1"]

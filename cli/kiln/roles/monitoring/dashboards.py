@@ -1,5 +1,5 @@
 """Grafana dashboards as code: each dashboard a list of panels, each panel one or more
-named queries of the library (kiln.monitoring.queries), turned into Grafana's dashboard
+named queries of the library (kiln.roles.monitoring.queries), turned into Grafana's dashboard
 JSON (one file per dashboard) and the provisioning files that load them with a
 Prometheus datasource. The monitoring role writes them through the filters
 kiln_monitoring_dashboards and kiln_monitoring_grafana_provisioning."""
@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from kiln.monitoring.queries import query
-from kiln.monitoring.rules import seconds
+from kiln.roles.monitoring.queries import query
+from kiln.roles.monitoring.rules import seconds
 
 DATASOURCE_UID = "kiln-prometheus"  # the datasource Kiln provisions
 DATASOURCE_NAME = "Kiln Prometheus"
@@ -187,7 +187,7 @@ def dashboard_json(dashboard: Dashboard, datasource_uid: str = DATASOURCE_UID) -
         "tags": ["kiln"],
         "schemaVersion": SCHEMA_VERSION,
         "version": 1,
-        "editable": False,  # provisioned: a change belongs in kiln.monitoring.dashboards
+        "editable": False,  # provisioned: a change belongs in kiln.roles.monitoring.dashboards
         "graphTooltip": 1,
         "refresh": "1m",
         "time": {"from": "now-6h", "to": "now"},
@@ -251,7 +251,7 @@ def provisioning_files(
             }
         ],
     }
-    header = "# Written by Kiln's monitoring role (kiln.monitoring.dashboards): do not edit.\n"
+    header = "# Written by Kiln's monitoring role (kiln.roles.monitoring): do not edit.\n"
     return {
         "datasources/kiln.yaml": header + yaml.safe_dump(datasource, sort_keys=False),
         "dashboards/kiln.yaml": header + yaml.safe_dump(provider, sort_keys=False),

@@ -27,14 +27,14 @@ def show(inventory_path: Path | None, node: str | None, json_mode: bool) -> None
     environment); flag groups whose nodes differ.
 
     Exit 0 when every node was read, 3 when one could not be (not checked)."""
-    from kiln import nccl_show
+    from kiln.commands.nccl import in_effect
 
     spec = inventory.load(inventory_path)
     compute = spec.group("slurm_compute")
     if node is not None and node not in compute:
         raise InputError(f"--node {node}: not a compute node of {spec.path}")
     nodes = [node] if node else compute
-    shown = nccl_show.show(spec, nodes, display.for_output(json_mode))
+    shown = in_effect.show(spec, nodes, display.for_output(json_mode))
     if json_mode:
         display.emit_json(shown.to_json())
     else:

@@ -1,8 +1,8 @@
-"""`kiln health`: runs `health-check.yml` (kiln-health on each compute node now) and
-reads what each node brought back."""
+"""kiln-health on each compute node now: runs `health-check.yml` and reads what each
+node brought back (`kiln health`, and each batch of `kiln rollout`)."""
 
 from kiln.health import Health, NodeHealth, read_node
-from kiln.inventory.model import ClusterSpec
+from kiln.inventory.spec import ClusterSpec
 from kiln.run.display import Displays
 from kiln.run.gather import gather
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from kiln.campaigns.health_active import RunRecord, import_runs, read_records
 from kiln.errors import ExitCode, KilnError
-from kiln.inventory.model import ClusterSpec
+from kiln.inventory.spec import ClusterSpec
 from kiln.run.display import Displays
 
 PLAYBOOK = "health-schedule.yml"

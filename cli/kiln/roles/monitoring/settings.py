@@ -5,7 +5,7 @@ dcgm-exporter's targets) and Grafana's key. The values written into its command 
 and config files are checked by their kinds (kiln.setting_kinds), of which
 Prometheus's retention (a duration and a size in its own formats) are defined here.
 monitoring_gpu_source's values are its argument spec's choices
-(kiln.monitoring.dcgm.SOURCES)."""
+(kiln.roles.monitoring.dcgm.SOURCES)."""
 
 import re
 from typing import Any

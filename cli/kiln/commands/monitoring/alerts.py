@@ -1,4 +1,4 @@
-"""`kiln monitoring show`: the alerts firing now, node by node, read from Prometheus's
+"""`kiln monitoring show`'s library: the alerts firing now, node by node, read from Prometheus's
 HTTP API: /api/v1/alerts (firing ones; pending ones wait out their `for:`) and
 /api/v1/query?query=up (every scrape target, so a node with none shows "ok").
 
@@ -93,7 +93,7 @@ def url_from_inventory(spec: ClusterSpec) -> str:
     its ansible_host and monitoring_prometheus_port (default 9090)."""
     # The inventory's reader refuses one without a controller.
     host = spec.hosts[(spec.group("monitoring") or spec.group("slurm_controller"))[0]]
-    # The inventory's checks refused a port that is none (kiln.monitoring.settings).
+    # The inventory's checks refused a port that is none (kiln.roles.monitoring.settings).
     port = host.vars.get("monitoring_prometheus_port", DEFAULT_PORT)
     # Where the role has Prometheus listen (roles/monitoring/vars/main.yml); a wildcard
     # (0.0.0.0, ::) is every address of that host, and from here it would be this

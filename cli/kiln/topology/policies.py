@@ -4,7 +4,7 @@
 from enum import StrEnum
 
 from kiln import formats, hostlist
-from kiln.topology.model import Block, Switch, Topology, TopologyError
+from kiln.topology.shape import Block, Switch, Topology, TopologyError
 from kiln_node import counted
 
 CATCH_ALL = "kiln-unplaced"

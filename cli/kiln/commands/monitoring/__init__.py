@@ -28,13 +28,13 @@ def show(inventory_path: Path | None, url: str | None, json_mode: bool) -> None:
     Exit 0 when no alert fires, 5 when one does, 1 when Prometheus cannot be reached
     or answers what its API never does, 2 for bad input."""
     from kiln import inventory
-    from kiln.monitoring import show as shown_now
+    from kiln.commands.monitoring import alerts
 
     if url is not None:
-        base = shown_now.check_url(url, "--url")
+        base = alerts.check_url(url, "--url")
     else:
-        base = shown_now.url_from_inventory(inventory.load(inventory_path))
-    found = shown_now.show(base)
+        base = alerts.url_from_inventory(inventory.load(inventory_path))
+    found = alerts.show(base)
     if json_mode:
         display.emit_json(found.to_json())
     elif found.nodes:

@@ -1,4 +1,4 @@
-"""`kiln nccl show`: the NCCL settings each compute node's jobs get, where each came
+"""`kiln nccl show`'s library: the NCCL settings each compute node's jobs get, where each came
 from (the preset, an override, the file, the environment), and the groups whose nodes
 do not all agree."""
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiln import files
-from kiln.inventory.model import ClusterSpec
+from kiln.inventory.spec import ClusterSpec
 from kiln.roles import nccl_env
 from kiln.run.display import Displays
 from kiln.run.events import RunSummary

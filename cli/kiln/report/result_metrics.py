@@ -10,7 +10,7 @@ mounts, GPUs, rounds or benchmarks), the lowest is kept: the one that decides.""
 
 from dataclasses import dataclass
 
-from kiln.report.model import Report
+from kiln.report.document import Report
 from kiln.validation.verdicts import Verdict
 from kiln_node import metrics
 
