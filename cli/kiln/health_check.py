@@ -1,4 +1,4 @@
-"""`kiln health`: runs `health-check.yml` (kiln-health on each compute node now) and
+"""`kiln health`: runs `health_check.yml` (kiln-health on each compute node now) and
 reads what each node brought back."""
 
 from kiln.health import Health, NodeHealth, read_node
@@ -6,7 +6,7 @@ from kiln.inventory.model import ClusterSpec
 from kiln.run.display import Displays
 from kiln.run.gather import gather
 
-PLAYBOOK = "health-check.yml"
+PLAYBOOK = "health_check.yml"
 
 
 def check(spec: ClusterSpec, nodes: list[str], display: Displays, no_slurm: bool) -> Health:

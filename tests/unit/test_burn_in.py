@@ -489,7 +489,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     def fake_run(request):
         ev = request.extravars
         asked.append((request.playbook, ev.get("validate_burn_in_step"), ev))
-        if request.playbook == "validate-drain.yml":
+        if request.playbook == "validate_drain.yml":
             return RunSummary(run="r-act", playbook=request.playbook, status="successful")
         store = Written(Path(ev["validate_results_dir"]))
         if ev["validate_burn_in_step"] == "hold":
@@ -510,11 +510,11 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
 
     assert code == ExitCode.VALIDATION_FAILED
     assert [(p, step) for p, step, _ in asked] == [
-        ("burn-in.yml", "hold"),
-        ("burn-in.yml", "round"),
-        ("burn-in.yml", "round"),
-        ("burn-in.yml", "round"),
-        ("validate-drain.yml", None),
+        ("burn_in.yml", "hold"),
+        ("burn_in.yml", "round"),
+        ("burn_in.yml", "round"),
+        ("burn_in.yml", "round"),
+        ("validate_drain.yml", None),
     ]
     reservation = f"kiln_burn_in_{report.id}"
     hold = asked[0][2]
