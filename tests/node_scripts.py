@@ -1,5 +1,6 @@
-"""The node-side Python scripts the roles ship (`roles/ROLE/files/NAME.py`), imported
-as modules so tests can call their functions; they run on nodes as plain scripts."""
+"""The node programs the roles ship (`roles/ROLE/files/kiln-WHAT`, Python without a
+suffix), imported as modules so tests can call their functions; they run on nodes as
+plain programs."""
 
 import importlib.machinery
 import importlib.util
@@ -9,10 +10,8 @@ from tests.conftest import REPO
 
 
 def load(role: str, name: str) -> ModuleType:
-    """roles/ROLE/files/NAME.py, or NAME itself for a script installed without `.py`."""
-    path = REPO / "roles" / role / "files" / f"{name}.py"
-    if not path.exists():
-        path = path.with_suffix("")
+    """roles/ROLE/files/NAME, a program without a suffix."""
+    path = REPO / "roles" / role / "files" / name
     loader = importlib.machinery.SourceFileLoader(f"kiln_node_{name.replace('-', '_')}", str(path))
     spec = importlib.util.spec_from_file_location(loader.name, path, loader=loader)
     assert spec and spec.loader, path
@@ -21,9 +20,9 @@ def load(role: str, name: str) -> ModuleType:
     return module
 
 
-node_probe = load("validate", "node_probe")
-probe_launcher = load("validate", "probe_launcher")
-torch_bench = load("validate", "torch_bench")
+node_probe = load("validate", "kiln-validate-probe")
+probe_launcher = load("validate", "kiln-probe-launcher")
+torch_bench = load("validate", "kiln-torch-bench")
 gpu_detect = load("nvidia_driver", "kiln-gpu-detect")
 health = load("health", "kiln-health")
 health_active = load("health", "kiln-health-active")

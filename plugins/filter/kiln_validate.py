@@ -34,7 +34,7 @@ def kiln_validate_writer(record, settings):
 
 
 def kiln_validate_recorder(settings):
-    """kiln_node.records' argv (node_probe.py record), for a record made on a node."""
+    """kiln_node.records' argv (kiln-validate-probe record), for a record made on a node."""
     return suites.recorder(suites.Settings.from_role(settings))
 
 
@@ -58,7 +58,7 @@ def kiln_validate_tree(mount_check, settings):
 
 
 def kiln_validate_cold_import(written, mount, module):
-    """The registered `node_probe.py tree` run (skipped: no mount or the operator's own
+    """The registered `kiln-validate-probe tree` run (skipped: no mount or the operator's own
     module) -> what the test imports, or why it is skipped."""
     return suites.cold_import(written.get("stdout") or "", str(mount), str(module))
 

@@ -1,12 +1,12 @@
 """Data is never a template: text from dumps, Slurm reasons and node output reaches the
 commands Kiln's playbooks run verbatim, and no Jinja in it runs on the control node.
 
-Real runs of Kiln's playbooks (accounting.yml, validate-drain.yml) on a controller
+Real runs of Kiln's playbooks (accounting.yml, validate_drain.yml) on a controller
 reached by a local connection. sacctmgr, scontrol and scancel are stand-ins on PATH
 that record their whole argv and answer as Slurm would; they are always used, so a
 test never changes the Slurm of the machine it runs on. `kiln validate` and `kiln
 burn-in` run whole in this process; only their suites' playbooks (validate.yml,
-burn-in.yml, which need Slurm, srun and GPUs) are replaced by what they write."""
+burn_in.yml, which need Slurm, srun and GPUs) are replaced by what they write."""
 
 import json
 import sys
@@ -149,13 +149,13 @@ def test_accounting_load_passes_names_and_descriptions_from_the_dump_as_they_are
 
 def real_acts(monkeypatch, suites):
     """run_playbook as Kiln's: SUITES (playbook -> stand-in) for the suites' playbooks,
-    the real run for validate-drain.yml."""
+    the real run for validate_drain.yml."""
     real = execute.run_playbook
     ran = []
 
     def run(request):
         ran.append(request.playbook)
-        if request.playbook == "validate-drain.yml":
+        if request.playbook == "validate_drain.yml":
             return real(request)
         return suites[request.playbook](request)
 
@@ -181,7 +181,7 @@ def test_a_canceled_validate_drains_again_with_the_reason_slurm_gave_verbatim(
     report, code = validate.validate(validate.Request(inventory=write_cluster(tmp_path)))
 
     assert code == ExitCode.INTERRUPTED
-    assert ran == ["validate.yml", "validate-drain.yml"]
+    assert ran == ["validate.yml", "validate_drain.yml"]
     assert report.notes == ["canceled: nothing was judged and no node drained"]
     reservation = f"kiln_validate_{report.id}"
     assert [c["argv"] for c in slurm.calls()] == [
@@ -195,7 +195,7 @@ def test_a_canceled_validate_drains_again_with_the_reason_slurm_gave_verbatim(
 def test_validate_drains_with_the_reason_a_node_printed_verbatim(
     tmp_path, slurm, marker, monkeypatch
 ):
-    """kiln-mount-check's text on a node, in the drain reason validate-drain.yml sets."""
+    """kiln-mount-check's text on a node, in the drain reason validate_drain.yml sets."""
     nodes = ["gpu001", "gpu002"]
     scontrol = "\n".join(scontrol_line(n) for n in nodes)
     printed = f"{BLOCK} {jinja(marker)}"
@@ -220,7 +220,7 @@ def test_validate_drains_with_the_reason_a_node_printed_verbatim(
     report, code = validate.validate(request)
 
     assert code == ExitCode.VALIDATION_FAILED
-    assert ran == ["validate.yml", "validate-drain.yml"]
+    assert ran == ["validate.yml", "validate_drain.yml"]
     reason = f"kiln: storage.mount /shared: {printed}; not benchmarked"
     assert report.actions == {"drain": {"gpu002": reason}, "resume": [], "left": {}}
     assert [c["argv"] for c in slurm.calls()] == [
@@ -252,7 +252,7 @@ def test_the_end_of_a_burn_in_hands_back_reasons_and_drains_on_node_output_verba
         write_round(store, nodes, health={"gpu002": ("FAIL", printed)})
         return RunSummary(run="r-round", playbook=request.playbook, status="successful")
 
-    ran = real_acts(monkeypatch, {"burn-in.yml": burn})
+    ran = real_acts(monkeypatch, {"burn_in.yml": burn})
     slurm.answer("scontrol --oneliner show node gpu002", scontrol_line("gpu002") + "\n")
     slurm.answer(
         "scontrol --oneliner show node gpu001", scontrol_line("gpu001", "IDLE+DRAIN", held) + "\n"
@@ -263,7 +263,7 @@ def test_the_end_of_a_burn_in_hands_back_reasons_and_drains_on_node_output_verba
     report, code = burn_in.burn_in(request)
 
     assert code == ExitCode.VALIDATION_FAILED
-    assert ran == ["burn-in.yml", "burn-in.yml", "validate-drain.yml"]
+    assert ran == ["burn_in.yml", "burn_in.yml", "validate_drain.yml"]
     reason = f"kiln: burn-in: round 1: gpu: {printed}"
     assert report.actions == {"drain": {"gpu002": reason}, "resume": ["gpu001"], "left": {}}
     reservation = f"kiln_burn_in_{report.id}"

@@ -544,7 +544,7 @@ def test_the_base_role_refuses_config_injection_before_writing(local_inventory, 
     assert all(h["changed"] == 0 for h in report["hosts"].values()), report["hosts"]
 
 
-# Every role's first task (roles/base/tasks/values.yml).
+# Every role's first task (roles/base/tasks/values.yml, imported by name).
 VALUES_TASK = "Pre-flight: check the values the role writes into files and command lines"
 
 SLURM_ROLE = """

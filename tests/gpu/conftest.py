@@ -37,8 +37,8 @@ FILES = {
     "health": gm.REPO / "roles/health/files/kiln-health",
     "fingerprint": gm.REPO / "roles/base/files/kiln-fingerprint",
     "nccl_probe": gm.REPO / "roles/nccl_env/files/kiln-nccl-probe",
-    "burn": gm.REPO / "roles/validate/files/burn_stress.py",
-    "torch_bench": gm.REPO / "roles/validate/files/torch_bench.py",
+    "burn": gm.REPO / "roles/validate/files/kiln-burn-stress",
+    "torch_bench": gm.REPO / "roles/validate/files/kiln-torch-bench",
     "metrics": gm.REPO / "roles/monitoring/files/kiln-metrics",
 }
 

@@ -43,7 +43,7 @@ def profile_for(model: str) -> profiles.Profile | None:
 
 
 def test_burn_in_stress_judged(gpu_machine, record, summary, tmp_path):
-    """burn_stress.py on every GPU, judged by the burn-in rules with the profile's floor
+    """kiln-burn-stress on every GPU, judged by the burn-in rules with the profile's floor
     for this GPU model; nvidia-smi's clock-event reasons read as its own mask says."""
     out = tmp_path / "burn.json"
     done = run_program(
@@ -58,14 +58,14 @@ def test_burn_in_stress_judged(gpu_machine, record, summary, tmp_path):
     )
     data = json.loads(
         record.write(
-            "burn_stress.json", out.read_text(), f"burn_stress.py --seconds {BURN_SECONDS:g}"
+            "burn_stress.json", out.read_text(), f"kiln-burn-stress --seconds {BURN_SECONDS:g}"
         )
     )
     assert (done.returncode, data["error"]) == (0, ""), done.stderr
     record.write(
         "burn-samples.csv",
         data["samples"],
-        "nvidia-smi --query-gpu=<burn_stress.py's SAMPLE_FIELDS> --format=csv -lms=10000",
+        "nvidia-smi --query-gpu=<kiln-burn-stress's SAMPLE_FIELDS> --format=csv -lms=10000",
     )
     node = burn_in_samples.read_node("gpu-test-host", data)
     assert sorted(node.devices) == [g["index"] for g in gpu_machine.gpus]
@@ -114,9 +114,12 @@ def test_torch_bench_on_nccl(gpu_machine, record, summary, tmp_path):
         assert (done.returncode, done.stdout, said[-1:]) == (
             2,
             "",
-            ["torch_bench: 1 rank: no link is crossed; nothing to measure (run 2 or more ranks)"],
+            [
+                "kiln-torch-bench: 1 rank: no link is crossed; nothing to measure"
+                " (run 2 or more ranks)"
+            ],
         )
-        summary.append("- torch_bench.py: one GPU, one rank refused (exit 2), as documented.")
+        summary.append("- kiln-torch-bench: one GPU, one rank refused (exit 2), as documented.")
         return
     out = tmp_path / "torch.json"
     env = {"WORLD_SIZE": str(count), "MASTER_ADDR": "127.0.0.1"}
@@ -124,7 +127,7 @@ def test_torch_bench_on_nccl(gpu_machine, record, summary, tmp_path):
         subprocess.Popen(
             [
                 sys.executable,
-                str(gm.REPO / "roles/validate/files/torch_bench.py"),
+                str(gm.REPO / "roles/validate/files/kiln-torch-bench"),
                 "--backend",
                 "nccl",
                 "--max-bytes",
@@ -145,13 +148,13 @@ def test_torch_bench_on_nccl(gpu_machine, record, summary, tmp_path):
         for r in range(count)
     ]
     assert [p.wait(timeout=600) for p in ranks] == [0] * count
-    document = json.loads(record.write("torch_bench.json", out.read_text(), "torch_bench.py"))
+    document = json.loads(record.write("torch_bench.json", out.read_text(), "kiln-torch-bench"))
     assert (document["ranks"], document["backend"]) == (count, "nccl")
     largest = [r for r in document["results"] if r["size_bytes"] >= 1 << 29]
     assert largest and all(r["busbw_gbps"] > 0 for r in largest)
     for r in largest:
         summary.append(
-            f"- torch_bench.py {r['collective']} {count} GPUs, {r['size_bytes']} B: busbw "
+            f"- kiln-torch-bench {r['collective']} {count} GPUs, {r['size_bytes']} B: busbw "
             f"{r['busbw_gbps']} GB/s, algbw {r['algbw_gbps']} GB/s"
         )
 

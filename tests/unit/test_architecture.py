@@ -381,7 +381,7 @@ ctx.exit()
 
 # The node programs (roles/*/files, run by a node's own python3): the standard library
 # and Kiln's node library only; the load generators also torch (validate_torch_python).
-NODE_PROGRAM_EXTRAS = {"burn_stress.py": {"torch"}, "torch_bench.py": {"torch"}}
+NODE_PROGRAM_EXTRAS = {"kiln-burn-stress": {"torch"}, "kiln-torch-bench": {"torch"}}
 
 
 def test_node_programs_import_the_standard_library_and_kiln_node_only():

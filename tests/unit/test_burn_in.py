@@ -64,7 +64,7 @@ def counters(ecc="0", pending="No", xids=()) -> dict:
 
 
 def stress_json(samples=LOADED, intervals=None, after=None, started=1000.0) -> dict:
-    """What burn_stress.py writes for one node with the recorded H100."""
+    """What kiln-burn-stress writes for one node with the recorded H100."""
     return {
         "node": "gpu001",
         "kind": "cuda",
@@ -489,7 +489,7 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     def fake_run(request):
         ev = request.extravars
         asked.append((request.playbook, ev.get("validate_burn_in_step"), ev))
-        if request.playbook == "validate-drain.yml":
+        if request.playbook == "validate_drain.yml":
             return RunSummary(run="r-act", playbook=request.playbook, status="successful")
         store = Written(Path(ev["validate_results_dir"]))
         if ev["validate_burn_in_step"] == "hold":
@@ -510,11 +510,11 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
 
     assert code == ExitCode.VALIDATION_FAILED
     assert [(p, step) for p, step, _ in asked] == [
-        ("burn-in.yml", "hold"),
-        ("burn-in.yml", "round"),
-        ("burn-in.yml", "round"),
-        ("burn-in.yml", "round"),
-        ("validate-drain.yml", None),
+        ("burn_in.yml", "hold"),
+        ("burn_in.yml", "round"),
+        ("burn_in.yml", "round"),
+        ("burn_in.yml", "round"),
+        ("validate_drain.yml", None),
     ]
     reservation = f"kiln_burn_in_{report.id}"
     hold = asked[0][2]
@@ -570,11 +570,11 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
     assert (document.directory(report.id) / "report.html").is_file()
 
 
-BURN_STRESS = REPO / "roles" / "validate" / "files" / "burn_stress.py"
+BURN_STRESS = REPO / "roles" / "validate" / "files" / "kiln-burn-stress"
 
 
 def burn_stress(results: Path, node: str, *args: str) -> int:
-    """burn_stress.py run here as the role runs it on a node: its file where the role's
+    """kiln-burn-stress run here as the role runs it on a node: its file where the role's
     task puts it (results/burn_stress/NODE.json), read back as the campaign reads it."""
     pytest.importorskip("torch")
     out = results / "burn_stress" / f"{node}.json"
@@ -585,7 +585,7 @@ def burn_stress(results: Path, node: str, *args: str) -> int:
 
 def test_burn_stress_output_on_the_cpu_reads_and_judges_whole(tmp_path):
     """The lab profile's stress (CPU, float32, one thread), one short round: a key
-    burn_stress.py renames leaves the round without figures, and this fails."""
+    kiln-burn-stress renames leaves the round without figures, and this fails."""
     from kiln.validation import results as layout
 
     settings = profiles.load("lab-cpu").burn_in or {}

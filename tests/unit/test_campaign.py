@@ -63,7 +63,7 @@ class Recorded(campaign.Campaign):
 
 @pytest.fixture
 def acts(tmp_path, monkeypatch):
-    """validate-drain.yml as asked for, by extra variables."""
+    """validate_drain.yml as asked for, by extra variables."""
     from kiln.run import execute
     from kiln.run.events import RunSummary
 
@@ -71,7 +71,7 @@ def acts(tmp_path, monkeypatch):
     asked: list[dict] = []
 
     def fake_run(request):
-        assert request.playbook == "validate-drain.yml"
+        assert request.playbook == "validate_drain.yml"
         asked.append(request.extravars)
         return RunSummary(run=f"r{len(asked)}", playbook=request.playbook, status="successful")
 

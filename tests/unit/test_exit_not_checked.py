@@ -66,7 +66,7 @@ def test_burn_in_exits_3_when_no_node_could_be_measured(tmp_path, monkeypatch, w
 
     def fake_run(request):
         ev = request.extravars
-        if request.playbook == "burn-in.yml":
+        if request.playbook == "burn_in.yml":
             store = Written(Path(ev["validate_results_dir"]))
             if ev["validate_burn_in_step"] == "hold":
                 store.write(

@@ -177,7 +177,7 @@ def test_names_are_plain_ascii_names():
 
 
 def test_the_node_probe_refuses_a_run_id_or_directory_name_with_a_trailing_newline():
-    """roles/validate/files/node_probe.py, which runs on the nodes as root."""
+    """roles/validate/files/kiln-validate-probe, which runs on the nodes as root."""
     assert node_probe.run_id("20261123-1200-ab") == "20261123-1200-ab"
     with pytest.raises(argparse.ArgumentTypeError, match="unsafe run id"):
         node_probe.run_id("20261123-1200-ab\n")

@@ -33,7 +33,12 @@ IMPORTERS = {
     "monitoring": ["kiln-metrics"],
     "nccl_env": ["kiln-nccl-probe"],
     "nvidia_driver": ["kiln-gpu-detect"],
-    "validate": ["node_probe.py", "probe_launcher.py", "torch_bench.py", "burn_stress.py"],
+    "validate": [
+        "kiln-validate-probe",
+        "kiln-probe-launcher",
+        "kiln-torch-bench",
+        "kiln-burn-stress",
+    ],
 }
 # The role that installs it, the one copy of those tasks: base imports it, every other
 # role that needs it includes it by name.
@@ -458,7 +463,7 @@ def test_xids_and_the_catalogue():
 
 
 def test_the_kernel_logs_xid_lines_as_printed():
-    """burn_stress.py keeps these lines before and after a round; kiln burn-in compares."""
+    """kiln-burn-stress keeps these lines before and after a round; kiln burn-in compares."""
     boot = (H100 / "dmesg-nvrm.txt").read_text()
     xid = "[ 8012.345678] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>"
     assert nvidia_smi.xid_lines(boot) == []

@@ -1,5 +1,5 @@
 """kiln.report.result_metrics: the last validate / burn-in as kiln_result_* metrics, and the
-act step (validate-drain.yml, run for real on a local controller) that writes them
+act step (validate_drain.yml, run for real on a local controller) that writes them
 where node_exporter's textfile collector reads."""
 
 import subprocess
@@ -113,7 +113,7 @@ def test_a_run_of_no_node_still_says_when_it_ran():
     )
 
 
-# --- written on the controller by the real validate-drain.yml -----------------------------
+# --- written on the controller by the real validate_drain.yml -----------------------------
 
 
 def passing_storage(nodes: list[str]):
@@ -162,12 +162,12 @@ def run_validate(tmp_path, monkeypatch, files=None):
 
 
 def test_a_passing_validate_writes_its_results(tmp_path, slurm, monkeypatch):  # noqa: F811
-    """Nothing to drain or resume: validate-drain.yml runs all the same, for the file."""
+    """Nothing to drain or resume: validate_drain.yml runs all the same, for the file."""
     textfiles = tmp_path / "node-exporter"
     textfiles.mkdir()
     files = {"group_vars/all.yml": {"monitoring_metrics_dir": str(textfiles)}}
     ran, report, code = run_validate(tmp_path, monkeypatch, files)
-    assert (code, ran, report.notes) == (ExitCode.OK, ["validate.yml", "validate-drain.yml"], [])
+    assert (code, ran, report.notes) == (ExitCode.OK, ["validate.yml", "validate_drain.yml"], [])
     assert sorted(p.name for p in textfiles.iterdir()) == ["kiln_result_validate.prom"]
     assert (textfiles / "kiln_result_validate.prom").read_text() == STORAGE
     assert slurm.calls() == []  # nothing asked of Slurm
@@ -179,5 +179,5 @@ def test_no_textfile_directory_writes_nothing(tmp_path, slurm, monkeypatch):  # 
     absent = tmp_path / "no-node-exporter"
     files = {"group_vars/all.yml": {"monitoring_metrics_dir": str(absent)}}
     ran, report, code = run_validate(tmp_path, monkeypatch, files)
-    assert (code, ran, report.notes) == (ExitCode.OK, ["validate.yml", "validate-drain.yml"], [])
+    assert (code, ran, report.notes) == (ExitCode.OK, ["validate.yml", "validate_drain.yml"], [])
     assert not absent.exists()

@@ -166,10 +166,11 @@ def test_every_kind_names_a_variable_a_role_declares_and_its_default_fits():
 
 
 def test_every_role_with_checked_values_checks_them_first():
-    """Each role's first task is the values check (roles/base/tasks/values.yml), or the
-    pre-flight file that begins with it, in every entry point its plays apply; the
-    check reads the variables kiln_checked_variables names."""
-    values = "../../base/tasks/values.yml"
+    """Each role's first task is the values check, imported by name (base's
+    tasks_from: values; base imports its own file), or the pre-flight file that begins
+    with it, in every entry point its plays apply; the check reads the variables
+    kiln_checked_variables names."""
+    by_name = {"name": "kiln.cluster.base", "tasks_from": "values"}
     entries = {"health": ["main.yml", "active.yml"]}
     missing = []
     for name in roles.ROLES:
@@ -177,13 +178,27 @@ def test_every_role_with_checked_values_checks_them_first():
             continue
         for entry in entries.get(name, ["main.yml"]):
             tasks = yaml.safe_load((paths.roles_dir() / name / "tasks" / entry).read_text())
-            first = tasks[0].get("ansible.builtin.import_tasks")
-            if first == "preflight.yml":
+            if tasks[0].get("ansible.builtin.import_tasks") == "preflight.yml":
                 preflight = paths.roles_dir() / name / "tasks" / "preflight.yml"
-                first = yaml.safe_load(preflight.read_text())[0].get("ansible.builtin.import_tasks")
-            if first != ("values.yml" if name == "base" else values):
+                tasks = yaml.safe_load(preflight.read_text())
+            first = tasks[0].get("ansible.builtin.import_role", tasks[0])
+            if name == "base":
+                first = tasks[0].get("ansible.builtin.import_tasks")
+            if first != ("values.yml" if name == "base" else by_name):
                 missing.append(f"{name}/{entry}")
     assert missing == []
+
+
+def test_no_role_reaches_into_another_by_a_relative_path():
+    """Roles use one another by name (import_role, include_role, meta dependencies),
+    never by a path such as ../../base/tasks/values.yml."""
+    found = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted(paths.roles_dir().glob("*/**/*.yml"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "../" in line and not line.lstrip().startswith("#")
+    ]
+    assert found == []
 
 
 def test_a_role_on_all_runs_on_every_host_once_in_its_groups_order():

@@ -223,7 +223,7 @@ def test_the_rollouts_check_judges_health_then_validates_only_what_passed(tmp_pa
             health.NodeHealth("gpu003", [health.CheckResult("gpu", "FAIL", "XID 79")]),
             health.NodeHealth("gpu004", [health.CheckResult("munge", "OK", "munge answers")]),
         ]
-        return health.Health(found, RunSummary("run-health", "health-check.yml", "successful"))
+        return health.Health(found, RunSummary("run-health", "health_check.yml", "successful"))
 
     class Judged:
         def __init__(self, request):

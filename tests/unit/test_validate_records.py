@@ -1,5 +1,5 @@
 """The run's records as kiln_node.records writes them on the controller and the nodes
-(through node_probe.py record, as the validate role runs it), read back by the records
+(through kiln-validate-probe record, as the validate role runs it), read back by the records
 of kiln.validation.results that kiln.validation.collect judges."""
 
 import json
@@ -14,7 +14,7 @@ from kiln_node import records
 from tests.conftest import REPO
 from tests.unit.test_validate_suites import HOSTVARS, SETTINGS, VALIDATE
 
-PROBE = REPO / "roles" / "validate" / "files" / "node_probe.py"
+PROBE = REPO / "roles" / "validate" / "files" / "kiln-validate-probe"
 # unmunge's output for a good credential (munge 0.5.15), its STATUS line among others.
 UNMUNGE_OK = """STATUS:          Success (0)
 ENCODE_HOST:     kiln-controller (10.89.0.2)
@@ -31,7 +31,7 @@ LENGTH:          0
 
 
 def node_probe(*argv: str, stdin: str = "", env: dict | None = None):
-    """node_probe.py as the role starts it, the node library from this checkout."""
+    """kiln-validate-probe as the role starts it, the node library from this checkout."""
     return subprocess.run(
         [sys.executable, str(PROBE), *argv],
         input=stdin,

@@ -63,9 +63,9 @@ HOSTVARS = {
 }
 
 
-LAUNCHER = ["/usr/bin/python3", "/usr/local/libexec/kiln/probe_launcher.py"]
-PROBE = ["/usr/bin/python3", "/usr/local/libexec/kiln/node_probe.py"]
-# Where kiln_node.records (node_probe.py record) writes the run's records on the
+LAUNCHER = ["/usr/bin/python3", "/usr/local/libexec/kiln/kiln-probe-launcher"]
+PROBE = ["/usr/bin/python3", "/usr/local/libexec/kiln/kiln-validate-probe"]
+# Where kiln_node.records (kiln-validate-probe record) writes the run's records on the
 # controller; the role brings them back (tasks/bring.yml).
 ON = "/var/lib/kiln/validate/r1-controller"
 
@@ -81,7 +81,7 @@ def step(record: str, name: str, *argv: str) -> list[str]:
     return [*PROBE, "record", "step", "--out", f"{ON}/{record}", "--name", name, "--", *argv]
 
 
-# The storage suite's settings as node_probe.py reads them (`storage --config`).
+# The storage suite's settings as kiln-validate-probe reads them (`storage --config`).
 STORAGE_CONFIG = (
     '{"run": "r1", "user": "nobody", "params": {"file_size_mib": 4096, "block_size": "1M",'
     ' "numjobs": 4, "direct": true, "runtime_s": 30, "metadata_files": 10000,'
@@ -89,7 +89,7 @@ STORAGE_CONFIG = (
     ' "scratch": ["/scratch", "/nvme"]}'
 )
 BENCH = [
-    *("python3", "/usr/local/libexec/kiln/torch_bench.py", "--backend", "nccl"),
+    *("python3", "/usr/local/libexec/kiln/kiln-torch-bench", "--backend", "nccl"),
     *("--min-bytes", "1048576", "--max-bytes", "8589934592", "--warmup", "5", "--iters", "20"),
     *("--init-timeout", "900"),
 ]
@@ -109,8 +109,8 @@ def test_prepare_for_a_validation_where_nodes_lack_benchmarks():
         HOSTVARS, ["gpu3", "gpu2", "gpu1", "gpu4"], SETTINGS
     )
     assert prepared == {
-        "probe": ["/usr/bin/python3", "/usr/local/libexec/kiln/node_probe.py"],
-        "launcher": ["/usr/bin/python3", "/usr/local/libexec/kiln/probe_launcher.py"],
+        "probe": ["/usr/bin/python3", "/usr/local/libexec/kiln/kiln-validate-probe"],
+        "launcher": ["/usr/bin/python3", "/usr/local/libexec/kiln/kiln-probe-launcher"],
         "step": {
             "nodes": ["gpu3", "gpu2", "gpu1", "gpu4"],
             "job_name": "kiln-validate",
@@ -267,7 +267,7 @@ def test_a_burn_in_round_stresses_every_node_with_the_profiles_load():
         "burn_in_steps.json",
         "stress",
         *srun("kiln-burn-in-stress", ranks=1, nodes="gpu1,gpu2"),
-        *("python3", "/usr/local/libexec/kiln/burn_stress.py", "--seconds", "450"),
+        *("python3", "/usr/local/libexec/kiln/kiln-burn-stress", "--seconds", "450"),
         *("--device", "cuda", "--dtype", "bfloat16", "--size", "16384"),
         *("--memory-fraction", "0.85", "--threads", "4", "--interval", "5"),
         *("--out", "/var/lib/kiln/validate/r1/burn_stress.json"),

@@ -180,7 +180,7 @@ def test_as_root_the_probes_work_as_the_unprivileged_account(tmp_path, monkeypat
     base = Path(tempfile.mkdtemp(prefix="kiln-probe-"))
     try:
         base.chmod(0o755)
-        probe = base / "node_probe.py"
+        probe = base / "kiln-validate-probe"
         shutil.copy(node_probe.__file__, probe)
         for name, text in node_library.shipped_files().items():  # found beside the probe
             (base / name).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -351,7 +351,7 @@ def test_torch_benchmark_refuses_one_rank(tmp_path, env):
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "torch_bench: 1 rank: no link is crossed; nothing to measure (run 2 or more ranks)"
+        "kiln-torch-bench: 1 rank: no link is crossed; nothing to measure (run 2 or more ranks)"
     ]
     assert not (tmp_path / "x.json").exists()
 
@@ -408,7 +408,7 @@ def test_the_mpi_check_runs_each_node_alone_only_when_the_run_across_fails(monke
 
 
 # --- the probes' own outputs, read through the result records -----------------------------
-# Each output below is what node_probe.py's functions write, run here; only the programs
+# Each output below is what kiln-validate-probe's functions write, run here; only the programs
 # they start are stand-ins (srun, fio, nccl-tests, the MPI check) that print recorded
 # outputs. So a key the probe renames, drops or fills with another kind of value fails
 # here, not only in the lab.

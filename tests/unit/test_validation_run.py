@@ -811,14 +811,14 @@ def test_a_canceled_run_judges_nothing_drains_nothing_and_releases_its_reservati
             results = Path(request.extravars["validate_results_dir"])
             Written(results).write(layout.SLURM_STATE, {"plan": plan})
             return RunSummary(run="r-suites", playbook="validate.yml", status="canceled")
-        return RunSummary(run="r-release", playbook="validate-drain.yml", status="successful")
+        return RunSummary(run="r-release", playbook="validate_drain.yml", status="successful")
 
     monkeypatch.setattr(execute, "run_playbook", fake_run)
     spec = inventory.load(write_inventory())
     report, code = validate.validate(validate.Request(inventory=spec, profile="lab-cpu"))
     assert code == ExitCode.INTERRUPTED == 130
     assert (report.judgements, report.node_verdicts, report.actions) == ([], {}, {})
-    assert [playbook for playbook, _ in asked] == ["validate.yml", "validate-drain.yml"]
+    assert [playbook for playbook, _ in asked] == ["validate.yml", "validate_drain.yml"]
     reservation = asked[0][1]["validate_reservation"]
     assert reservation == f"kiln_validate_{report.id}"
     assert asked[1][1] == {

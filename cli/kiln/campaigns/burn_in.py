@@ -1,4 +1,4 @@
-"""One `kiln burn-in`: hold the nodes (burn-in.yml, step hold), load them round after
+"""One `kiln burn-in`: hold the nodes (burn_in.yml, step hold), load them round after
 round until the duration is spent (step round: the stress, then the collectives and
 storage suites, then the passive check), judge every round as it ends, then let go,
 drain the failing nodes and write the report. The CLI only parses options and renders."""
@@ -95,10 +95,10 @@ class BurnIn(campaign.Campaign):
         self.first_multi: float | None = None
 
     def step(self, step: str, results: Path, run: str, **extra) -> RunSummary:
-        """burn-in.yml's step `hold` or `round` on the controller and the nodes."""
+        """burn_in.yml's step `hold` or `round` on the controller and the nodes."""
         tested = extra.pop("nodes", self.report.nodes)
         return self.playbook(
-            "burn-in.yml",
+            "burn_in.yml",
             tested,
             {
                 "validate_burn_in_step": step,

@@ -6,7 +6,7 @@
 A campaign picks compute nodes, holds them in a Slurm reservation of its own, runs its
 rounds through a playbook and judges what they bring back (its `execute`); then this
 module concludes the same way for every campaign: each node's verdict, the drain plan
-(kiln.validation.drain), validate-drain.yml to drain, resume and release, the report,
+(kiln.validation.drain), validate_drain.yml to drain, resume and release, the report,
 and the exit code (kiln.validation.verdicts.exit_code). A new campaign is a subclass
 that fills in `execute`, and says where it acts in Slurm (`acts`): once at the end
 (validate, burn-in) or in each of its rounds (a rollout's batches), where the end only
@@ -159,13 +159,13 @@ class Campaign:
         self.report.judge_nodes(outcome.reasons, nodes=self.nodes)
 
     def act(self, acts: dict) -> None:
-        """validate-drain.yml on the controller with validate_<key> for each of `acts`:
+        """validate_drain.yml on the controller with validate_<key> for each of `acts`:
         drain, resume, release, results (the metrics file to write)."""
         from kiln.run.execute import RunRequest, run_playbook
 
         acted = run_playbook(
             RunRequest(
-                playbook="validate-drain.yml",
+                playbook="validate_drain.yml",
                 inventory=self.spec,
                 limit=self.controller,
                 display=self.display,

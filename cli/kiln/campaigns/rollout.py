@@ -303,7 +303,7 @@ class Rollout(campaign.Campaign):
         wait: dict | None = None,
         tries: list[list[str]] | None = None,
     ) -> View:
-        """rollout-step.yml on the controller; the view it brings back, sampled into
+        """rollout_step.yml on the controller; the view it brings back, sampled into
         the free capacity over time."""
         from kiln.run.gather import gather
 
@@ -314,7 +314,7 @@ class Rollout(campaign.Campaign):
         if wait is not None:
             extravars["rollout_wait"] = wait
         gathered = gather(
-            "rollout-step.yml", self.spec, [self.controller], self.display, "rollout_dir", extravars
+            "rollout_step.yml", self.spec, [self.controller], self.display, "rollout_dir", extravars
         )
         self.record.runs.append(gathered.summary.run)
         if gathered.summary.status == "canceled":

@@ -1,6 +1,6 @@
 """One `kiln validate`: a campaign (kiln.campaigns.campaign) whose hold, run and
 collect are one validate.yml run, with the pairwise search when the multi-node run
-fails; then judge, act in Slurm (validate-drain.yml) and write the report. The CLI only
+fails; then judge, act in Slurm (validate_drain.yml) and write the report. The CLI only
 parses options and renders."""
 
 from dataclasses import dataclass, field

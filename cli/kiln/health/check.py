@@ -1,12 +1,12 @@
-"""kiln-health on each compute node now: runs `health-check.yml` and reads what each
-node brought back (`kiln health`, and each batch of `kiln rollout`)."""
+"""`kiln health`: runs `health_check.yml` (kiln-health on each compute node now) and
+reads what each node brought back."""
 
 from kiln.health import Health, NodeHealth, read_node
 from kiln.inventory.spec import ClusterSpec
 from kiln.run.display import Displays
 from kiln.run.gather import gather
 
-PLAYBOOK = "health-check.yml"
+PLAYBOOK = "health_check.yml"
 
 
 def check(spec: ClusterSpec, nodes: list[str], display: Displays, no_slurm: bool) -> Health:

@@ -13,7 +13,7 @@ from kiln.errors import ExitCode, KilnError
 from kiln.inventory.spec import ClusterSpec
 from kiln.run.display import Displays
 
-PLAYBOOK = "health-schedule.yml"
+PLAYBOOK = "health_schedule.yml"
 
 
 @dataclass

@@ -17,7 +17,7 @@ from kiln.topology.sources import LABEL_VARIABLE
 # Variables whose value must be the name of a host in the inventory.
 HOST_REFERENCES = ("base_ntp_server_host", "munge_key_host", "slurm_dbd_host")
 # Variables a playbook reads with a default, which no role declares.
-PLAYBOOK_VARIABLES = ("health_program",)  # playbooks/health-check.yml: the check to run
+PLAYBOOK_VARIABLES = ("health_program",)  # playbooks/health_check.yml: the check to run
 # Variables that name things Kiln writes into shell commands and Slurm's files.
 NAME_VARIABLES = ("slurm_cluster_name",)
 

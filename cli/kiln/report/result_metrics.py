@@ -1,7 +1,7 @@
 """The last `kiln validate` and `kiln burn-in` as textfile metrics (kiln_result_*, in
 kiln_node.metrics' catalogue): each node's verdict and its key figures, one file per
 campaign (kiln_result_validate.prom, kiln_result_burn_in.prom) that the campaign's
-act step (validate-drain.yml) writes on the first controller, whole, each run.
+act step (validate_drain.yml) writes on the first controller, whole, each run.
 
 A key figure is a judged value of one node (a pair's or the whole run's figure names
 no single node): the busbw of the collectives, a GPU's TFLOP/s under burn-in, the
@@ -65,5 +65,5 @@ def _figure(test: str, unit: str) -> Figure | None:
 
 
 def for_controller(report: Report, campaign: str, finished: float) -> dict[str, str]:
-    """What validate-drain.yml writes (validate_results): the file's name and text."""
+    """What validate_drain.yml writes (validate_results): the file's name and text."""
     return {"file": file_name(campaign), "text": metrics.text(gauges(report, campaign, finished))}

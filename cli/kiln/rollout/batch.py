@@ -73,7 +73,7 @@ class View:
 
 
 def wait(kind: str, nodes: list[str], seconds: int, argv: list[str] | None = None) -> dict:
-    """A wait for rollout-step.yml: poll `argv` until kiln.rollout.waits.ready."""
+    """A wait for rollout_step.yml: poll `argv` until kiln.rollout.waits.ready."""
     return {
         "kind": kind,
         "nodes": nodes,

@@ -1,5 +1,5 @@
 """What one node's burn-in stress brought back for a round (roles/validate/files/
-burn_stress.py), parsed: TFLOP/s per device and interval, nvidia-smi's samples, and the
+kiln-burn-stress), parsed: TFLOP/s per device and interval, nvidia-smi's samples, and the
 error counters read before and after the round. nvidia-smi's CSV is parsed by its
 header, as it prints it (units in the values, "[N/A]" where a field does not apply),
 by kiln_node.nvidia_smi, which also names each XID from NVIDIA's catalogue."""

@@ -122,7 +122,7 @@ def prepare(hostvars: Mapping, nodes: list[str], settings: Settings) -> dict[str
     )
     shared = {
         "probe": suites.probe(settings),
-        "launcher": ["/usr/bin/python3", f"{settings.libexec_dir}/probe_launcher.py"],
+        "launcher": ["/usr/bin/python3", f"{settings.libexec_dir}/kiln-probe-launcher"],
         # One task per node, all nodes at once; a node that cannot start fails the
         # step within a minute instead of queueing.
         "step": {

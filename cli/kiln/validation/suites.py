@@ -123,7 +123,7 @@ def step_minutes(storage: Mapping, burn_in: Mapping) -> int:
 
 
 def launcher_minutes(collectives: Mapping) -> int:
-    """--time of each run probe_launcher.py starts (nccl-tests, each pair): the
+    """--time of each run kiln-probe-launcher starts (nccl-tests, each pair): the
     benchmark's timeout, with two minutes to start and end."""
     return int(collectives["timeout_s"] / 60) + 2
 
@@ -224,7 +224,7 @@ def bench(settings: Settings) -> list[str]:
     c = settings.collectives
     return [
         settings.torch_python,
-        f"{settings.libexec_dir}/torch_bench.py",
+        f"{settings.libexec_dir}/kiln-torch-bench",
         *("--backend", c["backend"], "--min-bytes", str(c["min_bytes"])),
         *("--max-bytes", str(c["max_bytes"]), "--warmup", str(c["warmup"])),
         *("--iters", str(c["iters"]), "--init-timeout", str(c["timeout_s"])),
@@ -337,7 +337,7 @@ def collectives_commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
 
 
 def stress_commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
-    """A burn-in round's stress (burn_stress.py) on every node at once; none outside a
+    """A burn-in round's stress (kiln-burn-stress) on every node at once; none outside a
     round."""
     if settings.burn_in_step != "round":
         return {}
@@ -346,7 +346,7 @@ def stress_commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
         Srun(**shared["step"])
         .but(job_name="kiln-burn-in-stress")
         .argv(
-            *(settings.torch_python, f"{settings.libexec_dir}/burn_stress.py"),
+            *(settings.torch_python, f"{settings.libexec_dir}/kiln-burn-stress"),
             *("--seconds", str(settings.burn_in_seconds), "--device", b["device"]),
             *("--dtype", b["dtype"], "--size", str(b["size"])),
             *("--memory-fraction", str(b["memory_fraction"])),
@@ -358,12 +358,12 @@ def stress_commands(settings: Settings, shared: Mapping) -> dict[str, Any]:
 
 
 def probe(settings: Settings) -> list[str]:
-    """node_probe.py, as the controller and each srun task start it."""
-    return ["/usr/bin/python3", f"{settings.libexec_dir}/node_probe.py"]
+    """kiln-validate-probe, as the controller and each srun task start it."""
+    return ["/usr/bin/python3", f"{settings.libexec_dir}/kiln-validate-probe"]
 
 
 def recorder(settings: Settings) -> list[str]:
-    """kiln_node.records through node_probe.py: what writes the run's records on the
+    """kiln_node.records through kiln-validate-probe: what writes the run's records on the
     host where they are made (`record write|note|run|step|munge`)."""
     return [*probe(settings), "record"]
 
@@ -428,7 +428,7 @@ def tree(settings: Settings, mount_check: str) -> dict[str, Any]:
 
 
 def cold_import(written: str, mount: str, module: str) -> dict[str, Any]:
-    """The cold-import test: the operator's own module, else the tree `node_probe.py
+    """The cold-import test: the operator's own module, else the tree `kiln-validate-probe
     tree` wrote on `mount` (its output `written`); where there is no tree, why."""
     if module:
         return {"run": True, "module": module, "root": "", "needs_mount": "", "skipped": ""}

@@ -12,7 +12,7 @@ from kiln.run.display import Displays
 from kiln.run.events import RunSummary
 from kiln.run.gather import gather
 
-PLAYBOOK = "nccl-show.yml"
+PLAYBOOK = "nccl_show.yml"
 # Groups every inventory has: comparing them says nothing a named group would not.
 IMPLICIT_GROUPS = ("all", "ungrouped")
 
