@@ -38,7 +38,11 @@ def test_every_supported_release_has_its_python_named():
 
 def test_the_node_code_needs_no_newer_python_than_the_oldest_release_has():
     files = node_code()
-    assert {p.name for p in files} >= {"kiln-health-active", "kiln-probe-launcher", "health_checks.py"}
+    assert {p.name for p in files} >= {
+        "kiln-health-active",
+        "kiln-probe-launcher",
+        "health_checks.py",
+    }
     target = f"-t={OLDEST[0]}.{OLDEST[1]}-"
     done = subprocess.run(
         [str(Path(sys.executable).with_name("vermin")), target, "--violations", "--no-tips",
