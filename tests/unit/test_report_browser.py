@@ -1,0 +1,106 @@
+"""Every kind of HTML report, made from the unit fixtures, opened in headless Chromium:
+no console errors; every plot drew both axes with their titles and ticks, and its
+threshold lines with their labels; no label outside its plot. Screenshots are kept
+under build/screenshots (or $KILN_ARTIFACTS/screenshots) for CI to keep.
+
+CI installs Chromium (`make prereqs`); elsewhere these tests skip without it, and in
+CI (CI=true) its absence is a failure, not a skip."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kiln.report import html, judged
+from kiln.validation import nccl_judge, profiles
+from tests import browser
+from tests.unit.test_burn_in import burn_in_session
+from tests.unit.test_rollout import Slurm, simulated
+from tests.unit.test_validation_run import make_report, raw, storage_result  # noqa: F401
+
+if browser.CHROMIUM is None and os.environ.get("CI") == "true":
+    raise RuntimeError("chromium is missing: `make prereqs` installs it (scripts/setup-host.sh)")
+pytestmark = pytest.mark.skipif(browser.CHROMIUM is None, reason="chromium is not installed")
+
+NCCL = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests"
+
+
+def validation_report(raw):  # noqa: F811
+    """A validation of three nodes where gpu003's storage writes at a tenth."""
+    raw.node("storage", "gpu003", storage_result("gpu003", seq_mbps_scale=0.1))
+    return make_report(raw)
+
+
+def judge_report():
+    """`kiln judge nccl-tests` on a healthy one-node and two-node run, a one-GPU run
+    (a skip) and a paste that does not say its collective (not judged)."""
+    paths = [NCCL / "all_reduce_1node.txt", NCCL / "all_reduce_2nodes.json",
+             NCCL / "v2.19" / "all_reduce_1gpu.json", NCCL / "provider_paste.txt"]  # fmt: skip
+    runs, not_judged = nccl_judge.read_files(paths, None)
+    profile = profiles.load("h100-sxm-8x-ib400")
+    return judged.nccl_tests(runs, nccl_judge.judge(runs, profile), profile, not_judged)
+
+
+def opened(report, name: str, tmp_path: Path) -> dict:
+    """REPORT rendered, opened in Chromium, checked (browser.assert_drawn)."""
+    page = tmp_path / f"{name}.html"
+    page.write_text(html.render(report))
+    found = browser.opened(page, name)
+    browser.assert_drawn(found)
+    return found
+
+
+def kinds(found: dict) -> set[str]:
+    return {p["kind"] for p in found["plots"]}
+
+
+def by_title(found: dict) -> dict[str, dict]:
+    return {p["title"]: p for p in found["plots"]}
+
+
+def test_a_failing_validation_report_draws_every_plot_with_its_thresholds(raw, tmp_path):  # noqa: F811
+    found = opened(validation_report(raw), "validation-failing", tmp_path)
+    assert kinds(found) == {"curve", "bar", "fleet"}
+    plots = by_title(found)
+    curve = plots["all_reduce: bus bandwidth by message size"]
+    # Sizes on a log2 axis as people write them; each node's curve in the legend.
+    assert curve["x_ticks"] == ["1 MiB", "2 MiB", "4 MiB", "8 MiB", "16 MiB", "32 MiB",
+                                "64 MiB", "128 MiB", "256 MiB", "512 MiB", "1 GiB"]  # fmt: skip
+    assert curve["thresholds"] == 2  # the single-node and the multi-node floor
+    assert len(curve["legend"]) == 4  # three nodes and the three together, none hidden
+    writes = plots["storage.seq_write: per node"]
+    assert writes["thresholds"] == 1 and writes["legend"] == ["pass", "fail"]
+    fleet = plots["storage.seq_write: across the fleet"]
+    assert "more than 15% from the fleet median" in fleet["legend"]
+
+
+def test_a_failing_burn_in_report_breaks_its_lines_between_rounds(
+    tmp_path, monkeypatch, write_inventory
+):
+    report, _code, _asked = burn_in_session(tmp_path, monkeypatch, write_inventory)
+    found = opened(report, "burn-in-failing", tmp_path)
+    assert kinds(found) == {"time", "bar", "fleet"}
+    plots = by_title(found)
+    assert plots["TFLOP/s per device"]["thresholds"] == 1  # the profile's floor
+    assert plots["TFLOP/s per device"]["legend"] == ["gpu001 gpu0", "gpu002 gpu0"]
+    assert plots["burn_in.tflops: across the fleet"]["legend"] == [
+        "more than 15% from the fleet median"
+    ]
+
+
+def test_a_rollout_report_plots_the_nodes_in_service(tmp_path, monkeypatch):
+    slurm = Slurm(["gpu001", "gpu002", "gpu003", "gpu004"])
+    failing = {"gpu002": "storage.mount /shared: not mounted"}
+    report, _code = simulated(tmp_path, monkeypatch, slurm, failing, max_unavailable="2").run()
+    found = opened(report, "rollout-failing", tmp_path)
+    assert kinds(found) == {"time"}
+    (plot,) = found["plots"]
+    assert plot["y_title"] == "nodes in service" and plot["thresholds"] == 0
+
+
+def test_a_judge_report_draws_the_curves_against_the_profile(tmp_path):
+    found = opened(judge_report(), "judge", tmp_path)
+    assert kinds(found) == {"curve"}
+    (curve,) = found["plots"]
+    assert curve["x_ticks"][0] == "8 B" and curve["x_ticks"][-1].endswith("GiB")
+    assert curve["thresholds"] == 2
