@@ -782,7 +782,7 @@ def test_report_show_and_compare_print_control_characters_escaped(tmp_path, monk
         "gpu\\x1b]0;owned\\x07  storage.seq_read  /shared  50 MB/s             fail",
         "fail gpu\\x1b]0;owned\\x07: storage.mount /shared: \\x1b[2J\\rkiln: all clear\\nPASS",
         "note: \\x9b31mred",
-        "FAIL 1 nodes",
+        "FAIL 1 node",
     ]
     code, out, err = kiln(["report", "compare", "20261123-120000-aaaa", "latest"], capsys)
     assert (code, err) == (0, "")
@@ -1199,3 +1199,35 @@ def test_a_node_nothing_was_judged_on_is_unchecked_and_never_resumed():
     }
     assert actions.to_dict() == {"drain": {}, "resume": [], "left": {}}
     assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.NOT_CHECKED)
+
+
+def test_counts_say_node_in_the_singular_and_a_summary_counts_what_failed(
+    tmp_path, monkeypatch, capsys
+):
+    """`kiln report show` (validate's summary) on two nodes of which one failed, and
+    `kiln report list` with a one-node report beside it."""
+    from tests.cli.test_bad_input import kiln
+
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
+    for run, nodes in (("20261123-120000-aaaa", ["gpu001"]),
+                       ("20261124-120000-bbbb", ["gpu001", "gpu002"])):  # fmt: skip
+        report = model.Report(id=run, started="s", inventory="inv", profile=None,
+                              suites=["storage"], nodes=nodes)  # fmt: skip
+        for node in nodes:
+            verdict = Verdict.FAIL if node == "gpu002" else Verdict.PASS
+            report.judgements.append(
+                Judgement(node, "storage.mount", "/shared", None, "", verdict, "mount")
+            )
+        report.judge_nodes()
+        write.write_all(report)
+    code, out, err = kiln(["report", "show", "20261124-120000-bbbb"], capsys)
+    assert (code, err) == (ExitCode.VALIDATION_FAILED, "")
+    assert out.splitlines()[-2:] == ["fail gpu002: mount", "FAIL 2 nodes: 1 fail, 1 pass"]
+    code, out, err = kiln(["report", "show", "20261123-120000-aaaa"], capsys)
+    assert out.splitlines()[-1] == "PASS 1 node"
+    code, out, err = kiln(["report", "list"], capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "20261124-120000-bbbb  fail          2 nodes  -",
+        "20261123-120000-aaaa  pass           1 node  -",
+    ]
