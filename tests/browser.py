@@ -95,7 +95,7 @@ def screenshot(page: Path, name: str, height: int) -> Path:
     shot = ARTIFACTS / f"{name}.png"
     shot.unlink(missing_ok=True)
     done = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--window-size=1280,{min(max(height, 600), 16000)}",
+        [CHROMIUM, *FLAGS, f"--window-size=1280,{min(max(height + 200, 600), 16000)}",
          f"--screenshot={shot}", page.as_uri()],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip

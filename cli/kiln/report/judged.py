@@ -58,13 +58,14 @@ def nccl_tests(
                 profile.thresholds.get(result.test) if profile and result.test else None,
             )
         )
-        found.curves.append(
-            {
-                "node": f"{node} ({Path(result.source).name})",
-                "collective": result.collective or "?",
-                "points": [[row.size, row.best_busbw()] for row in run.rows],
-            }
-        )
+        if result.verdict is not Verdict.SKIP:  # one rank: busbw 0 by definition, no curve
+            found.curves.append(
+                {
+                    "node": f"{node} ({Path(result.source).name})",
+                    "collective": result.collective or "?",
+                    "points": [[row.size, row.best_busbw()] for row in run.rows],
+                }
+            )
         found.notes += [f"{subject}: {note}" for note in result.notes]
     for source, why in not_judged:
         if UNKNOWN not in found.nodes:

@@ -47,6 +47,9 @@ METRICS = {
     "free_nodes": ("compute nodes in service during a rollout", "nodes in service", None),
 }
 
+# Counts that change at a moment and hold (nodes in service): drawn as steps.
+STEPS = {"free_nodes"}
+
 
 @dataclass
 class Plot:
@@ -134,8 +137,13 @@ def curve_plot(collective: str, curves: list[Curve], judgements: list[Judgement]
         return None
     sizes = sorted({p[0] for c in drawn for p in c["points"] if p[0] > 0})
     low, high = math.floor(math.log2(sizes[0])), math.ceil(math.log2(sizes[-1]))
-    step = max(1, math.ceil((high - low) / 10))  # ten ticks at most
-    ticks = [2**e for e in range(low, high + 1, step)]
+    # Ten ticks or so, down from the largest size; the smallest ticked too unless it
+    # would crowd the next one.
+    step = max(1, math.ceil((high - low) / 9))
+    powers = list(reversed(range(high, low - 1, -step)))
+    if powers[0] - low > step / 2:
+        powers.insert(0, low)
+    ticks = [2**e for e in powers]
     title = f"{collective}: bus bandwidth by message size"
     layout = _layout(title, "message size (bytes, log2 scale)", "busbw (GB/s)")
     layout["xaxis"].update(
@@ -210,9 +218,11 @@ def time_plot(metric: str, series: list[Series], judgements: list[Judgement]) ->
                 **_style(index),
             }
         )
+        if metric in STEPS:
+            data[-1]["line"]["shape"] = "hv"
     times = [x for one in data for x in one["x"]]
     if max(times) - min(times) < 1:  # one moment (a round's busbw): a minute either side
-        layout["xaxis"]["range"] = [min(times) - 60, max(times) + 60]
+        layout["xaxis"]["range"] = [max(0, min(times) - 60), max(times) + 60]
     limits, unit = _limits(judgements, test)
     count = _threshold_lines(layout, limits, unit)
     return Plot("time", title, {"data": data, "layout": layout}, count)
