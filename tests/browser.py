@@ -35,6 +35,9 @@ function kilnInside(r, box) {
   return r.left >= box.left - 1 && r.right <= box.right + 1 &&
          r.top >= box.top - 1 && r.bottom <= box.bottom + 1;
 }
+function kilnMeets(a, b) {
+  return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+}
 function kilnCheck() {
   const plots = [...document.querySelectorAll('figure.plot')].map(figure => {
     const plot = figure.querySelector('.js-plotly-plot');
@@ -44,8 +47,17 @@ function kilnCheck() {
       .filter(t => kilnText(t) && t.getBoundingClientRect().width > 0)
       .filter(t => !kilnInside(t.getBoundingClientRect(), box))
       .map(kilnText);
+    const legend = [...plot.querySelectorAll('.legendtext')];
+    const axes = [...plot.querySelectorAll(
+      '.xtick text, .ytick text, .g-xtitle text, .g-ytitle text')];
+    const overlaps = [];
+    for (const entry of legend)
+      for (const label of axes)
+        if (kilnMeets(entry.getBoundingClientRect(), label.getBoundingClientRect()))
+          overlaps.push(kilnText(entry) + ' / ' + kilnText(label));
     return {
       title: figure.getAttribute('aria-label'),
+      overlaps: overlaps,
       kind: figure.dataset.kind,
       rendered: true,
       x_title: kilnText(plot.querySelector('.g-xtitle text')),
@@ -112,7 +124,8 @@ def opened(page: Path, name: str) -> dict:
 
 def assert_drawn(found: dict) -> None:
     """No console error; each plot rendered with titled axes and ticks, its threshold
-    lines drawn and labelled, and no label outside its box."""
+    lines drawn and labelled, no label outside its box and no legend entry over an
+    axis's labels."""
     assert found["errors"] == []
     for plot in found["plots"]:
         where = plot["title"]
@@ -122,3 +135,4 @@ def assert_drawn(found: dict) -> None:
         assert plot["threshold_labels"] == plot["thresholds"], where
         assert plot["shapes"] >= plot["thresholds"], where
         assert plot["clipped"] == [], where
+        assert plot["overlaps"] == [], where  # a legend entry over an axis's labels

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kiln.report import html, judged
+from kiln.report import html, judged, model
 from kiln.validation import nccl_judge, profiles
+from kiln.validation.verdicts import Judgement, Verdict
 from tests import browser
 from tests.unit.test_burn_in import burn_in_session
 from tests.unit.test_rollout import Slurm, simulated
@@ -107,3 +108,32 @@ def test_a_judge_report_draws_the_curves_against_the_profile(tmp_path):
     assert curve["legend"] == ["gpu001 (all_reduce_1node.txt)",
                                "gpu[001-002] (all_reduce_2nodes.json)"]  # fmt: skip
     assert curve["thresholds"] == 2
+
+
+def test_long_names_and_sixteen_nodes_leave_no_label_outside_its_plot(tmp_path):
+    """Sixteen nodes with long names, identical curves and a long mount path: every
+    series keeps its legend entry, the outlier's name stays inside its plot, and the
+    bars keep the report's node order whatever their verdict."""
+    nodes = [f"kiln-lab-longname-compute{n:02d}" for n in range(1, 17)]
+    report = model.Report(id="20261129-040000-long", started="s", inventory="inv",
+                          profile="p", suites=["storage", "collectives"], nodes=nodes)  # fmt: skip
+    sweep = [[1 << s, 12.0 * s] for s in range(3, 35)]  # 8 B to 16 GiB
+    for i, node in enumerate(nodes):
+        report.curves.append({"node": node, "collective": "all_reduce", "points": sweep})
+        verdict = Verdict.FAIL if i == 15 else Verdict.PASS
+        value = 500.0 if i == 15 else 1000.0 + 10 * i
+        report.judgements.append(Judgement(node, "storage.seq_read", "/shared/a/long/mount/path",
+                                           value, "MB/s", verdict, "why", 900.0))  # fmt: skip
+    report.judge_nodes()
+    found = opened(report, "long-names", tmp_path)
+    assert kinds(found) == {"curve", "bar", "fleet"}
+    plots = by_title(found)
+    curve = plots["all_reduce: bus bandwidth by message size"]
+    assert curve["legend"] == nodes
+    assert curve["x_ticks"][0] == "8 B" and curve["x_ticks"][-1] == "16 GiB"
+    bars = plots["storage.seq_read: per node"]
+    # The DOM holds the ticks bottom up; the first node is at the top.
+    assert bars["y_ticks"] == [f"{n} /shared/a/long/mount/path" for n in reversed(nodes)]
+    assert plots["storage.seq_read: across the fleet"]["legend"] == [
+        "more than 15% from the fleet median"
+    ]

@@ -242,7 +242,10 @@ def bar_plot(test: str, judgements: list[Judgement]) -> Plot | None:
     title = f"{test}: per node"
     layout = _layout(title, f"{test} ({unit})" if unit else test, "node and subject",
                      height=140 + 28 * len(measured))  # fmt: skip
-    layout["yaxis"].update({"type": "category", "autorange": "reversed", "rangemode": None})
+    # Nodes in the report's order, whatever their verdict's trace.
+    layout["yaxis"].update({"type": "category", "autorange": "reversed",
+                            "categoryorder": "array",
+                            "categoryarray": [_label(j) for j in measured]})  # fmt: skip
     layout["xaxis"]["rangemode"] = "tozero"
     layout["yaxis"].pop("rangemode")
     layout["margin"]["t"] = 70  # room for the threshold's label above the bars
@@ -289,6 +292,8 @@ def fleet_plot(test: str, judgements: list[Judgement]) -> Plot | None:
     layout = _layout(title, "node", f"{test} ({unit})" if unit else test)
     layout["yaxis"].pop("rangemode")
     layout["xaxis"]["type"] = "category"
+    # Beside the plot: many long node names turn the ticks, which a legend below would hit.
+    layout["legend"] = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"}
     data: list[dict[str, Any]] = [
         {
             "type": "box",
@@ -317,7 +322,11 @@ def fleet_plot(test: str, judgements: list[Judgement]) -> Plot | None:
                 "x": [j.node for j in odd],
                 "y": [j.value for j in odd],
                 "text": [j.subject or j.node for j in odd],
-                "textposition": "middle right",
+                # Beside the cross, towards the middle: never past the plot's edge.
+                "textposition": [
+                    "middle right" if nodes.index(j.node) < len(nodes) / 2 else "middle left"
+                    for j in odd
+                ],
                 "marker": {"color": VERDICT_COLOURS["fail"], "symbol": "x", "size": 12},
                 "hovertemplate": f"%{{x}} %{{text}}: %{{y:.4g}} {unit}<extra>outlier</extra>",
             }
