@@ -70,6 +70,13 @@ function kilnCheck() {
       shapes: plot.querySelectorAll('.shapelayer path').length,
       legend: [...plot.querySelectorAll('.legendtext')].map(kilnText),
       traces: plot.querySelectorAll('.trace').length,
+      // Per line series, its pieces: a gap in the data starts a new one (another path,
+      // or another "M" in one).
+      line_pieces: [...plot.querySelectorAll('.scatterlayer .trace')]
+        .map(trace => [...trace.querySelectorAll('.js-line')]
+          .map(line => (line.getAttribute('d') || '').split('M').length - 1)
+          .reduce((a, b) => a + b, 0))
+        .filter(pieces => pieces > 0),
       clipped: clipped,
     };
   });

@@ -83,6 +83,9 @@ def test_a_failing_burn_in_report_breaks_its_lines_between_rounds(
     plots = by_title(found)
     assert plots["TFLOP/s per device"]["thresholds"] == 1  # the profile's floor
     assert plots["TFLOP/s per device"]["legend"] == ["gpu001 gpu0", "gpu002 gpu0"]
+    # Two rounds, ten minutes apart: each GPU's line in two pieces, none across the pause.
+    for title in ("TFLOP/s per device", "GPU temperature", "power draw", "SM clock"):
+        assert plots[title]["line_pieces"] == [2, 2], title
     assert plots["burn_in.tflops: across the fleet"]["legend"] == [
         "more than 15% from the fleet median"
     ]
