@@ -27,8 +27,9 @@ standins: venv
 test:
 	scripts/timed-stages.sh prereqs venv lint unit molecule e2e
 
+# chromium: the unit tests open every kind of HTML report in it (tests/unit/test_report_browser.py).
 prereqs:
-	scripts/setup-host.sh
+	scripts/setup-host.sh chromium
 
 venv: $(VENV)/.installed
 

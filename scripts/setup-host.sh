@@ -2,7 +2,8 @@
 # Install what Kiln's lab and tests need on a Debian/Ubuntu host, and configure podman
 # the way this kind of host needs it (`kiln lab doctor` checks the same things).
 # Idempotent; run as root (or it re-runs itself with sudo). Packages named as arguments
-# are installed too (`make e2e` adds chromium, for the screenshot of Prometheus's page).
+# are installed too (`make prereqs` adds chromium, in which the unit tests open the HTML
+# reports; `make e2e` takes the screenshot of Prometheus's page with it too).
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then exec sudo -E "$0" "$@"; fi
 

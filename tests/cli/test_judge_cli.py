@@ -1,6 +1,7 @@
 """`kiln judge nccl-tests` through the real process: table, JSON, exit codes, bad input."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -145,13 +146,66 @@ def test_judge_writes_the_report_with_plots_that_report_show_renders():
     assert result.returncode == ExitCode.OK, result.stderr
     html = Path(json.loads(result.stdout)["report"])
     page = html.read_text()
-    assert page.count("<polyline") == 1 and "all_reduce_2nodes.json" in page
+    assert "<figure class='plot' data-kind='curve' data-thresholds='0' " \
+        "aria-label='all_reduce: bus bandwidth by message size'>" in page  # fmt: skip
+    assert '"name":"gpu[001-002] (all_reduce_2nodes.json)"' in page
+    assert "Measured per node" not in page  # busbw is on the curve: no empty heading
     report_id = html.parent.name
     shown = run_kiln("report", "show", report_id, "--format", "markdown")
     assert shown.returncode == ExitCode.OK
-    # No profile: measured, not judged, in the report as on the terminal (exit 0).
-    assert "all_reduce_2nodes.json all_reduce | measured" in shown.stdout
-    assert shown.stdout.startswith("# Kiln validation ") and ": MEASURED\n" in shown.stdout
+    # No profile: measured, not judged, in the report as on the terminal (exit 0); the
+    # node column holds the nodes the file names, the file is the subject.
+    assert "| gpu[001-002] | measured | collectives.all_reduce.multi_node busbw 371 GB/s: " \
+        "measured, not judged: no reference number (no --profile) |" in shown.stdout  # fmt: skip
+    assert shown.stdout.startswith("# Kiln validation ")
+    assert ": MEASURED, NOT JUDGED\n" in shown.stdout and "PASS" not in shown.stdout
+
+
+def test_one_file_it_cannot_identify_is_named_and_the_rest_are_judged(tmp_path):
+    """Four files: a healthy one-node and two-node run, a one-GPU run (a skip) and a
+    paste that does not say its collective. The paste is named in a warning and in the
+    report, unchecked (exit 3); the others are judged, each row under its nodes."""
+    files = [
+        FIXTURES / "all_reduce_1node.txt",
+        FIXTURES / "all_reduce_2nodes.json",
+        FIXTURES / "v2.19" / "all_reduce_1gpu.json",
+        FIXTURES / "provider_paste.txt",
+    ]
+    result = run_kiln("judge", "nccl-tests", *map(str, files), "--profile", "h100-sxm-8x-ib400",
+                      env={"KILN_STATE_DIR": str(tmp_path)})  # fmt: skip
+    assert result.returncode == ExitCode.NOT_CHECKED, result.stderr
+    paste = files[3]
+    assert result.stderr == (
+        f"kiln: warning: {paste}: cannot tell which collective this is; "
+        "pass --collective (not judged)\n"
+    )
+    assert result.stdout.splitlines()[-2] == (
+        "3 results (profile h100-sxm-8x-ib400): 2 pass, 0 warn, 0 fail, 1 with nothing to "
+        "judge; 1 file not judged (warned above)"
+    )
+    report = tmp_path / "validations" / result.stdout.split("report: ")[1].split("/")[-2]
+    page = (report / "report.html").read_text()
+    rows = re.findall(r"<tr><td>([^<]*)</td><td class='(\w+)'>\w+</td><td>([^<]*)</td></tr>", page)
+    assert rows == [
+        ("gpu001", "pass", "all tests passed"),
+        ("gpu[001-002]", "pass", "all tests passed"),
+        ("h100-vm", "skip",
+         f"{files[2]} all_reduce: 1 rank: no link is crossed; nothing to judge"),
+        ("unknown nodes", "unchecked",
+         f"not judged: {paste}: cannot tell which collective this is; pass --collective"),
+    ]  # fmt: skip
+    assert "<span class='unchecked'>UNCHECKED</span>" in page
+
+
+def test_when_no_file_can_be_identified_nothing_is_judged(tmp_path):
+    paste = str(FIXTURES / "provider_paste.txt")
+    result = run_kiln("judge", "nccl-tests", paste, paste, env={"KILN_STATE_DIR": str(tmp_path)})
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert result.stderr == (
+        f"kiln: error: {FIXTURES / 'provider_paste.txt'}: cannot tell which collective this is; "
+        "pass --collective\n"
+    )
+    assert not (tmp_path / "validations").exists()
 
 
 def strict(text: str):

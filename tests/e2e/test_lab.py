@@ -26,7 +26,7 @@ from kiln.errors import ExitCode
 from kiln.roles.monitoring.rules import seconds
 from kiln.validation import drain
 from kiln_node import slurm_state
-from tests import standins
+from tests import browser, standins
 from tests.collection import build_collection, install_collection, plain_ansible
 from tests.conftest import REPO, run_kiln
 from tests.e2e.accounts import ACCOUNTS, REMOVE_ACCOUNTS, SHOW_ACCOUNTS
@@ -787,7 +787,9 @@ def test_validate_passes_a_healthy_lab_and_writes_every_report(lab, provisioned,
     folder = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"]
     for name in ("report.json", "report.md", "report.html", "junit.xml"):
         assert (folder / name).stat().st_size > 0, name
-    assert "<svg" in (folder / "report.html").read_text()
+    # The page in Chromium: every plot drawn with its axes and thresholds, no console
+    # error, no label clipped; its screenshot kept (tests/browser.py).
+    browser.assert_drawn(browser.opened(folder / "report.html", "lab-validation"))
     assert report["actions"] == {"drain": {}, "resume": [], "left": {}}
     assert "No reservations" in on("controller", "scontrol show reservation")
     # Each run's directories on the shared mount are its own, and removed after it.
@@ -1165,6 +1167,7 @@ def test_a_burn_in_judges_every_round_and_drains_only_the_node_that_slowed_down(
         folder = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"]
         page = (folder / "report.html").read_text()
         assert "aria-label='TFLOP/s per device'" in page
+        browser.assert_drawn(browser.opened(folder / "report.html", "lab-burn-in"))
         listed = run_kiln("report", "list")
         assert report["id"] in listed.stdout, listed.stdout
     finally:

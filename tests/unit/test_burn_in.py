@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -181,10 +182,11 @@ def slowed(factor: float) -> list[tuple[float, float]]:
     return [(t, v * factor) for t, v in recorded_rounds()]
 
 
-def write_round(store, nodes, slow=None, health=None) -> None:
+def write_round(store, nodes, slow=None, health=None, started=1000.0) -> None:
     """What a burn-in round leaves in its results directory, as the role lays it out:
-    each node's stress (SLOW: node -> factor on the recorded TFLOP/s), suites and
-    kiln-health (HEALTH: node -> (status, reason); OK otherwise)."""
+    each node's stress (SLOW: node -> factor on the recorded TFLOP/s; STARTED: the
+    epoch second its load began), suites and kiln-health (HEALTH: node -> (status,
+    reason); OK otherwise)."""
     from kiln.validation import results as layout
     from tests.unit.test_validation_run import bench, storage_result
 
@@ -196,7 +198,8 @@ def write_round(store, nodes, slow=None, health=None) -> None:
         .to_json(),
     )  # fmt: skip
     for n in nodes:
-        store.write_node("burn_stress", n, stress_json(intervals=slowed((slow or {}).get(n, 1.0))))
+        intervals = slowed((slow or {}).get(n, 1.0))
+        store.write_node("burn_stress", n, stress_json(intervals=intervals, started=started))
         store.write_node("storage", n, storage_result(n))
         store.write_node("cold_import", n, {"node": n, "module": "m", "seconds": 2.5})
         store.write_node("collectives_node", n, bench(8, [n]))
@@ -428,10 +431,17 @@ def test_the_html_report_plots_every_series_over_time():
     )
     page = html.render(report)
     assert "<title>Kiln burn-in 20261125-100000-burn-in-ab12</title>" in page
-    for metric, title in html.METRICS.items():
-        if metric != "free_nodes":  # a rollout's (tests/unit/test_rollout.py)
-            assert f"aria-label='{title}'" in page
-    assert "<circle" in page  # one round of busbw is a point
+    # A plot per metric, in order; the one round of busbw is a point that says its value.
+    assert re.findall(r"<figure class='plot' data-kind='(\w+)' data-thresholds='(\d+)' "
+                      r"aria-label='([^']*)'", page) == [
+        ("time", "0", "TFLOP/s per device"),
+        ("time", "0", "GPU temperature"),
+        ("time", "0", "power draw"),
+        ("time", "0", "SM clock"),
+        ("time", "0", "multi-node all_reduce busbw, per round"),
+    ]  # fmt: skip
+    assert '"mode":"markers+text"' in page and '"text":["380"]' in page
+    assert page.count("<script type='text/javascript'>/**") == 1  # Plotly's, once
     again = document.Report.from_json(json.loads(json.dumps(report.to_json())))
     assert again.series == report.series
 
@@ -463,14 +473,15 @@ kiln_result_storage_bytes_per_second{campaign="burn_in",node="gpu002",test="stor
 """  # noqa: E501
 
 
-def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
-    tmp_path, monkeypatch, write_inventory
-):
+NOW = 1795779225.4  # the burn-in's clock (kiln.campaigns.campaign's time.time)
+
+
+def burn_in_session(tmp_path, monkeypatch, write_inventory):
     """The whole session against a stand-in for the playbook runs, which write what the
     role writes: the hold's plan, then per round the stress (recorded H100 figures), the
-    suites and kiln-health. gpu002 slows in round 2; Ctrl-C comes in round 3."""
+    suites and kiln-health. gpu002 slows in round 2; Ctrl-C comes in round 3. Returns
+    the report, the exit code and the playbook runs asked for."""
     from kiln import inventory
-    from kiln.errors import ExitCode
     from kiln.run import execute
     from kiln.run.events import RunSummary
     from kiln.validation import drain
@@ -486,6 +497,8 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
         [scontrol_line("gpu001", "IDLE+DRAIN", "kiln: old"), scontrol_line("gpu002")]
     )
 
+    began = time.time()
+
     def fake_run(request):
         ev = request.extravars
         asked.append((request.playbook, ev.get("validate_burn_in_step"), ev))
@@ -499,15 +512,26 @@ def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
         index = int(ev["validate_run"].rsplit("-r", 1)[1])
         if index == 3:
             return RunSummary(run="r3", playbook=request.playbook, status="canceled")
-        write_round(store, nodes, slow={"gpu002": 0.8} if index == 2 else {})
+        # Each round's load begins a minute into its 10 minutes (burn_in's own clock).
+        started = began + 60 + (index - 1) * 600
+        write_round(store, nodes, slow={"gpu002": 0.8} if index == 2 else {}, started=started)
         return RunSummary(run=f"r{index}", playbook=request.playbook, status="successful")
 
     monkeypatch.setattr(execute, "run_playbook", fake_run)
-    monkeypatch.setattr(campaign, "time", SimpleNamespace(time=lambda: 1795779225.4))
+    monkeypatch.setattr(campaign, "time", SimpleNamespace(time=lambda: NOW))
     spec = inventory.load(write_inventory())
     request = burn_in.Request(inventory=spec, duration_s=3600, profile="h100-sxm-8x-ib400")
     report, code = burn_in.burn_in(request)
+    return report, code, asked
 
+
+def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(
+    tmp_path, monkeypatch, write_inventory
+):
+    from kiln.errors import ExitCode
+
+    report, code, asked = burn_in_session(tmp_path, monkeypatch, write_inventory)
+    nodes = ["gpu001", "gpu002"]
     assert code == ExitCode.VALIDATION_FAILED
     assert [(p, step) for p, step, _ in asked] == [
         ("burn_in.yml", "hold"),

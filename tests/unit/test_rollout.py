@@ -335,7 +335,8 @@ def test_a_rollout_changes_one_node_at_a_time_and_the_busy_one_last(tmp_path, mo
     assert min(p[1] for p in report.series[0]["points"]) == 3  # never two out of four
     page = html.render(report)
     assert "<title>Kiln rollout " in page
-    assert "aria-label='compute nodes in service during a rollout'" in page
+    assert ("<figure class='plot' data-kind='time' data-thresholds='0' "
+            "aria-label='compute nodes in service during a rollout'>") in page  # fmt: skip
 
 
 def test_a_failing_node_stays_drained_and_stops_the_rollout(tmp_path, monkeypatch):

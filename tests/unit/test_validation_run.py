@@ -4,6 +4,7 @@ The raw results are written in the shapes the probe, kiln-mount-check, fio and t
 torch benchmark produce (fio's JSON is a recorded fixture)."""
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
@@ -504,9 +505,18 @@ def test_reports_in_every_format_round_trip_and_say_the_same(raw):
     assert "# Kiln validation" in text and "| gpu003 | fail | storage.seq_write /shared" in text
     assert "- drained gpu003: kiln: storage.seq_write /shared" in text
     page = html.render(report)
-    assert page.count("<svg") >= 6  # two busbw plots, bar plots per measured test
-    assert "<polyline" in page and "stroke-dasharray" in page  # curves and thresholds
-    assert "<script" not in page
+    # Busbw curves with the single- and multi-node floors, a bar plot per other measured
+    # test with its threshold (MPI's figures have none in this profile), and the fleet.
+    plots = re.findall(r"<figure class='plot' data-kind='(\w+)' data-thresholds='(\d+)' "
+                       r"aria-label='([^']*)'", page)  # fmt: skip
+    assert plots[:3] == [
+        ("curve", "2", "all_gather: bus bandwidth by message size"),
+        ("curve", "2", "all_reduce: bus bandwidth by message size"),
+        ("bar", "0", "slurm.mpi_bandwidth: per node"),
+    ]
+    assert ("bar", "1", "storage.seq_write: per node") in plots
+    assert ("fleet", "1", "storage.seq_write: across the fleet") in plots
+    assert "https://" not in page.split("<body>")[1]  # nothing fetched: it opens offline
     suites = ET.fromstring(junit.render(report))
     by_name = {s.get("name"): s for s in suites}
     assert by_name["gpu003"].get("failures") == "1"
@@ -772,7 +782,7 @@ def test_report_show_and_compare_print_control_characters_escaped(tmp_path, monk
         "gpu\\x1b]0;owned\\x07  storage.seq_read  /shared  50 MB/s             fail",
         "fail gpu\\x1b]0;owned\\x07: storage.mount /shared: \\x1b[2J\\rkiln: all clear\\nPASS",
         "note: \\x9b31mred",
-        "FAIL 1 nodes",
+        "FAIL 1 node",
     ]
     code, out, err = kiln(["report", "compare", "20261123-120000-aaaa", "latest"], capsys)
     assert (code, err) == (0, "")
@@ -1189,3 +1199,35 @@ def test_a_node_nothing_was_judged_on_is_unchecked_and_never_resumed():
     }
     assert actions.to_dict() == {"drain": {}, "resume": [], "left": {}}
     assert (report.verdict, report.exit_code) == (Verdict.UNCHECKED, ExitCode.NOT_CHECKED)
+
+
+def test_counts_say_node_in_the_singular_and_a_summary_counts_what_failed(
+    tmp_path, monkeypatch, capsys
+):
+    """`kiln report show` (validate's summary) on two nodes of which one failed, and
+    `kiln report list` with a one-node report beside it."""
+    from tests.cli.test_bad_input import kiln
+
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path / "state"))
+    for run, nodes in (("20261123-120000-aaaa", ["gpu001"]),
+                       ("20261124-120000-bbbb", ["gpu001", "gpu002"])):  # fmt: skip
+        report = document.Report(id=run, started="s", inventory="inv", profile=None,
+                              suites=["storage"], nodes=nodes)  # fmt: skip
+        for node in nodes:
+            verdict = Verdict.FAIL if node == "gpu002" else Verdict.PASS
+            report.judgements.append(
+                Judgement(node, "storage.mount", "/shared", None, "", verdict, "mount")
+            )
+        report.judge_nodes()
+        write.write_all(report)
+    code, out, err = kiln(["report", "show", "20261124-120000-bbbb"], capsys)
+    assert (code, err) == (ExitCode.VALIDATION_FAILED, "")
+    assert out.splitlines()[-2:] == ["fail gpu002: mount", "FAIL 2 nodes: 1 fail, 1 pass"]
+    code, out, err = kiln(["report", "show", "20261123-120000-aaaa"], capsys)
+    assert out.splitlines()[-1] == "PASS 1 node"
+    code, out, err = kiln(["report", "list"], capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "20261124-120000-bbbb  fail          2 nodes  -",
+        "20261123-120000-aaaa  pass           1 node  -",
+    ]

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from kiln.commands import warn
 from kiln.printable import printable
 from kiln.report import document, judged, write
 from kiln.run import display
@@ -31,35 +32,38 @@ def nccl_tests_command(
     files: tuple[Path, ...], profile_name: str | None, collective: str | None, as_json: bool
 ) -> None:
     """Judge nccl-tests output (text or -J JSON): best busbw at >= 1 GiB, busbw at the
-    largest size, correctness; exit 5 when any result fails, 2 for a file with no result
-    row. Without a reference number (no --profile) a correct result is "measured", not
-    judged: never a pass (exit 0)."""
+    largest size, correctness; exit 5 when any result fails. A file with no result row
+    or no telling collective is named in a warning and the rest are judged (exit 3
+    unless one fails; 2 when no file could be judged). Without a reference number (no
+    --profile) a correct result is "measured", not judged: never a pass (exit 0)."""
     profile = profiles.load(profile_name) if profile_name else None
-    runs = [run for path in files for run in nccl_parse.parse_file(path, collective)]
-    for run in runs:
-        if run.collective is None:
-            raise nccl_parse.NcclTestsError(
-                f"{run.source}: cannot tell which collective this is; pass --collective"
-            )
+    runs, not_judged = nccl_judge.read_files(list(files), collective)
+    for _source, why in not_judged:  # the rest are judged; the report says it too
+        warn(f"{why} (not judged)")
     results = nccl_judge.judge(runs, profile)
-    found = judged.nccl_tests(runs, results, profile)
+    found = judged.nccl_tests(runs, results, profile, not_judged)
     page = document.directory(found.id) / document.FORMATS["html"]
     # The verdict first: a report that cannot be written (a full disk) still leaves it.
     if as_json:
         payload = {
             "profile": profile.name if profile else None,
             "results": [r.to_dict() for r in results],
+            "not_judged": [{"source": source, "reason": why} for source, why in not_judged],
             "report": str(page),
         }
         display.emit_json(payload)
     else:
-        _print(results, profile)
+        _print(results, profile, len(not_judged))
         click.echo(f"report: {page}")
     write.write_all(found)
-    sys.exit(int(exit_code(worst((r.verdict for r in results), default=Verdict.PASS))))
+    # A file not judged leaves its result unchecked: exit 3 unless something failed.
+    verdicts = [r.verdict for r in results] + [Verdict.UNCHECKED] * len(not_judged)
+    sys.exit(int(exit_code(worst(verdicts, default=Verdict.PASS))))
 
 
-def _print(results: list[nccl_judge.Result], profile: profiles.Profile | None) -> None:
+def _print(
+    results: list[nccl_judge.Result], profile: profiles.Profile | None, not_judged: int
+) -> None:
     rows = [
         ("file", "collective", "ranks/nodes", "best busbw >=1GiB", "at largest size", "verdict")
     ]
@@ -86,4 +90,5 @@ def _print(results: list[nccl_judge.Result], profile: profiles.Profile | None) -
         f"{counts[Verdict.WARN]} warn, {counts[Verdict.FAIL]} fail"
         + (f", {counts[Verdict.MEASURED]} measured, not judged" if counts[Verdict.MEASURED] else "")
         + (f", {counts[Verdict.SKIP]} with nothing to judge" if counts[Verdict.SKIP] else "")
+        + (f"; {counted(not_judged, 'file')} not judged (warned above)" if not_judged else "")
     )

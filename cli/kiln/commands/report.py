@@ -11,6 +11,7 @@ from kiln.printable import printable
 from kiln.report import compare as comparing
 from kiln.report import document, terminal
 from kiln.run import display
+from kiln_node import counted
 
 
 @click.group()
@@ -40,7 +41,8 @@ def list_(json_mode: bool) -> None:
         )
         return
     for r in found:
-        line = f"{r.id}  {r.verdict.value:<9}  {len(r.nodes):>4} nodes  {r.profile or '-'}"
+        nodes = counted(len(r.nodes), "node")
+        line = f"{r.id}  {r.verdict.value:<9}  {nodes:>10}  {r.profile or '-'}"
         click.echo(printable(line))
 
 

@@ -3,12 +3,13 @@
 import html
 
 from kiln.printable import printable
+from kiln.report import wording
 from kiln.report.document import Report
 
 
 def render(report: Report) -> str:
     lines = [
-        f"# Kiln {report.kind} {_cell(report.id)}: {report.verdict.value.upper()}",
+        f"# Kiln {report.kind} {_cell(report.id)}: {wording.headline(report.verdict)}",
         "",
         f"- started {_cell(report.started)}, inventory `{printable(report.inventory)}`",
         f"- profile: {_cell(report.profile or 'none (judged against the fleet only)')}",
@@ -21,7 +22,7 @@ def render(report: Report) -> str:
     ]
     for node in report.nodes:
         entry = report.node_verdict(node)
-        reason = "; ".join(entry["reasons"][:2]) or "all tests passed"
+        reason = wording.node_reason(entry, most=2)
         lines.append(f"| {_cell(node)} | {entry['verdict']} | {_cell(reason)} |")
     lines += ["", "## Tests", "", "| node | test | subject | value | threshold | verdict |"]
     lines.append("|---|---|---|---|---|---|")

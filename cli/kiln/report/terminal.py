@@ -12,6 +12,7 @@ from kiln.report.compare import Change
 from kiln.report.document import Report
 from kiln.run.display import columns
 from kiln.validation.verdicts import fmt
+from kiln_node import counted
 
 # click.style's arguments; click.echo drops the colours where stdout is no terminal.
 STYLES: dict[str, dict[str, str | bool]] = {
@@ -65,8 +66,22 @@ def show(report: Report) -> None:
         click.echo(printable(line))
     for note in report.notes:
         click.echo(printable(f"note: {note}"))
+    click.echo(summary(report))
+
+
+# The order a summary counts nodes in: what needs a look first.
+SUMMARY_ORDER = ["fail", "unchecked", "warn", "measured", "skip", "pass"]
+
+
+def summary(report: Report) -> str:
+    """The last line: the verdict and the nodes, counted by verdict where they differ
+    ("FAIL 2 nodes: 1 fail, 1 pass", never "FAIL 2 nodes" for one failure)."""
     verdict = report.verdict.value
-    click.echo(f"{_styled(verdict, verdict.upper())} {len(report.nodes)} nodes")
+    line = f"{_styled(verdict, verdict.upper())} {counted(len(report.nodes), 'node')}"
+    found = [str(report.node_verdict(node)["verdict"]) for node in report.nodes]
+    if len(set(found)) > 1:
+        line += ": " + ", ".join(f"{found.count(v)} {v}" for v in SUMMARY_ORDER if found.count(v))
+    return line
 
 
 def _said(reason: str) -> str:

@@ -8,9 +8,10 @@ about the fabric. It is reported as a note only.
 
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from kiln.validation import verdicts
-from kiln.validation.nccl_parse import Run
+from kiln.validation.nccl_parse import NcclTestsError, Run, parse_file
 from kiln.validation.profiles import TESTS, Profile
 from kiln.validation.verdicts import Judgement, Verdict
 from kiln_node import counted
@@ -82,6 +83,36 @@ def summarize(run: Run) -> Result:
     elif run.average_busbw is not None:
         result.notes.append(f"footer average {run.average_busbw} is no figure, not judged{flagged}")
     return result
+
+
+def read_files(
+    paths: list[Path], collective: str | None
+) -> tuple[list[Run], list[tuple[str, str]]]:
+    """The runs in PATHS, and each file that gives none to judge with the message
+    saying why, which names it (no result row, no telling collective): one such file
+    among others leaves the rest judged.
+    Raises the first one's error when no file gives a run, and InputError for a file
+    that cannot be read (a mistyped name)."""
+    runs: list[Run] = []
+    not_judged: list[tuple[str, str]] = []
+    first: NcclTestsError | None = None
+    for path in paths:
+        try:
+            found = parse_file(path, collective)
+        except NcclTestsError as exc:
+            first = first or exc
+            not_judged.append((str(path), exc.message))
+            continue
+        for run in found:
+            if run.collective is None:
+                why = f"{run.source}: cannot tell which collective this is; pass --collective"
+                first = first or NcclTestsError(why)
+                not_judged.append((run.source, why))
+            else:
+                runs.append(run)
+    if not runs and first is not None:
+        raise first
+    return runs, not_judged
 
 
 def judge(runs: list[Run], profile: Profile | None) -> list[Result]:
