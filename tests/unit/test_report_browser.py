@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln.report import html, judged, model
+from kiln.report import document, html, judged
 from kiln.validation import nccl_judge, profiles
 from kiln.validation.verdicts import Judgement, Verdict
 from tests import browser
@@ -118,7 +118,7 @@ def test_long_names_and_sixteen_nodes_leave_no_label_outside_its_plot(tmp_path):
     series keeps its legend entry, the outlier's name stays inside its plot, and the
     bars keep the report's node order whatever their verdict."""
     nodes = [f"kiln-lab-longname-compute{n:02d}" for n in range(1, 17)]
-    report = model.Report(id="20261129-040000-long", started="s", inventory="inv",
+    report = document.Report(id="20261129-040000-long", started="s", inventory="inv",
                           profile="p", suites=["storage", "collectives"], nodes=nodes)  # fmt: skip
     sweep = [[1 << s, 12.0 * s] for s in range(3, 35)]  # 8 B to 16 GiB
     for i, node in enumerate(nodes):
