@@ -65,9 +65,14 @@ def test_kiln_health_and_what_it_checks_on_each_node(host):
         "munge": True,
         "nvlinks_per_gpu": 0,
         "nvswitches": 0,
+        "prolog_timeout": 10,
         "slurm": True,
         "timeout": 45,
     }
+    # Slurm's Prolog and Epilog (kiln-epilog runs kiln-prolog --epilog).
+    for name in ("kiln-prolog", "kiln-epilog"):
+        job_check = host.file(f"/usr/local/sbin/{name}")
+        assert (job_check.user, job_check.group, job_check.mode) == ("root", "root", 0o755)
 
 
 def test_slurm_runs_it_and_it_writes_metrics(host, ctl):
@@ -78,6 +83,8 @@ def test_slurm_runs_it_and_it_writes_metrics(host, ctl):
             r"HealthCheckInterval\s+= 30 sec",
             r"HealthCheckNodeState\s+= (ANY,CYCLE|CYCLE,ANY)",  # 22.05 writes CYCLE first
             r"HealthCheckProgram\s+= /usr/local/sbin/kiln-health",
+            r"\nProlog\s+= /usr/local/sbin/kiln-prolog\n",
+            r"\nEpilog\s+= /usr/local/sbin/kiln-epilog\n",
         ):
             assert re.search(line, shown), line
         return
