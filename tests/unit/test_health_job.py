@@ -145,6 +145,7 @@ def stand_ins(tmp_path, xml: str, kernel_log: str, state="MIXED", reason="") -> 
 
 def settings(tmp_path, **more) -> dict:
     return {
+        "processes_settle_s": 0,
         "gpus": 1,
         "prolog_timeout": 10,
         "check_timeout": 5,
@@ -275,6 +276,17 @@ def test_the_epilog_names_the_job_that_left_a_process_and_an_xid(tmp_path):
         f"--oneliner show node c1\nupdate NodeName=c1 State=DRAIN Reason={reason}\n",
     )
     assert (tmp_path / "metrics" / "kiln_health_epilog.prom").exists()
+
+
+def test_a_process_that_lets_go_of_its_gpu_on_the_second_look_is_not_a_leftover(tmp_path):
+    bin_dir = stand_ins(tmp_path, HELD, log())
+    (tmp_path / "idle.xml").write_text(recorded("nvidia-smi-q.xml"))
+    # The first answer shows the job's process, the next one an idle GPU.
+    smi, idle = tmp_path / "smi.xml", tmp_path / "idle.xml"
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\ncat {smi}\ncp {idle} {smi}\n")
+    code, out, calls = program(tmp_path, settings(tmp_path), "--epilog")
+    assert (code, calls) == (0, "")
+    assert "OK gpu_processes: the job's GPUs hold no process\n" in out
 
 
 def test_a_check_that_cannot_run_never_drains_and_the_job_starts(tmp_path):
