@@ -83,10 +83,12 @@ def test_slurm_runs_it_and_it_writes_metrics(host, ctl):
             r"HealthCheckInterval\s+= 30 sec",
             r"HealthCheckNodeState\s+= (ANY,CYCLE|CYCLE,ANY)",  # 22.05 writes CYCLE first
             r"HealthCheckProgram\s+= /usr/local/sbin/kiln-health",
-            r"\nProlog\s+= /usr/local/sbin/kiln-prolog\n",
-            r"\nEpilog\s+= /usr/local/sbin/kiln-epilog\n",
         ):
             assert re.search(line, shown), line
+        # Kiln's job-edge check as Prolog and Epilog (what the slurm role wrote).
+        conf = ctl.file("/etc/slurm/slurm.conf").content_string.splitlines()
+        assert "Prolog=/usr/local/sbin/kiln-prolog" in conf
+        assert "Epilog=/usr/local/sbin/kiln-epilog" in conf
         return
     # Only slurmd runs the check here: the metrics file is its doing.
     metrics = host.file("/var/lib/prometheus/node-exporter/kiln_health.prom").content_string
