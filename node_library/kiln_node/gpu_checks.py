@@ -45,9 +45,10 @@ def parse_nvlink_status(text: str) -> dict[str, list[str]]:
     }
 
 
-def judge_xids(xids: list[tuple[str, int]]) -> Result:
+def judge_xids(xids: list[tuple[str, int]], since: str = "since boot") -> Result:
     """By the catalogue's next step (nvidia_smi.XIDS): RESET or REBOOT fail (the node
-    drains), RESET_WHEN_IDLE and WATCH warn, the application's own pass."""
+    drains), RESET_WHEN_IDLE and WATCH warn, the application's own pass. `since` says
+    which part of the kernel log was read (kiln-prolog reads since the last job)."""
 
     def named(found: dict[int, list[str]]) -> str:
         return ", ".join(f"{nvidia_smi.xid_name(x)} on {' '.join(found[x])}" for x in sorted(found))
@@ -69,13 +70,13 @@ def judge_xids(xids: list[tuple[str, int]]) -> Result:
     parts = [named(watched) + " (watch: a part may be failing)"] if watched else []
     if unknown:
         listed = ", ".join(f"XID {x}" for x in unknown)
-        parts.append(f"{listed} since boot, not in Kiln's table")
+        parts.append(f"{listed} {since}, not in Kiln's table")
     if parts:
         return Result("gpu_xid", "WARN", "; ".join(parts))
     if seen[nvidia_smi.NONE]:
         mine = ", ".join(f"XID {x}" for x in sorted(seen[nvidia_smi.NONE]))
-        return Result("gpu_xid", "OK", f"only application faults since boot ({mine})")
-    return Result("gpu_xid", "OK", "no XID since boot")
+        return Result("gpu_xid", "OK", f"only application faults {since} ({mine})")
+    return Result("gpu_xid", "OK", f"no XID {since}")
 
 
 def judge_gpus(

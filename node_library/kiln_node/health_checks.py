@@ -50,3 +50,14 @@ def run(argv: list[str], deadline: Deadline, stdin: str | None = None) -> str:
         last = (done.stderr.strip().splitlines() or [f"exit code {done.rc}"])[-1]
         raise CommandFailed(argv, last, done.rc, done.stdout)
     return done.stdout
+
+
+def check_mounts(config: dict, deadline: Deadline) -> list[Result]:
+    """The shared mounts, through kiln-mount-check (kiln-health and kiln-prolog)."""
+    try:
+        run([config["mount_check"], "--timeout", str(int(deadline.per_command / 2))], deadline)
+    except CommandFailed as exc:
+        # kiln-mount-check exits 1 with a `FAIL NAME PATH: reason` line per bad mount.
+        failing = [line[5:] for line in exc.stdout.splitlines() if line.startswith("FAIL ")]
+        return [Result("mounts", "FAIL", "; ".join(failing) if failing else str(exc))]
+    return [Result("mounts", "OK", "shared mounts answer")]

@@ -45,6 +45,7 @@ def _m(name: str, help: str, labels: str, file: str) -> Metric:
 
 HEALTH = "kiln_health.prom"
 HEALTH_ACTIVE = "kiln_health_active.prom"
+HEALTH_JOB = "kiln_health_{phase}.prom"  # kiln-prolog: one file per phase, prolog and epilog
 GPU = "kiln_gpu.prom"
 IB = "kiln_ib.prom"
 SLURM = "kiln_slurm.prom"
@@ -57,6 +58,14 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in (
        "node check", HEALTH),
     _m("kiln_health_last_run_timestamp_seconds", "When Kiln's node check last ran.",
        "node", HEALTH),
+    # kiln-prolog (Slurm's Prolog and Epilog), each compute node
+    _m("kiln_health_job_check", "Kiln's check at a job's start or end (phase): 1 passed (OK "
+       "or WARN), 0 failed, -1 could not run (UNKNOWN: the job started).",
+       "node phase check", HEALTH_JOB),
+    _m("kiln_health_job_check_duration_seconds", "How long the last job-edge check took.",
+       "node phase", HEALTH_JOB),
+    _m("kiln_health_job_check_last_run_timestamp_seconds", "When the job-edge check last ran.",
+       "node phase", HEALTH_JOB),
     # kiln-health-active (its timer), the first controller
     _m("kiln_health_active_check", "1 when the scheduled active check passed, 0 when not.",
        "node check", HEALTH_ACTIVE),

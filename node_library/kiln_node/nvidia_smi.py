@@ -42,6 +42,17 @@ class SmiGpu:
     utilization_pct: float | None = None
     memory_used_mib: float | None = None  # frame buffer
     correctable_volatile: int = 0  # volatile correctable ECC errors
+    # Processes holding the GPU (<processes>): what kiln-epilog finds a job left behind.
+    processes: tuple["SmiProcess", ...] = ()
+
+
+@dataclass(frozen=True)
+class SmiProcess:
+    """One <process_info> of a GPU: a compute (C), graphics (G) or both (C+G) process."""
+
+    pid: int
+    name: str
+    used_mib: int | None  # None where nvidia-smi says N/A (no memory accounting)
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,14 @@ def parse_xml(text: str) -> SmiLog:
             utilization_pct=_measure(gpu, "utilization/gpu_util"),
             memory_used_mib=_measure(gpu, "fb_memory_usage/used"),
             correctable_volatile=_ecc_volatile(gpu, "correctable"),
+            processes=tuple(
+                SmiProcess(
+                    pid=_number(_text(p, "pid")) or 0,
+                    name=_text(p, "process_name"),
+                    used_mib=_number(_text(p, "used_memory")),
+                )
+                for p in gpu.findall("processes/process_info")
+            ),
         )
         for gpu in root.findall("gpu")
     ]

@@ -60,6 +60,9 @@ CLASSES: dict[str, tuple[tuple[str, ...], str]] = {
     "fabric-manager": (("restart-fabricmanager", REBOOT), "the fabric manager is not active"),
     "imex": (("restart-imex",), "the IMEX domain is not up"),
     "gpu-diag": (_GPU_LADDER, "DCGM's diagnostic failed"),
+    # kiln-prolog: a process still holds a GPU Slurm gave a job (left by an ended job:
+    # Slurm could not kill it, so neither can a GPU reset).
+    "job-leftovers": ((REBOOT,), "a process of an ended job still holds a GPU"),
     # The XID classes (kiln_node.nvidia_smi), and the checks that see the same faults.
     nvidia_smi.GPU_RESET: (_GPU_LADDER, "a GPU or its micro-controller stopped"),
     nvidia_smi.GPU_HARDWARE: ((REBOOT,), "a GPU is missing or off the bus"),
@@ -100,6 +103,7 @@ CHECK_CLASSES = {
     "fabric_manager": "fabric-manager",
     "imex_domain": "imex",
     "dcgm_diag": "gpu-diag",
+    "gpu_processes": "job-leftovers",
 }
 # A reason that says the check itself did not run to its end: no class can be told.
 _CHECK_BROKEN = ("check failed: ", "did not finish in time")

@@ -536,6 +536,19 @@ CONFIG_VALUES = [
         f"{WORD}",
     ),
     (
+        "prolog-extra-line",
+        {"slurm_prolog_extra": ["/etc/slurm/p\nPrologSlurmctld=/x"]},
+        ALL,
+        f"slurm_prolog_extra: Prolog '/etc/slurm/p\\nPrologSlurmctld=/x' {WORD}",
+    ),
+    (
+        "epilog-extra-relative",
+        {"slurm_epilog_extra": ["clean-up"]},
+        ALL,
+        "slurm_epilog_extra: Epilog 'clean-up': expected one absolute path (slurmd runs it "
+        "with no PATH)",
+    ),
+    (
         "dbd-password-line",  # a secret: the message never holds it
         {"slurm_dbd_password": "s3cret\nPluginDir=/tmp"},
         ALL,

@@ -254,6 +254,9 @@ EXPECTED_SLURM_ERRORS = [
         r"error: slurm_receive_msgs: \[\(null\)\] failed: Connection reset by peer",
         "a slurmd restarted by the first provision",
     ),
+    # test_a_node_failing_its_prolog_is_drained_before_the_job_and_the_job_requeued fails
+    # a Prolog on purpose: slurmd and slurmctld say so.
+    (r"error: .*[Pp]rolog.*", "the Prolog test's own failure"),
 ]
 # "[2026-11-26T15:28:38.345] error: ...", "[...] [1.0] error: ..." (a job step's), and
 # the journal's "slurmctld: error: ...".
@@ -944,6 +947,50 @@ def test_kiln_health_drains_and_resumes_only_its_own(lab, provisioned):
     kept = on("controller", f"scontrol show node {LAB}-compute01 --oneliner")
     assert "DRAIN" in kept and "Reason=e2e: RMA 9" in kept
     on("controller", f"scontrol update nodename={LAB}-compute01 state=resume")
+
+
+def test_a_node_failing_its_prolog_is_drained_before_the_job_and_the_job_requeued(lab, provisioned):
+    node = f"{LAB}-compute02"
+    # What Kiln wrote; that Slurm runs it, the drain below shows.
+    written = on("controller", "grep -E '^(Prolog|Epilog)' /etc/slurm/slurm.conf").split()
+    assert written == [
+        "Epilog=/usr/local/sbin/kiln-epilog",
+        "Prolog=/usr/local/sbin/kiln-prolog",
+        "PrologFlags=Alloc",  # the lab runs without cgroups
+    ]
+    # Slurm's own health check does nothing on the node meanwhile (a program that exits 0
+    # in its place), so the drain below is the Prolog's; then /shared goes away there.
+    health_check = "/usr/local/sbin/kiln-health"
+    stand_in = f"printf '#!/bin/sh\\n' > {health_check} && chmod 755 {health_check}"
+    on("compute02", f"mv {health_check} {health_check}.e2e && {stand_in}")
+    on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+    job = ""
+    try:
+        job = on("controller", f"sbatch --parsable -N1 -w {node} --wrap hostname").strip()
+        line = on(
+            "controller",
+            f"for i in $(seq 60); do scontrol --oneliner show node {node} | grep -q DRAIN"
+            f" && break; sleep 1; done; scontrol --oneliner show node {node}",
+        )
+        assert "Reason=kiln-health: mounts: shared /shared: " in line, line
+        assert f"(prolog, job {job})" in line, line
+        # Requeued, not run: Slurm holds a job whose Prolog failed.
+        shown = on(
+            "controller",
+            f"for i in $(seq 30); do scontrol show job {job} | grep -q 'Restarts=[1-9]'"
+            f" && break; sleep 1; done; scontrol show job {job}",
+        )
+        assert re.search(r"JobState=PENDING\b", shown) and "Restarts=1" in shown, shown
+        assert 'kiln_health_job_check{node="e2e-compute02",phase="prolog",check="mounts"} 0' in on(
+            "compute02", "cat /var/lib/prometheus/node-exporter/kiln_health_prolog.prom"
+        )
+    finally:
+        if job:
+            on("controller", f"scancel {job}")
+        on("compute02", f"systemctl start autofs; mv {health_check}.e2e {health_check}")
+        on("controller", f"scontrol update nodename={node} state=resume || true")
+    # Back in service: a job on the node passes its Prolog and Epilog.
+    assert on("controller", f"srun -N1 -w {node} hostname").strip() == node
 
 
 def _validate_fails_what_kiln_health_drained_and_warns_of_an_operators_drain(lab: str) -> None:

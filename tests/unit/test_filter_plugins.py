@@ -341,9 +341,11 @@ def test_health_plan_for_a_node():
     plan = filters("kiln_health")["kiln_health_plan"]
     fact = {"gpu_count": 8, "gpu_model": "NVIDIA A100-SXM4-80GB", "nvswitch_count": 6}
     settings = {"timeout": "45", "check_timeout": "10", "gpus": "", "nvlinks_per_gpu": ""}
+    settings["prolog_timeout"] = "10"
     assert plan(fact, settings) == {
         "timeout": 45,
         "check_timeout": 10,
+        "prolog_timeout": 10,
         "gpus": 8,
         "nvswitches": 6,
         "nvlinks_per_gpu": 12,

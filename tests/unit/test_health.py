@@ -35,12 +35,14 @@ def test_settings_that_cannot_work_are_named():
         {
             "timeout": 60,
             "check_timeout": 61,
+            "prolog_timeout": 0,
             "ib_ports": [{"device": "mlx5_0", "rate": "400G"}, "mlx5_1"],
             "free_space": [{"path": "var/tmp", "min_mb": 10}, {"path": "/tmp"}],
         }
     ) == [
         "health_timeout 60: must be under 60 s, when slurmd kills its HealthCheckProgram",
         "health_check_timeout 61: must be between 1 and health_timeout (60)",
+        "health_prolog_timeout 0: must be between 1 and 60 s (every job start waits for it)",
         "health_ib_ports: {'device': 'mlx5_0', 'rate': '400G'} is not "
         "{device: mlx5_0, port: 1, rate: 400} (Gb/s)",
         "health_ib_ports: 'mlx5_1' is not {device: mlx5_0, port: 1, rate: 400} (Gb/s)",
@@ -196,6 +198,7 @@ def test_active_check_settings_that_cannot_work_are_named():
 SETTINGS = {
     "timeout": 45,
     "check_timeout": 10,
+    "prolog_timeout": 10,
     "gpus": "",
     "nvlinks_per_gpu": "",
     "ib_ports": [{"device": "mlx5_0", "port": 1, "rate": 400}],
@@ -211,6 +214,7 @@ def config(gpus: int, nvswitches: int, nvlinks: int) -> dict:
     return {
         "timeout": 45,
         "check_timeout": 10,
+        "prolog_timeout": 10,
         "gpus": gpus,
         "nvswitches": nvswitches,
         "nvlinks_per_gpu": nvlinks,

@@ -29,7 +29,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 IMPORTERS = {
     "autofs": ["kiln-mount-check"],
     "base": ["kiln-fingerprint"],
-    "health": ["kiln-health", "kiln-health-active"],
+    "health": ["kiln-health", "kiln-health-active", "kiln-prolog"],
     "monitoring": ["kiln-metrics"],
     "nccl_env": ["kiln-nccl-probe"],
     "nvidia_driver": ["kiln-gpu-detect"],

@@ -112,6 +112,15 @@ def test_result_lines_and_drain_reasons_give_the_first_fails_class():
         Failure("gpu-diag"),
         Failure("unknown", why="not a reason of Kiln's checks: RMA 4711: fan"),
     ]
+    # kiln-prolog's drains (Prolog and Epilog) are kiln-health's checks, named the same.
+    assert [
+        repair_classes.classify_reason(r)
+        for r in (
+            "kiln-health: gpu_xid: XID 79 GPU fell off the bus on 0000:00:06 (prolog, job 78)",
+            "kiln-health: gpu_processes: pid 4242 (python3, 1024 MiB) on GPU 0 after the job "
+            "(epilog, job 77)",
+        )
+    ] == [Failure("gpu-hardware", "reboot"), Failure("job-leftovers")]
 
 
 # --- history and breaker files ---------------------------------------------------------

@@ -230,6 +230,45 @@ def test_settings_without_cgroups_accounting_or_the_pmix_library():
     }
 
 
+def test_kilns_prolog_and_epilog_come_first_and_the_operators_after():
+    cluster = slurm.Cluster(
+        controllers=["ctl"],
+        plugins=[],
+        prolog=True,
+        epilog=True,
+        prolog_extra=["/etc/slurm/site-prolog"],
+    )
+    assert slurm.settings({"ClusterName": "c"}, cluster, {}) == {
+        "ClusterName": "c",
+        "SlurmctldHost": ["ctl"],
+        "MpiDefault": "none",
+        "ProctrackType": "proctrack/cgroup",
+        "TaskPlugin": "task/cgroup,task/affinity",
+        "JobAcctGatherType": "jobacct_gather/cgroup",
+        "PrologFlags": "Contain",
+        "Prolog": "/usr/local/sbin/kiln-prolog,/etc/slurm/site-prolog",
+        "Epilog": "/usr/local/sbin/kiln-epilog",
+    }
+    # Without cgroups the Prolog still runs at allocation; Kiln's off, the operator's stay.
+    bare = slurm.Cluster(["ctl"], [], cgroup=False, epilog_extra=["/etc/slurm/clean"])
+    assert slurm.job_programs(bare) == {"Epilog": "/etc/slurm/clean"}
+    alloc = slurm.Cluster(["ctl"], [], cgroup=False, prolog=True)
+    assert slurm.job_programs(alloc) == {
+        "Prolog": "/usr/local/sbin/kiln-prolog",
+        "PrologFlags": "Alloc",
+    }
+
+
+@pytest.mark.parametrize("program", ["site-prolog", "/a,/b"])
+def test_an_operators_prolog_must_be_one_absolute_path(program):
+    check = slurm.INVENTORY_CHECKS["slurm_prolog_extra"][1]
+    with pytest.raises(slurm.SlurmConfigError) as caught:
+        check([program], {})
+    assert str(caught.value) == (
+        f"Prolog {program!r}: expected one absolute path (slurmd runs it with no PATH)"
+    )
+
+
 def test_mpi_default_is_what_was_asked_where_it_can_work():
     found = ["mpi_pmix.so", "libpmix.so"]
     assert slurm.Cluster(["c"], found).mpi_default == "pmix"

@@ -31,6 +31,12 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             f"health_check_timeout {check_timeout}: "
             f"must be between 1 and health_timeout ({timeout})"
         )
+    prolog_timeout = settings.get("prolog_timeout", 10)
+    if isinstance(prolog_timeout, int) and not 0 < prolog_timeout <= SLURM_KILLS_AFTER:
+        problems.append(
+            f"health_prolog_timeout {prolog_timeout}: must be between 1 and "
+            f"{SLURM_KILLS_AFTER} s (every job start waits for it)"
+        )
     for port in settings.get("ib_ports") or []:
         if not (
             isinstance(port, dict)
@@ -65,6 +71,7 @@ def node_config(gpu_fact: dict[str, Any], settings: dict[str, Any]) -> dict[str,
     return {
         "timeout": _int(settings.get("timeout")),
         "check_timeout": _int(settings.get("check_timeout")),
+        "prolog_timeout": _int(settings.get("prolog_timeout")),
         "gpus": _int(gpus if str(gpus) else gpu_fact.get("gpu_count")),
         "nvswitches": nvswitches,
         "nvlinks_per_gpu": _int(nvlinks)

@@ -322,6 +322,9 @@ NO_CGROUP_KEYS = {
     "TaskPlugin": "task/none",
     "JobAcctGatherType": "jobacct_gather/linux",
 }
+# Kiln's job-edge checks (the health role installs them): slurm.conf's Prolog and Epilog.
+KILN_PROLOG = "/usr/local/sbin/kiln-prolog"
+KILN_EPILOG = "/usr/local/sbin/kiln-epilog"
 NVML_PLUGINS = ("gpu_nvml.so", "gpu_nvidia.so")
 # Slurm 24.11's switch plugin that gives each job its IMEX channel (NVL72).
 IMEX_PLUGIN = "switch_nvidia_imex.so"
@@ -342,6 +345,11 @@ class Cluster:
     dbd_port: int = 6819
     mpi: str = "pmix"  # slurm_mpi_default: pmix, pmi2 or none
     imex_nodes: list[str] = field(default_factory=list)  # compute nodes that run IMEX
+    # Prolog and Epilog: Kiln's check first (when on), then the operator's programs.
+    prolog: bool = False
+    epilog: bool = False
+    prolog_extra: list[str] = field(default_factory=list)
+    epilog_extra: list[str] = field(default_factory=list)
 
     @property
     def nvml(self) -> bool:
@@ -386,6 +394,7 @@ def settings(defaults: dict[str, Any], cluster: Cluster, overrides: dict[str, An
     if cluster.configless:
         computed["SlurmctldParameters"] = "enable_configless"
     computed.update(CGROUP_KEYS if cluster.cgroup else NO_CGROUP_KEYS)
+    computed.update(job_programs(cluster))
     if cluster.imex_nodes:
         # Without it jobs spanning an NVLink domain get no IMEX channel: refuse rather
         # than write a slurm.conf that schedules them anyway.
@@ -404,6 +413,30 @@ def settings(defaults: dict[str, Any], cluster: Cluster, overrides: dict[str, An
             AccountingStorageTRES="gres/gpu",
         )
     return merge(merge(defaults, computed), overrides)
+
+
+def job_programs(cluster: Cluster) -> dict[str, Any]:
+    """Prolog= and Epilog=: Kiln's check, then the operator's, as one comma-separated
+    list (Slurm 21.08 and later run each in turn). Without cgroups PrologFlags=Alloc
+    runs the Prolog when the job is allocated, before it starts (Contain implies it)."""
+    found: dict[str, Any] = {}
+    for key, kiln, on, extra in (
+        ("Prolog", KILN_PROLOG, cluster.prolog, cluster.prolog_extra),
+        ("Epilog", KILN_EPILOG, cluster.epilog, cluster.epilog_extra),
+    ):
+        programs = ([kiln] if on else []) + list(extra)
+        for program in programs:
+            if why := formats.word(str(program)):
+                raise SlurmConfigError(f"{key} {program!r} {why}")
+            if not str(program).startswith("/") or "," in str(program):
+                raise SlurmConfigError(
+                    f"{key} {program!r}: expected one absolute path (slurmd runs it with no PATH)"
+                )
+        if programs:
+            found[key] = ",".join(programs)
+    if found.get("Prolog") and not cluster.cgroup:
+        found["PrologFlags"] = "Alloc"
+    return found
 
 
 PLUGSTACK_DIR = "/etc/slurm/plugstack.conf.d"
@@ -487,6 +520,14 @@ INVENTORY_CHECKS = {
     "slurm_conf_overrides": (dict, lambda value, groups: check_conf(value)),
     "slurm_cgroup_conf": (dict, lambda value, groups: check_conf(value, "cgroup.conf")),
     "slurm_dbd_password": (str, _check_dbd_password),
+    "slurm_prolog_extra": (
+        list,
+        lambda value, groups: job_programs(Cluster([], [], prolog_extra=value)),
+    ),
+    "slurm_epilog_extra": (
+        list,
+        lambda value, groups: job_programs(Cluster([], [], epilog_extra=value)),
+    ),
     # Written as slurm.conf's HealthCheckNodeState (slurm_conf_defaults).
     "slurm_health_node_state": (
         str,

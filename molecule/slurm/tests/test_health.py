@@ -65,9 +65,14 @@ def test_kiln_health_and_what_it_checks_on_each_node(host):
         "munge": True,
         "nvlinks_per_gpu": 0,
         "nvswitches": 0,
+        "prolog_timeout": 10,
         "slurm": True,
         "timeout": 45,
     }
+    # Slurm's Prolog and Epilog (kiln-epilog runs kiln-prolog --epilog).
+    for name in ("kiln-prolog", "kiln-epilog"):
+        job_check = host.file(f"/usr/local/sbin/{name}")
+        assert (job_check.user, job_check.group, job_check.mode) == ("root", "root", 0o755)
 
 
 def test_slurm_runs_it_and_it_writes_metrics(host, ctl):
@@ -80,6 +85,10 @@ def test_slurm_runs_it_and_it_writes_metrics(host, ctl):
             r"HealthCheckProgram\s+= /usr/local/sbin/kiln-health",
         ):
             assert re.search(line, shown), line
+        # Kiln's job-edge check as Prolog and Epilog (what the slurm role wrote).
+        conf = ctl.file("/etc/slurm/slurm.conf").content_string.splitlines()
+        assert "Prolog=/usr/local/sbin/kiln-prolog" in conf
+        assert "Epilog=/usr/local/sbin/kiln-epilog" in conf
         return
     # Only slurmd runs the check here: the metrics file is its doing.
     metrics = host.file("/var/lib/prometheus/node-exporter/kiln_health.prom").content_string

@@ -65,6 +65,11 @@ ALERTS: tuple[Alert, ...] = (
           f"{_GPU} at {{{{ $value }}}} C, over the profile's ceiling",
           f"kiln health --nodes {NODE}; after fixing the cooling:"
           f" kiln burn-in --nodes {NODE} --duration 1h", hold="2m"),
+    Alert("KilnJobCheckUnknown", "job_check_unknown", "warning",
+          f"{NODE}: the {{{{ $labels.phase }}}} check {{{{ $labels.check }}}} could not run;"
+          " jobs start there unchecked",
+          f"kiln health --nodes {NODE} (the full check; slurmd's log has the"
+          " Prolog's UNKNOWN line)"),
     Alert("KilnActiveCheckStale", "active_check_stale", "warning",
           "No active health check ran in the last 8 days",
           "kiln health --schedule (the controller's kiln-health-active.timer)",
