@@ -31,6 +31,7 @@ COMMANDS = {
         "monitoring",
         "Show the alerts firing now, node by node.",
     ),
+    "repair": ("kiln.commands.repair", "repair", "The repair loop: breaker, nodes, history."),
     "report": ("kiln.commands.report", "report", "Show and compare validation reports."),
     "rollout": ("kiln.commands.rollout", "rollout", "Apply a change to a live cluster in batches."),
     "runs": ("kiln.commands.runs", "runs", "List and show past runs."),

@@ -33,6 +33,7 @@ IMPORTERS = {
     "monitoring": ["kiln-metrics"],
     "nccl_env": ["kiln-nccl-probe"],
     "nvidia_driver": ["kiln-gpu-detect"],
+    "repair": ["kiln-evidence", "kiln-repair"],
     "validate": ["node_probe.py", "probe_launcher.py", "torch_bench.py", "burn_stress.py"],
 }
 # The role that installs it, the one copy of those tasks: base imports it, every other

@@ -120,6 +120,7 @@ def test_each_roles_module_and_checks():
                 "slurm_partitions",
             ],
         ),
+        "repair": ("kiln.roles.repair", "kiln.roles.repair", []),
         "mpi": ("kiln.roles.mpi", None, ["mpi_module_path"]),
         "hpcx": ("kiln.roles.hpcx", "kiln.roles.hpcx", []),
         "nccl_env": ("kiln.roles.nccl_env", None, ["nccl_env_overrides"]),
@@ -170,7 +171,7 @@ def test_every_role_with_checked_values_checks_them_first():
     pre-flight file that begins with it, in every entry point its plays apply; the
     check reads the variables kiln_checked_variables names."""
     values = "../../base/tasks/values.yml"
-    entries = {"health": ["main.yml", "active.yml"]}
+    entries = {"health": ["main.yml", "active.yml"], "repair": ["main.yml", "controller.yml"]}
     missing = []
     for name in roles.ROLES:
         if not checks.role_variables(name):

@@ -100,6 +100,7 @@ ROLES: dict[str, Role] = {
         Role("health", "kiln.health", ("slurm_compute", "slurm_controller")),
         Role("munge", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
         Role("slurm", OWN, ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("repair", OWN, ("slurm_compute", "slurm_controller")),
         Role("mpi", OWN, ("slurm_compute", "slurm_login")),
         Role("hpcx", OWN, ("slurm_compute", "slurm_login")),
         Role("nccl_env", OWN, ("slurm_compute",)),
