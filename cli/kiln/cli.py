@@ -21,6 +21,7 @@ COMMANDS = {
     "provision": ("kiln.commands.playbook", "provision", "Provision the cluster (site.yml)."),
     "run": ("kiln.commands.playbook", "run", "Run one of Kiln's playbooks."),
     "drift": ("kiln.commands.drift", "drift", "Show what differs from the declared cluster."),
+    "evidence": ("kiln.commands.evidence", "evidence", "Collect a node's evidence bundle."),
     "health": ("kiln.commands.health", "health", "Run the node health check on every node now."),
     "inventory": ("kiln.commands.inventory", "inventory", "Check an inventory."),
     "judge": ("kiln.commands.judge", "judge", "Judge benchmark output Kiln did not run."),
