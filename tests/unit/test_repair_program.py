@@ -159,7 +159,7 @@ def test_a_disk_fault_waits_for_its_next_round_then_goes_to_rma(tmp_path, monkey
     assert program.main([*args, "c1"]) == 0
     itself = re.escape(str(Path(program.sys.argv[0]).resolve()))
     timer = re.fullmatch(
-        r"systemd-run --unit=kiln-repair-retry-c1 --on-active=(\d+) "
+        r"systemd-run --collect --unit=kiln-repair-retry-c1 --on-active=(\d+) "
         rf"--timer-property=AccuracySec=1s {itself} c1",
         calls(tmp_path)[-1],
     )
