@@ -287,3 +287,15 @@ def test_kiln_health_drains_under_the_cap_and_ignores_others_drains(tmp_path, mo
 def test_partitions_are_read_from_show_node():
     lines = [node("c1"), node("c2").replace("Partitions=batch", "Partitions=batch,gpu")]
     assert slurm_state.partitions("\n".join(lines)) == {"batch": ["c1", "c2"], "gpu": ["c2"]}
+
+
+def test_a_silent_slurmd_without_ssh_is_alerted_not_counted(tmp_path, monkeypatch):
+    silent = node("c1", "DOWN+NOT_RESPONDING", "Not responding")
+    args = lab(tmp_path, monkeypatch, [silent])
+    assert program.main([*args, "c1"]) == 0
+    assert calls(tmp_path) == [SHOW, SHOW]
+    entries = repair_records.read_history(str(tmp_path / "state" / "history.jsonl"))
+    assert [(e.cls, e.step, e.outcome, e.detail) for e in entries] == [
+        ("slurmd", "alert", "alerted",
+         "restart-slurmd: Slurm cannot reach c1 and repair_ssh is off"),
+    ]  # fmt: skip
