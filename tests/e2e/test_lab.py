@@ -15,6 +15,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -1013,20 +1014,26 @@ def test_the_repair_loop_returns_a_soft_fault_and_sends_a_disk_fault_to_rma(lab,
 
 
 def _a_stopped_autofs_comes_back_on_its_own() -> None:
-    broken = time.monotonic()
+    # The node is drained only for the trigger's 15 s and the repair's 2 s: too short to
+    # poll for; the history's first action says when the loop had it.
+    broken = time.time()
     on("compute01", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
-    drained = wait_for("compute01", lambda s: s.drained_by_health, 150)
-    detected = time.monotonic() - broken
-    assert drained.reason.startswith("kiln-health: mounts: shared /shared: "), drained.reason
-    wait_for("compute01", lambda s: not s.drained and "MAINT" not in s.flags, 180)
-    back = time.monotonic() - broken
+    end = time.monotonic() + 240
+    while ("mount", "return", "done") not in repair_history("compute01"):
+        assert time.monotonic() < end, (node_line("compute01"), repair_history("compute01"))
+        time.sleep(2)
+    back = time.time() - broken
     assert repair_history("compute01") == [
         ("mount", "restart-autofs", "done"),
         ("mount", "recheck", "passed"),
         ("mount", "return", "done"),
     ]
+    text = on("controller", "head -1 /var/lib/kiln/repair/history.jsonl")
+    started = datetime.fromisoformat(json.loads(text)["time"]).timestamp() - broken
+    state = node_line("compute01")
+    assert not state.drained and "MAINT" not in state.flags, state
     assert on("compute01", "systemctl is-active autofs").strip() == "active"
-    print(f"repair: mount: drained after {detected:.0f} s, back after {back:.0f} s")
+    print(f"repair: mount: repair started after {started:.0f} s, back after {back:.0f} s")
     assert back <= 300  # issue 61: automatic return to service within 5 minutes
 
 
