@@ -49,13 +49,16 @@ HEALTH_JOB = "kiln_health_{phase}.prom"  # kiln-prolog: one file per phase, prol
 GPU = "kiln_gpu.prom"
 IB = "kiln_ib.prom"
 SLURM = "kiln_slurm.prom"
-RESULTS = "kiln_result_{campaign}.prom"  # one file per campaign: validate, burn_in
+RESULTS = "kiln_result_{campaign}.prom"
+REPAIR = "kiln_repair.prom"  # one file per campaign: validate, burn_in
 
 # fmt: off
 CATALOGUE: dict[str, Metric] = {m.name: m for m in (
     # kiln-health (Slurm's HealthCheckProgram), each compute node
     _m("kiln_health_check", "1 when Kiln's node check passed (OK or WARN), 0 when it failed.",
        "node check", HEALTH),
+    _m("kiln_health_drain_held", "1 when a failing check did not drain the node: the repair "
+       "breaker's cap was reached.", "node", HEALTH),
     _m("kiln_health_last_run_timestamp_seconds", "When Kiln's node check last ran.",
        "node", HEALTH),
     # kiln-prolog (Slurm's Prolog and Epilog), each compute node
@@ -114,6 +117,19 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in (
     _m("kiln_slurm_node_drain_info", "1 for each node a Kiln program drained, with its "
        "reason and the program (`by`).", "node by reason", SLURM),
     _m("kiln_slurm_jobs", "Jobs in Slurm's queue, by state.", "state", SLURM),
+    # kiln-repair, the first controller: from its history and the breaker's file
+    _m("kiln_repair_actions_total", "The repair loop's actions, by failure class, step and "
+       "outcome.", "failure step outcome", REPAIR),
+    _m("kiln_repair_breaker_open", "1 while the repair breaker is open (`kiln repair "
+       "reset` closes it).", "", REPAIR),
+    _m("kiln_repair_rma", "1 for each node the repair loop sent to RMA.", "node failure",
+       REPAIR),
+    _m("kiln_repair_alert", "1 for each node whose last repair action was an alert.",
+       "node failure", REPAIR),
+    _m("kiln_repair_time_to_repair_seconds", "A node's last automatic repair: its first "
+       "action to its return to service.", "node", REPAIR),
+    _m("kiln_repair_last_run_timestamp_seconds", "When the repair program last ran.", "",
+       REPAIR),
     # the last kiln validate / burn-in, the first controller
     _m("kiln_result_verdict", "1 for each node of the campaign's last run, its verdict in "
        "`verdict`.", "campaign node verdict", RESULTS),

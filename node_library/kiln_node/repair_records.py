@@ -58,19 +58,26 @@ def read_history(path: str) -> list[Entry]:
     """Every entry, oldest first; none when the file does not exist yet."""
     try:
         with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
+            text = handle.read()
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise RecordError(f"repair history {path}: {exc.strerror}") from exc
+    return parse_history(text, path)
+
+
+def parse_history(text: str, where: str) -> list[Entry]:
+    """The history file's text (`kiln repair history` reads it as the controller sent
+    it); `where` names it in errors."""
     entries = []
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             entries.append(_entry(line))
         except (ValueError, KeyError, TypeError) as exc:
-            raise RecordError(f"repair history {path} line {number}: not a record ({exc})") from exc
+            why = f"repair history {where} line {number}: not a record ({exc})"
+            raise RecordError(why) from exc
     return entries
 
 
@@ -104,14 +111,20 @@ def read_breaker(path: str) -> Breaker:
     why (fail closed: the automation stops and alerts until an operator resets it)."""
     try:
         with open(path, encoding="utf-8") as handle:
-            record = json.load(handle)
-        return Breaker(True, float(record["since"]), str(record["reason"]))
+            return parse_breaker(handle.read(), path)
     except FileNotFoundError:
         return Breaker(False)
     except OSError as exc:
         return Breaker(True, None, f"breaker file {path} unreadable: {exc.strerror}")
+
+
+def parse_breaker(text: str, where: str) -> Breaker:
+    """The breaker file's text: open since when and why; one not the breaker's is open."""
+    try:
+        record = json.loads(text)
+        return Breaker(True, float(record["since"]), str(record["reason"]))
     except (ValueError, KeyError, TypeError) as exc:
-        return Breaker(True, None, f"breaker file {path} unreadable: {exc}")
+        return Breaker(True, None, f"breaker file {where} unreadable: {exc}")
 
 
 def open_breaker(path: str, now: float, reason: str) -> Breaker:

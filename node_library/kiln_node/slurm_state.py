@@ -41,6 +41,7 @@ _FLAG_SEPARATORS = r"[+*~#!%$@^-]"
 _NAME = re.compile(r"\bNodeName=(\S+)")
 _STATE = re.compile(r"\bState=(\S+)")
 _REASON = re.compile(r"\bReason=(.*?)(?= \w+=|$)", re.M)  # oneliner or not
+_PARTITIONS = re.compile(r"\bPartitions=(\S+)")
 _REASON_STAMP = re.compile(r"\s*\[[^\]]*@[^\]]*\]$")  # Slurm's "[user@time]" suffix
 
 
@@ -103,3 +104,15 @@ def parse(text: str) -> dict[str, NodeState]:
     """`scontrol --oneliner show node [NODES]`: any number of nodes, one line each."""
     found = (parse_line(line) for line in text.splitlines() if line.startswith("NodeName="))
     return {node.name: node for node in found if node.name}
+
+
+def partitions(text: str) -> dict[str, list[str]]:
+    """{partition: [nodes]} from `scontrol --oneliner show node` (the repair breaker
+    counts per partition)."""
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        name = parse_line(line).name if line.startswith("NodeName=") else ""
+        listed = _PARTITIONS.search(line)
+        for part in listed.group(1).split(",") if name and listed else ():
+            found.setdefault(part, []).append(name)
+    return found

@@ -33,6 +33,7 @@ IMPORTERS = {
     "monitoring": ["kiln-metrics"],
     "nccl_env": ["kiln-nccl-probe"],
     "nvidia_driver": ["kiln-gpu-detect"],
+    "repair": ["kiln-evidence", "kiln-repair"],
     "validate": [
         "kiln-validate-probe",
         "kiln-probe-launcher",

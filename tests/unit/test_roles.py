@@ -122,6 +122,7 @@ def test_each_roles_module_and_checks():
                 "slurm_prolog_extra",
             ],
         ),
+        "repair": ("kiln.roles.repair", "kiln.roles.repair", []),
         "mpi": ("kiln.roles.mpi", None, ["mpi_module_path"]),
         "hpcx": ("kiln.roles.hpcx", "kiln.roles.hpcx", []),
         "nccl_env": ("kiln.roles.nccl_env", None, ["nccl_env_overrides"]),
@@ -173,7 +174,7 @@ def test_every_role_with_checked_values_checks_them_first():
     with it, in every entry point its plays apply; the check reads the variables
     kiln_checked_variables names."""
     by_name = {"name": "kiln.cluster.base", "tasks_from": "values"}
-    entries = {"health": ["main.yml", "active.yml"]}
+    entries = {"health": ["main.yml", "active.yml"], "repair": ["main.yml", "controller.yml"]}
     missing = []
     for name in roles.ROLES:
         if not checks.role_variables(name):
@@ -239,6 +240,7 @@ def test_each_roles_logic_is_the_module_named_after_it():
         "glusterfs_server",
         "munge",
         "node_library",
+        "repair",  # its settings are checked through the registry; no template needs it
     ]
 
 

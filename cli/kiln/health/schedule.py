@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiln.campaigns.health_active import RunRecord, import_runs, read_records
-from kiln.errors import ExitCode, KilnError
 from kiln.inventory.spec import ClusterSpec
 from kiln.run.display import Displays
 
@@ -68,22 +67,12 @@ def _unset(value: str) -> str:
 
 def read(spec: ClusterSpec, display: Displays) -> Schedule:
     """The first controller's timer and run records; new runs go into the history."""
-    from kiln.run.gather import gather
+    from kiln.run.gather import from_controller
 
-    controllers = spec.group("slurm_controller")
-    if not controllers:
-        raise KilnError(
-            f"{spec.path}: no host in slurm_controller, where the active check's timer runs"
-        )
-    controller = controllers[0]
-    gathered = gather(PLAYBOOK, spec, [controller], display, "health_dir")
-    if controller not in gathered.texts:
-        raise KilnError(
-            f"{controller}: the active check's timer could not be read: "
-            f"{gathered.errors[controller]} (kiln runs show {gathered.summary.run})",
-            ExitCode.HOSTS_FAILED,
-        )
-    data = gathered.json(controller)
+    controller, data = from_controller(
+        PLAYBOOK, spec, display, "health_dir", "the active check's timer runs",
+        "the active check's timer",
+    )  # fmt: skip
     runs, unreadable = read_records(data["records"])
     schedule = Schedule(controller, parse_timer(data["timer"]), runs, unreadable)
     schedule.imported = import_runs(runs, str(spec.path))

@@ -99,6 +99,7 @@ ROLES: dict[str, Role] = {
         Role("health", ("slurm_compute", "slurm_controller")),
         Role("munge", ("slurm_controller", "slurm_compute", "slurm_login")),
         Role("slurm", ("slurm_controller", "slurm_compute", "slurm_login")),
+        Role("repair", ("slurm_compute", "slurm_controller")),
         Role("mpi", ("slurm_compute", "slurm_login")),
         Role("hpcx", ("slurm_compute", "slurm_login")),
         Role("nccl_env", ("slurm_compute",)),

@@ -88,7 +88,15 @@ def node_config(gpu_fact: dict[str, Any], settings: dict[str, Any]) -> dict[str,
         # connected where the nvidia_driver role set IMEX up.
         "nvlink_domain": bool(gpu_fact.get("nvlink_domain")),
         "imex": bool(gpu_fact.get("imex")),
-    }
+    } | _breaker(settings.get("max_unavailable"))
+
+
+def _breaker(cap: Any) -> dict[str, Any]:
+    """The repair breaker's cap where the repair loop is on (repair_max_unavailable):
+    a number of nodes, or "N%" of the node's partition; none: kiln-health drains freely."""
+    if cap in (None, ""):
+        return {}
+    return {"max_unavailable": int(cap) if str(cap).isdigit() else str(cap)}
 
 
 def _int(value: Any) -> int:

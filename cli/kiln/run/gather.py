@@ -65,3 +65,28 @@ def gather(
             else:
                 gathered.errors[name] = failures.get(name, "not read")
     return gathered
+
+
+def from_controller(
+    playbook: str,
+    spec: ClusterSpec,
+    display: Displays,
+    directory_variable: str,
+    runs_there: str,
+    read: str,
+    extravars: dict[str, Any] | None = None,
+) -> tuple[str, Any]:
+    """(the first controller, the JSON it brought back) of a playbook that reads what
+    RUNS_THERE keeps there; one line naming READ and the run when it brought nothing."""
+    controllers = spec.group("slurm_controller")
+    if not controllers:
+        raise KilnError(f"{spec.path}: no host in slurm_controller, where {runs_there}")
+    controller = controllers[0]
+    gathered = gather(playbook, spec, [controller], display, directory_variable, extravars)
+    if controller not in gathered.texts:
+        raise KilnError(
+            f"{controller}: {read} could not be read: "
+            f"{gathered.errors[controller]} (kiln runs show {gathered.summary.run})",
+            ExitCode.HOSTS_FAILED,
+        )
+    return controller, gathered.json(controller)

@@ -1,0 +1,301 @@
+"""kiln-repair, the repair program the repair role installs on the controller, and
+kiln-health's use of the breaker: what each runs in Slurm for a node, what it records,
+what it refuses. Slurm's side is the lab's real `scontrol --oneliner show node` lines
+(Slurm 24.11, tests/fixtures/slurm) printed by scontrol and srun TEST DOUBLES on PATH
+that log their arguments; the loop under real Slurm is tested in tests/e2e (lab)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kiln_node import repair_records, slurm_state
+from kiln_node.health_checks import Deadline, Result
+from tests.node_scripts import health
+from tests.node_scripts import repair as program
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+LINE = (FIXTURES / "slurm" / "show-node-oneliner-24.11.txt").read_text().splitlines()[1]
+MOUNT = "kiln-health: mounts: shared /shared: autofs could not mount kiln-storage:/shared"
+DISK = "kiln-health: free_space: /var/spool/slurmd 12 MiB free, 1024 needed"
+OPERATOR = "RMA 4711: replace the fan"
+RESERVE = "Users=root Flags=MAINT,IGNORE_JOBS StartTime=now Duration=20"
+
+
+def node(name: str, state: str = "IDLE", reason: str = "") -> str:
+    line = LINE.replace("kiln-compute02", name)
+    line = re.sub(r"\bState=\S+", f"State={state}", line)
+    stamp = f"Reason={reason} [root@2026-11-26T17:20:00]" if reason else ""
+    return re.sub(r"\s*Reason=.*?(?= \w+=|$)", f" {stamp}" if stamp else "", line)
+
+
+def health_json(name: str, *results: tuple[str, str, str]) -> str:
+    return json.dumps(
+        {"node": name, "action": "",
+         "results": [{"check": c, "status": s, "reason": r} for c, s, r in results]}
+    )  # fmt: skip
+
+
+PASS = (("mounts", "OK", "1 mount answers"), ("munge", "OK", "munge answers"))
+
+
+def lab(tmp_path, monkeypatch, nodes: list[str], health_out: str = "", step_rc: int = 0,
+        **settings):  # fmt: skip
+    """The config, and scontrol, srun and systemd-run TEST DOUBLES: `show node` prints
+    NODES, srun prints HEALTH_OUT for kiln-health and exits STEP_RC for a ladder step."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "nodes.txt").write_text("\n".join(nodes) + "\n")
+    (tmp_path / "health.txt").write_text(health_out + "\n")
+    log = f'echo "$(basename $0) $*" >> {tmp_path}/calls\n'
+    (bin_dir / "scontrol").write_text(
+        f'#!/bin/sh\n{log}case "$*" in\n'
+        f'  *"show node"*) cat {tmp_path}/nodes.txt;;\n'
+        '  "show hostnames "*) echo "$3" | tr , "\\n";;\n'
+        '  --version) echo "slurm 24.11.5";;\n'
+        "esac\n"
+    )
+    (bin_dir / "srun").write_text(
+        f'#!/bin/sh\n{log}case "$*" in *kiln-health*) cat {tmp_path}/health.txt;; '
+        f"*) exit {step_rc};; esac\n"
+    )
+    (bin_dir / "systemd-run").write_text(f"#!/bin/sh\n{log}")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    (tmp_path / "state" / "queue").mkdir(parents=True)
+    config = {
+        "settings": {"repair_retry_after_s": 30, **settings},
+        "state_dir": str(tmp_path / "state"),
+        "health_program": "/usr/local/sbin/kiln-health",
+        "metrics_dir": str(tmp_path / "metrics"),
+    }
+    (tmp_path / "repair.json").write_text(json.dumps(config))
+    return ["--config", str(tmp_path / "repair.json")]
+
+
+def calls(tmp_path) -> list[str]:
+    return (tmp_path / "calls").read_text().splitlines()
+
+
+def history(tmp_path) -> list[tuple[str, str, str, str]]:
+    entries = repair_records.read_history(str(tmp_path / "state" / "history.jsonl"))
+    return [(e.node, e.cls, e.step, e.outcome) for e in entries]
+
+
+SHOW = "scontrol --oneliner show node"
+SRUN = (
+    "srun --nodes=1 --nodelist=c1 --ntasks-per-node=1 --reservation=kiln-repair-c1 "
+    "--time=20 --immediate=60 --quiet --job-name=kiln-repair"
+)
+
+
+def test_a_mount_failure_is_repaired_rechecked_and_returned(tmp_path, monkeypatch, capsys):
+    args = lab(tmp_path, monkeypatch, [node("c1", "IDLE+DRAIN", MOUNT), node("c2")],
+               health_json("c1", *PASS))  # fmt: skip
+    assert program.main([*args, "c1"]) == 0
+    assert calls(tmp_path) == [
+        SHOW,
+        SHOW,
+        "scontrol delete ReservationName=kiln-repair-c1",
+        f"scontrol create ReservationName=kiln-repair-c1 Nodes=c1 {RESERVE}",
+        "scontrol update NodeName=c1 State=RESUME",
+        f"{SRUN} systemctl restart autofs",
+        f"{SRUN} /usr/local/sbin/kiln-health --active --json",
+        "scontrol delete ReservationName=kiln-repair-c1",
+    ]
+    assert history(tmp_path) == [
+        ("c1", "mount", "restart-autofs", "done"),
+        ("c1", "mount", "recheck", "passed"),
+        ("c1", "mount", "return", "done"),
+    ]
+    assert capsys.readouterr().out == "c1: repair: c1: mount, first step\n"
+    prom = (tmp_path / "metrics" / "kiln_repair.prom").read_text()
+    assert 'kiln_repair_actions_total{failure="mount",step="return",outcome="done"} 1' in prom
+    assert "kiln_repair_breaker_open 0" in prom
+    assert 'kiln_repair_time_to_repair_seconds{node="c1"} ' in prom
+
+
+def test_a_failed_recheck_drains_again_with_what_failed_now(tmp_path, monkeypatch):
+    failing = health_json("c1", ("mounts", "FAIL", "shared /shared: does not answer"))
+    args = lab(tmp_path, monkeypatch, [node("c1", "IDLE+DRAIN", MOUNT)], failing)
+    assert program.main([*args, "c1"]) == 1
+    assert calls(tmp_path)[-2:] == [
+        "scontrol update NodeName=c1 State=DRAIN "
+        "Reason=kiln-health: mounts: shared /shared: does not answer",
+        "scontrol delete ReservationName=kiln-repair-c1",
+    ]
+    assert history(tmp_path)[-1] == ("c1", "mount", "recheck", "failed")
+
+
+def test_a_failed_step_drains_back_and_is_recorded(tmp_path, monkeypatch):
+    args = lab(tmp_path, monkeypatch, [node("c1", "IDLE+DRAIN", MOUNT)], step_rc=1)
+    assert program.main([*args, "c1"]) == 1
+    assert calls(tmp_path)[-2:] == [
+        f"scontrol update NodeName=c1 State=DRAIN Reason={MOUNT}",
+        "scontrol delete ReservationName=kiln-repair-c1",
+    ]
+    assert history(tmp_path) == [("c1", "mount", "restart-autofs", "failed")]
+
+
+def test_an_operators_drain_and_an_idle_node_are_never_touched(tmp_path, monkeypatch, capsys):
+    args = lab(tmp_path, monkeypatch, [node("c1", "IDLE+DRAIN", OPERATOR), node("c2")])
+    assert program.main([*args, "c1", "c2"]) == 0
+    assert calls(tmp_path) == [SHOW, SHOW, SHOW]
+    assert not (tmp_path / "state" / "history.jsonl").exists()
+    assert capsys.readouterr().out == (
+        f"c1: none: c1: not Kiln's drain ({OPERATOR})\nc2: none: c2: not drained\n"
+    )
+
+
+def test_a_disk_fault_waits_for_its_next_round_then_goes_to_rma(tmp_path, monkeypatch):
+    failing = health_json("c1", ("free_space", "FAIL", "/var/spool/slurmd 12 MiB free"))
+    args = lab(tmp_path, monkeypatch, [node("c1", "IDLE+DRAIN", DISK)], failing,
+               repair_rma_after=2, repair_rma_window_s=10**9)  # fmt: skip
+    assert program.main([*args, "c1"]) == 1
+    assert history(tmp_path) == [("c1", "disk-full", "recheck", "failed")]
+    # Drained again by the failed re-check; the next round is due in 30 s: a timer.
+    assert program.main([*args, "c1"]) == 0
+    itself = re.escape(str(Path(program.sys.argv[0]).resolve()))
+    timer = re.fullmatch(
+        r"systemd-run --collect --unit=kiln-repair-retry-c1 --on-active=(\d+) "
+        rf"--timer-property=AccuracySec=1s {itself} c1",
+        calls(tmp_path)[-1],
+    )
+    assert timer and 28 <= int(timer[1]) <= 31, calls(tmp_path)[-1]
+    history_file = tmp_path / "state" / "history.jsonl"
+    aged = history_file.read_text().replace(
+        json.loads(history_file.read_text())["time"], "2026-01-01T00:00:00+00:00"
+    )
+    history_file.write_text(aged)
+    assert program.main([*args, "c1"]) == 1
+    assert program.main([*args, "c1"]) == 0
+    rma = "kiln-rma: disk-full: 2 failed repairs; no evidence bundle"
+    assert calls(tmp_path)[-1] == f"scontrol update NodeName=c1 State=DRAIN Reason={rma}"
+    assert history(tmp_path)[-1] == ("c1", "disk-full", "rma", "done")
+    assert (
+        'kiln_repair_rma{node="c1",failure="disk-full"} 1'
+        in (tmp_path / "metrics" / "kiln_repair.prom").read_text()
+    )
+
+
+def test_the_breaker_opens_past_the_cap_and_no_repair_starts(tmp_path, monkeypatch, capsys):
+    nodes = [node("c1", "IDLE+DRAIN", MOUNT), node("c2", "IDLE+DRAIN", MOUNT), node("c3")]
+    args = lab(tmp_path, monkeypatch, nodes, repair_max_unavailable=1)
+    assert program.main([*args, "c1"]) == 0
+    assert calls(tmp_path) == [SHOW, SHOW]
+    why = "2 of 3 nodes of partition batch out by Kiln's automation (repair_max_unavailable 1: 1)"
+    assert capsys.readouterr().out == (
+        f"c1: alert-only: breaker open: {why}; `kiln repair reset` closes it\n"
+    )
+    breaker = repair_records.read_breaker(str(tmp_path / "state" / "breaker.json"))
+    assert (breaker.open, breaker.reason) == (True, why)
+    assert history(tmp_path) == [("c1", "unknown", "alert", "alerted")]
+    assert "kiln_repair_breaker_open 1" in (tmp_path / "metrics" / "kiln_repair.prom").read_text()
+
+
+def test_strigger_queues_and_the_service_takes_the_queue(tmp_path, monkeypatch, capsys):
+    args = lab(tmp_path, monkeypatch, [node("c1", "IDLE+DRAIN", OPERATOR), node("c2")])
+    assert program.main([*args, "--queue", "c[1-2]"]) == 0
+    [queued] = (tmp_path / "state" / "queue").iterdir()
+    assert queued.read_text() == "c[1-2]\n"
+    assert not (tmp_path / "calls").exists()  # strigger's side asks Slurm nothing
+    monkeypatch.setattr(program, "hostnames", lambda expression: ["c1", "c2"])
+    assert program.main(args) == 0
+    assert list((tmp_path / "state" / "queue").iterdir()) == []
+    assert capsys.readouterr().out.splitlines() == [
+        f"c1: none: c1: not Kiln's drain ({OPERATOR})",
+        "c2: none: c2: not drained",
+    ]
+
+
+def test_slurm_22_05_reboots_without_nextstate():
+    assert program.reboot_argv("c1", MOUNT, (22, 5)) == ["scontrol", "reboot", "c1"]
+    assert program.reboot_argv("c1", MOUNT, (24, 11)) == [
+        "scontrol", "reboot", "ASAP", "nextstate=DRAIN", f"reason={MOUNT}", "c1"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ("{", "kiln-repair: cannot read {path}: Expecting property name enclosed in double "
+         "quotes: line 1 column 2 (char 1)"),
+        ('{"settings": {}, "state_dir": "/x", "health_program": "h", "colour": 1}',
+         "kiln-repair: {path}: unknown setting colour: known are dcgm_level, evidence_dir, "
+         "evidence_program, health_program, metrics_dir, minutes, settings, ssh, state_dir, "
+         "step_timeout_s, stress_program"),
+        ('{"settings": {}, "health_program": "h"}', "kiln-repair: {path}: state_dir is missing"),
+        ('{"settings": {"repair_max_unavailable": "0%"}, "state_dir": "/x", '
+         '"health_program": "h"}',
+         "kiln-repair: repair_max_unavailable: '0%' is out of range (a number of nodes, 1 or "
+         "more, or a percentage of the partition, 1% to 100%)"),
+    ],
+)  # fmt: skip
+def test_bad_settings_exit_2_with_one_line(tmp_path, capsys, config, error):
+    path = tmp_path / "repair.json"
+    path.write_text(config)
+    assert program.main(["--config", str(path), "c1"]) == 2
+    assert capsys.readouterr().err == error.format(path=path) + "\n"
+
+
+# --- kiln-health and the breaker ------------------------------------------------------------
+
+
+def fake_show(tmp_path, monkeypatch, lines: list[str]) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "nodes.txt").write_text("\n".join(lines) + "\n")
+    (bin_dir / "scontrol").write_text(
+        f'#!/bin/sh\necho "scontrol $*" >> {tmp_path}/calls\n'
+        f'case "$*" in *"show node c1") grep "^NodeName=c1 " {tmp_path}/nodes.txt;;\n'
+        f'  *"show node"*) cat {tmp_path}/nodes.txt;; esac\n'
+    )
+    (bin_dir / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return tmp_path / "calls"
+
+
+FAIL = [Result("mounts", "FAIL", "shared /shared: does not answer")]
+
+
+def test_kiln_health_does_not_drain_past_the_cap(tmp_path, monkeypatch):
+    log = fake_show(tmp_path, monkeypatch,
+                    [node("c1"), node("c2", "IDLE+DRAIN", MOUNT), node("c3")])  # fmt: skip
+    action = health.apply_to_slurm("c1", FAIL, Deadline(30, 10), {"max_unavailable": 1})
+    assert action == (
+        "not drained: breaker: 1 of 3 nodes already out by Kiln's automation "
+        "(repair_max_unavailable 1: 1); c1 not drained"
+    )
+    assert log.read_text().splitlines() == [f"{SHOW} c1", SHOW]
+    health.write_metrics(str(tmp_path), "c1", FAIL, action)
+    assert 'kiln_health_drain_held{node="c1"} 1' in (tmp_path / "kiln_health.prom").read_text()
+
+
+def test_kiln_health_drains_under_the_cap_and_ignores_others_drains(tmp_path, monkeypatch):
+    log = fake_show(tmp_path, monkeypatch,
+                    [node("c1"), node("c2", "IDLE+DRAIN", OPERATOR), node("c3")])  # fmt: skip
+    action = health.apply_to_slurm("c1", FAIL, Deadline(30, 10), {"max_unavailable": 1})
+    assert action == "drained c1: kiln-health: mounts: shared /shared: does not answer"
+    assert log.read_text().splitlines()[-1] == (
+        "scontrol update NodeName=c1 State=DRAIN "
+        "Reason=kiln-health: mounts: shared /shared: does not answer"
+    )
+
+
+def test_partitions_are_read_from_show_node():
+    lines = [node("c1"), node("c2").replace("Partitions=batch", "Partitions=batch,gpu")]
+    assert slurm_state.partitions("\n".join(lines)) == {"batch": ["c1", "c2"], "gpu": ["c2"]}
+
+
+def test_a_silent_slurmd_without_ssh_is_alerted_not_counted(tmp_path, monkeypatch):
+    silent = node("c1", "DOWN+NOT_RESPONDING", "Not responding")
+    args = lab(tmp_path, monkeypatch, [silent])
+    assert program.main([*args, "c1"]) == 0
+    assert calls(tmp_path) == [SHOW, SHOW]
+    entries = repair_records.read_history(str(tmp_path / "state" / "history.jsonl"))
+    assert [(e.cls, e.step, e.outcome, e.detail) for e in entries] == [
+        ("slurmd", "alert", "alerted",
+         "restart-slurmd: Slurm cannot reach c1 and repair_ssh is off"),
+    ]  # fmt: skip
