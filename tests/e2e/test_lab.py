@@ -966,31 +966,40 @@ def test_a_node_failing_its_prolog_is_drained_before_the_job_and_the_job_requeue
     on("compute02", f"mv {health_check} {health_check}.e2e && {stand_in}")
     on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
     job = ""
+    # An ordinary user's job: root's are Kiln's own steps, which the Prolog lets through.
     try:
-        job = on("controller", f"sbatch --parsable -N1 -w {node} --wrap hostname").strip()
-        line = on(
-            "controller",
-            f"for i in $(seq 60); do scontrol --oneliner show node {node} | grep -q DRAIN"
-            f" && break; sleep 1; done; scontrol --oneliner show node {node}",
-        )
-        assert "Reason=kiln-health: mounts: shared /shared: " in line, line
-        assert f"(prolog, job {job})" in line, line
-        # Requeued, not run: Slurm holds a job whose Prolog failed.
-        shown = on(
-            "controller",
-            f"for i in $(seq 30); do scontrol show job {job} | grep -q 'Restarts=[1-9]'"
-            f" && break; sleep 1; done; scontrol show job {job}",
-        )
-        assert re.search(r"JobState=PENDING\b", shown) and "Restarts=1" in shown, shown
-        assert 'kiln_health_job_check{node="e2e-compute02",phase="prolog",check="mounts"} 0' in on(
-            "compute02", "cat /var/lib/prometheus/node-exporter/kiln_health_prolog.prom"
-        )
+        with ordinary_user():
+            try:
+                job = as_user(
+                    f"sbatch --parsable -N1 -w {node} -o /dev/null --wrap hostname"
+                ).strip()
+                line = on(
+                    "controller",
+                    f"for i in $(seq 60); do scontrol --oneliner show node {node} | grep -q DRAIN"
+                    f" && break; sleep 1; done; scontrol --oneliner show node {node}",
+                )
+                assert "Reason=kiln-health: mounts: shared /shared: " in line, line
+                assert f"(prolog, job {job})" in line, line
+                # Requeued, not run: Slurm holds a job whose Prolog failed.
+                shown = on(
+                    "controller",
+                    f"for i in $(seq 30); do scontrol show job {job} | grep -q 'Restarts=[1-9]'"
+                    f" && break; sleep 1; done; scontrol show job {job}",
+                )
+                assert re.search(r"JobState=PENDING\b", shown) and "Restarts=1" in shown, shown
+                assert (
+                    'kiln_health_job_check{node="e2e-compute02",phase="prolog",check="mounts"} 0'
+                    in on(
+                        "compute02", "cat /var/lib/prometheus/node-exporter/kiln_health_prolog.prom"
+                    )
+                )
+            finally:
+                if job:
+                    on("controller", f"scancel {job}")
     finally:
-        if job:
-            on("controller", f"scancel {job}")
         on("compute02", f"systemctl start autofs; mv {health_check}.e2e {health_check}")
         on("controller", f"scontrol update nodename={node} state=resume || true")
-    # Back in service: a job on the node passes its Prolog and Epilog.
+    # Back in service.
     assert on("controller", f"srun -N1 -w {node} hostname").strip() == node
 
 
@@ -1478,6 +1487,12 @@ def _wait_for_alert(url: str, name: str, node: str, until: float) -> dict:
         time.sleep(2)
 
 
+# A series only where the event happened: the repair loop's alert-only decision (the lab
+# test's faults are repaired or sent to RMA; the breaker and an unreachable node are not
+# injected yet). Its rule is tested by promtool (tests/fixtures/monitoring/rules_test.yml).
+WRITTEN_ON_AN_EVENT_THE_LAB_LACKS = {"kiln_repair_alert"}
+
+
 def _every_query_runs_and_reads_metrics_the_lab_writes(url: str) -> None:
     from kiln.roles.monitoring import queries
 
@@ -1486,6 +1501,8 @@ def _every_query_runs_and_reads_metrics_the_lab_writes(url: str) -> None:
         expr = queries.for_nodes(query.expr)
         prometheus_api(url, "query", query=expr)  # PromQL Prometheus accepts
         for metric in sorted(queries.metric_names(expr)):
+            if metric in WRITTEN_ON_AN_EVENT_THE_LAB_LACKS:
+                continue
             if not prometheus_api(url, "query", query=f"count({metric})")["result"]:
                 missing.setdefault(metric, []).append(query.name)
     assert missing == {}, f"metrics no lab target has: {missing}"

@@ -155,9 +155,9 @@ def settings(tmp_path, **more) -> dict:
     }
 
 
-def program(tmp_path, config: dict, *args: str, job="77", gpus="0"):
+def program(tmp_path, config: dict, *args: str, job="77", gpus="0", uid="1000"):
     (tmp_path / "health.json").write_text(json.dumps(config))
-    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "SLURM_JOB_ID": job}
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "SLURM_JOB_ID": job, "SLURM_JOB_UID": uid}
     if gpus is not None:
         env["SLURM_JOB_GPUS"] = gpus
     done = subprocess.run(
@@ -177,6 +177,20 @@ def program(tmp_path, config: dict, *args: str, job="77", gpus="0"):
     )
     calls = tmp_path / "scontrol.calls"
     return done.returncode, done.stdout, calls.read_text() if calls.exists() else ""
+
+
+def test_roots_job_is_not_gated(tmp_path):
+    """Kiln's own steps (the repair loop's, the active check, validate) run as root on a
+    node that may be failing: its Prolog checks nothing, drains nothing, writes nothing."""
+    stand_ins(tmp_path, recorded("nvidia-smi-q.xml"), log())
+    config = settings(tmp_path, mounts=[{"name": "shared", "path": "/nonexistent-e2e"}])
+    assert program(tmp_path, config, uid="0") == (0, "OK prolog: root's job 77, not gated\n", "")
+    assert program(tmp_path, config, "--epilog", uid="0") == (
+        0,
+        "OK epilog: root's job 77, not gated\n",
+        "",
+    )
+    assert not (tmp_path / "metrics").exists()
 
 
 HEALTHY = [
