@@ -25,6 +25,14 @@ def _restart(unit: str) -> tuple[str, ...]:
     return ("systemctl", "restart", unit)
 
 
+# A slurmd that does not answer is as often munge's fault (it cannot sign or read a
+# message): both are restarted, munge first. A hung slurmd does not end on SIGTERM
+# (systemd waits TimeoutStopSec, 90 s): it is killed first; KillMode=process spares
+# the jobs' slurmstepd.
+_RESTART_SLURMD = (
+    "systemctl kill --signal=KILL --kill-whom=main slurmd 2>/dev/null;"
+    " systemctl restart munge slurmd"
+)
 GPU_RESET = "gpu-reset"
 REBOOT = "reboot"
 RECHECK = "recheck"  # not a repair: the post-repair checks in a reservation
@@ -33,7 +41,7 @@ STEPS = {
     for step in (
         Step("restart-autofs", "node", _restart("autofs"), evidence=False),
         Step("restart-munge", "node", _restart("munge"), evidence=False),
-        Step("restart-slurmd", "node", _restart("slurmd"), evidence=False),
+        Step("restart-slurmd", "node", ("sh", "-c", _RESTART_SLURMD), evidence=False),
         Step("restart-persistenced", "node", _restart("nvidia-persistenced"), evidence=False),
         Step("restart-fabricmanager", "node", _restart("nvidia-fabricmanager"), evidence=True),
         Step("restart-imex", "node", _restart("nvidia-imex"), evidence=False),
@@ -88,6 +96,7 @@ class Failure:
 CHECK_CLASSES = {
     "mounts": "mount",
     "munge": "munge",
+    "slurmd": "slurmd",  # kiln-repair's own drain of a node Slurm set DOWN (REPAIR_PREFIX)
     "slurmd_version": "slurm-version",
     "free_space": "disk-full",
     "ib_ports": "network",

@@ -30,6 +30,10 @@ RMA = "rma"
 ALERT = "alert-only"
 RUNNING = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})  # a job still on the node
 ENDS = (RETURN, RMA)  # history steps that close a node's episode
+# A node DOWN after a reboot or a restart of its daemons: how long the loop waits for it
+# to answer Slurm before it counts the step as failed (Slurm's ResumeTimeout takes a
+# reboot that never ends).
+COME_BACK_S = 600
 
 
 class SettingsError(ValueError):
@@ -199,16 +203,25 @@ def decide(
     if last and last.step == RECHECK and last.outcome == "passed":
         return Decision(RETURN, f"{node}: passed its re-check", failure.cls)
     if breaker.open:
-        return Decision(ALERT, f"breaker open: {breaker.reason}; `kiln repair reset` closes it")
+        why = f"breaker open: {breaker.reason}; `kiln repair reset` closes it"
+        return Decision(ALERT, why, failure.cls)
     if state.flags & slurm_state.REBOOTING:
         return Decision(NONE, f"{node}: reboot under way", failure.cls)
     if state.flags & RUNNING:
         return Decision(NONE, f"{node}: a job still runs there; the ladder waits", failure.cls)
-    if state.flags & slurm_state.UNAVAILABLE and failure.cls != "slurmd":
-        if last and last.step == repair_classes.REBOOT and last.outcome == "started":
+    if state.flags & slurm_state.UNAVAILABLE:
+        # After a reboot, or the daemons restarted over ssh, Slurm has the node back when
+        # it answers (drained, for the re-check); one that does not is the next step's.
+        stepped = last is not None and last.step != RECHECK and last.outcome in ("done", "started")
+        if stepped and now - last.time < COME_BACK_S:
             return Decision(NONE, f"{node}: waiting for it to come back", failure.cls)
-        # No step reaches a node Slurm cannot: a power cycle through its BMC is next.
-        return Decision(ALERT, f"{node}: does not answer Slurm ({state.state})", failure.cls)
+        if stepped:
+            why = f"{node}: not back {COME_BACK_S}s after {last.step}"
+            return _after(failure, last.step, why) or Decision(ALERT, why, failure.cls)
+        if failure.cls != "slurmd":
+            # No step reaches a node Slurm cannot: a power cycle through its BMC is next.
+            why = f"{node}: does not answer Slurm ({state.state})"
+            return Decision(ALERT, why, failure.cls)
     failed = [e for e in mine if e.outcome == "failed" and e.time >= now - settings.rma_window_s]
     if len(failed) >= settings.rma_after:
         evidence = next((e.evidence for e in reversed(mine) if e.evidence), "")

@@ -16,6 +16,7 @@ PROGRAMS = {
     slurm_state.ROLLOUT_PREFIX: "rollout",
     slurm_state.HEALTH_PREFIX: "health",
     slurm_state.ACTIVE_PREFIX: "health-active",
+    slurm_state.REPAIR_PREFIX: "repair",
     slurm_state.VALIDATE_PREFIX: "validate",
 }
 

@@ -15,7 +15,11 @@ VALIDATE_PREFIX = "kiln:"  # kiln validate and kiln burn-in
 ROLLOUT_PREFIX = "kiln: rollout"  # kiln rollout: a Kiln drain validate may test and lift
 HEALTH_PREFIX = "kiln-health:"  # the passive check Slurm runs (HealthCheckProgram)
 ACTIVE_PREFIX = "kiln-active:"  # the controller's scheduled active check
-HEALTH_PREFIXES = (HEALTH_PREFIX, ACTIVE_PREFIX)
+# The repair loop, for a node Slurm set DOWN as not responding: drained before its
+# daemons are restarted, so it comes back drained for the re-check (kiln-health, which
+# resumes only its own prefix, leaves it to the loop).
+REPAIR_PREFIX = "kiln-repair:"
+HEALTH_PREFIXES = (HEALTH_PREFIX, ACTIVE_PREFIX, REPAIR_PREFIX)
 # The repair loop's end (kiln_node.repair_decision): a person replaces a part; nothing of
 # Kiln resumes it.
 RMA_PREFIX = "kiln-rma:"

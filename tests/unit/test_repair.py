@@ -353,6 +353,7 @@ def test_an_open_breaker_stops_repairs_but_lets_a_passed_node_return():
     assert decide(node("n1"), breaker=opened) == Decision(
         "alert-only",
         "breaker open: breaker: 2 of 20 nodes already out; `kiln repair reset` closes it",
+        "mount",
     )
     passed = [Entry("n1", NOW - 10, "mount", "recheck", "passed")]
     assert decide(node("n1"), passed, breaker=opened).action == "return"
@@ -362,3 +363,18 @@ def test_slurms_own_not_responding_is_the_slurmd_class():
     line = node("n1", "DOWN+NOT_RESPONDING", "Not responding")
     assert decide(line) == Decision("repair", "n1: slurmd, first step", "slurmd", "restart-slurmd")
     assert decide(node("n1", "DOWN+NOT_RESPONDING", "the operator's")).action == "none"
+
+
+def test_a_silent_node_restarted_is_waited_for_then_rechecked_or_alerted_past_the_window():
+    drained = "kiln-repair: slurmd: Not responding"
+    restarted = [Entry("n1", NOW - 30, "slurmd", "restart-slurmd", "done")]
+    still_down = node("n1", "DOWN+DRAIN+NOT_RESPONDING", drained)
+    assert decide(still_down, restarted) == Decision(
+        "none", "n1: waiting for it to come back", "slurmd"
+    )
+    assert decide(node("n1", "IDLE+DRAIN", drained), restarted) == Decision(
+        "hold-for-recheck", "n1: restart-slurmd done: re-check", "slurmd"
+    )
+    assert decide(still_down, restarted, now=NOW + repair_decision.COME_BACK_S) == Decision(
+        "alert-only", "n1: not back 600s after restart-slurmd", "slurmd"
+    )

@@ -14,6 +14,7 @@ from kiln_node import repair_records, slurm_state
 from kiln_node.health_checks import Deadline, Result
 from tests.node_scripts import health
 from tests.node_scripts import repair as program
+from tests.node_scripts import repair_step
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LINE = (FIXTURES / "slurm" / "show-node-oneliner-24.11.txt").read_text().splitlines()[1]
@@ -191,7 +192,7 @@ def test_the_breaker_opens_past_the_cap_and_no_repair_starts(tmp_path, monkeypat
     )
     breaker = repair_records.read_breaker(str(tmp_path / "state" / "breaker.json"))
     assert (breaker.open, breaker.reason) == (True, why)
-    assert history(tmp_path) == [("c1", "unknown", "alert", "alerted")]
+    assert history(tmp_path) == [("c1", "mount", "alert", "alerted")]
     assert "kiln_repair_breaker_open 1" in (tmp_path / "metrics" / "kiln_repair.prom").read_text()
 
 
@@ -224,8 +225,8 @@ def test_slurm_22_05_reboots_without_nextstate():
          "quotes: line 1 column 2 (char 1)"),
         ('{"settings": {}, "state_dir": "/x", "health_program": "h", "colour": 1}',
          "kiln-repair: {path}: unknown setting colour: known are dcgm_level, evidence_dir, "
-         "evidence_program, health_program, metrics_dir, minutes, settings, ssh, state_dir, "
-         "step_timeout_s, stress_program"),
+         "evidence_program, health_program, metrics_dir, minutes, mount_check, settings, ssh, "
+         "ssh_key, ssh_known_hosts, state_dir, step_timeout_s, stress_program"),
         ('{"settings": {}, "health_program": "h"}', "kiln-repair: {path}: state_dir is missing"),
         ('{"settings": {"repair_max_unavailable": "0%"}, "state_dir": "/x", '
          '"health_program": "h"}',
@@ -299,3 +300,140 @@ def test_a_silent_slurmd_without_ssh_is_alerted_not_counted(tmp_path, monkeypatc
         ("slurmd", "alert", "alerted",
          "restart-slurmd: Slurm cannot reach c1 and repair_ssh is off"),
     ]  # fmt: skip
+
+
+# --- a node Slurm cannot reach: ssh with the repair key --------------------------------------
+
+SSH = (
+    "ssh -i /etc/kiln/repair_ssh_key -o IdentitiesOnly=yes -o BatchMode=yes "
+    "-o UserKnownHostsFile=/etc/kiln/repair_known_hosts -o StrictHostKeyChecking=yes "
+    "-o ConnectTimeout=10 root@c1 --"
+)
+SILENT_DRAIN = "kiln-repair: slurmd: Not responding"
+
+
+def with_ssh(tmp_path, args: list[str], rc: int = 0) -> list[str]:
+    config = json.loads((tmp_path / "repair.json").read_text())
+    (tmp_path / "repair.json").write_text(json.dumps(config | {"ssh": True}))
+    ssh = tmp_path / "bin" / "ssh"
+    ssh.write_text(f'#!/bin/sh\necho "ssh $*" >> {tmp_path}/calls\nexit {rc}\n')
+    ssh.chmod(0o755)
+    return args
+
+
+def test_a_silent_node_is_drained_then_its_daemons_restarted_over_ssh(tmp_path, monkeypatch):
+    args = with_ssh(tmp_path, lab(tmp_path, monkeypatch,
+                                  [node("c1", "DOWN+NOT_RESPONDING", "Not responding")]))  # fmt: skip
+    assert program.main([*args, "c1"]) == 0
+    assert calls(tmp_path)[2:4] == [
+        f"scontrol update NodeName=c1 State=DRAIN Reason={SILENT_DRAIN}",
+        f"{SSH} sh -c 'systemctl kill --signal=KILL --kill-whom=main slurmd 2>/dev/null;"
+        " systemctl restart munge slurmd'",
+    ]
+    assert history(tmp_path) == [("c1", "slurmd", "restart-slurmd", "done")]
+    assert re.search(r"--unit=kiln-repair-retry-c1 --on-active=10 ", calls(tmp_path)[-1])
+
+
+def test_a_node_restarted_over_ssh_is_waited_for_then_rechecked(tmp_path, monkeypatch, capsys):
+    nodes = tmp_path / "nodes.txt"
+    args = with_ssh(tmp_path, lab(tmp_path, monkeypatch,
+                                  [node("c1", "DOWN+NOT_RESPONDING", "Not responding")],
+                                  health_json("c1", *PASS)))  # fmt: skip
+    assert program.main([*args, "c1"]) == 0
+    # Slurm has not heard from it yet: the loop waits, drained by it.
+    nodes.write_text(node("c1", "DOWN+DRAIN+NOT_RESPONDING", SILENT_DRAIN) + "\n")
+    assert program.main([*args, "c1"]) == 0
+    # slurmd answers: Slurm's ReturnToService leaves it drained, for the re-check.
+    nodes.write_text(node("c1", "IDLE+DRAIN", SILENT_DRAIN) + "\n")
+    assert program.main([*args, "c1"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "c1: repair: c1: slurmd, first step",
+        "c1: none: c1: waiting for it to come back",
+        "c1: hold-for-recheck: c1: restart-slurmd done: re-check",
+    ]
+    assert history(tmp_path) == [
+        ("c1", "slurmd", "restart-slurmd", "done"),
+        ("c1", "slurmd", "recheck", "passed"),
+        ("c1", "slurmd", "return", "done"),
+    ]
+
+
+def test_a_failed_ssh_is_a_failed_step(tmp_path, monkeypatch):
+    args = with_ssh(tmp_path, lab(tmp_path, monkeypatch,
+                                  [node("c1", "DOWN+NOT_RESPONDING", "Not responding")]), rc=255)  # fmt: skip
+    assert program.main([*args, "c1"]) == 1
+    assert history(tmp_path) == [("c1", "slurmd", "restart-slurmd", "failed")]
+
+
+def test_storage_failing_on_the_controller_too_opens_the_breaker(tmp_path, monkeypatch, capsys):
+    args = lab(tmp_path, monkeypatch, [node("c1", "IDLE+DRAIN", MOUNT), node("c2"), node("c3")])
+    check = tmp_path / "bin" / "kiln-mount-check"
+    check.write_text(
+        "#!/bin/sh\necho 'FAIL shared /shared: no answer within 10s (hung)'\n"
+        "echo 'OK scratch /scratch: answers'\nexit 1\n"
+    )
+    check.chmod(0o755)
+    config = json.loads((tmp_path / "repair.json").read_text())
+    (tmp_path / "repair.json").write_text(json.dumps(config | {"mount_check": str(check)}))
+    assert program.main([*args, "c1"]) == 0
+    why = "shared storage: shared /shared fails on the controller too, not a node fault"
+    assert capsys.readouterr().out == (
+        f"c1: alert-only: breaker open: {why}; `kiln repair reset` closes it\n"
+    )
+    breaker = repair_records.read_breaker(str(tmp_path / "state" / "breaker.json"))
+    assert (breaker.open, breaker.reason) == (True, why)
+    assert history(tmp_path) == [("c1", "mount", "alert", "alerted")]
+    assert not any("srun" in c or "RESUME" in c for c in calls(tmp_path))
+
+
+def test_a_mount_the_controller_reads_is_the_nodes_fault(tmp_path, monkeypatch):
+    check = tmp_path / "kiln-mount-check"
+    check.write_text("#!/bin/sh\necho 'OK shared /shared: answers'\n")
+    check.chmod(0o755)
+    assert program.shared_storage_down(MOUNT, {"mount_check": str(check)}) == ""
+    assert program.shared_storage_down(MOUNT, {"mount_check": str(tmp_path / "none")}) == ""
+
+
+def test_requeue_queues_every_node_kiln_has_out(tmp_path, monkeypatch, capsys):
+    nodes = [node("c1", "IDLE+DRAIN", MOUNT), node("c2", "IDLE+DRAIN", OPERATOR),
+             node("c3", "DOWN+NOT_RESPONDING", "Not responding"), node("c4"),
+             node("c5", "IDLE+DRAIN", "kiln-rma: disk-full: 2 failed repairs")]  # fmt: skip
+    args = lab(tmp_path, monkeypatch, nodes)
+    assert program.main([*args, "--requeue"]) == 0
+    assert capsys.readouterr().out == "queued: c1 c3\n"
+    [queued] = (tmp_path / "state" / "queue").iterdir()
+    assert queued.read_text() == "c1,c3\n"
+
+
+# --- kiln-repair-step: the repair key's forced command on the node ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("asked", "allowed"),
+    [
+        ("sh -c 'systemctl kill --signal=KILL --kill-whom=main slurmd 2>/dev/null;"
+         " systemctl restart munge slurmd'", True),
+        ("sh -c 'systemctl restart munge slurmd'", False),
+        ("systemctl restart autofs", True),
+        ("nvidia-smi --gpu-reset", True),
+        ("/usr/local/sbin/kiln-evidence --out /var/lib/kiln/evidence --dcgm-level 2", True),
+        ("/usr/local/sbin/kiln-evidence --out /var/lib/../../etc --dcgm-level 2", False),
+        ("/usr/local/sbin/kiln-evidence --out /x --dcgm-level 2 --records /root", False),
+        ("systemctl restart sshd", False),
+        ("systemctl restart autofs; rm -rf /", False),
+        ("bash", False),
+    ],
+)
+def test_the_repair_key_runs_only_the_ladders_steps(asked, allowed):
+    import shlex
+
+    assert repair_step.allowed(shlex.split(asked)) is allowed
+
+
+def test_a_refused_command_exits_126_with_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("SSH_ORIGINAL_COMMAND", "cat /etc/munge/munge.key")
+    assert repair_step.main() == 126
+    assert capsys.readouterr().err == "kiln-repair-step: refused: cat /etc/munge/munge.key\n"
+    monkeypatch.delenv("SSH_ORIGINAL_COMMAND")
+    assert repair_step.main() == 126
+    assert capsys.readouterr().err == "kiln-repair-step: refused: no command\n"

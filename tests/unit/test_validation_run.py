@@ -1172,8 +1172,8 @@ def test_the_health_checks_drain_prefixes_are_the_node_programs_own():
     assert (
         passive.REASON_PREFIX.strip(),
         active.REASON_PREFIX.strip(),
-    ) == slurm_state.HEALTH_PREFIXES
-    assert slurm_state.HEALTH_PREFIXES == ("kiln-health:", "kiln-active:")
+    ) == slurm_state.HEALTH_PREFIXES[:2]
+    assert slurm_state.HEALTH_PREFIXES == ("kiln-health:", "kiln-active:", "kiln-repair:")
     active_drain = NodeState("n", "IDLE+DRAIN", "kiln-active: dcgm_diag: level 2 pcie GPU 0")
     assert (active_drain.drained_by_health, active_drain.drained_by_kiln) == (True, False)
 

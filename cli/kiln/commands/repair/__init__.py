@@ -78,7 +78,7 @@ def history(inventory_path, node: str | None, json_mode: bool) -> None:
 @repair.command()
 @inventory_option
 def reset(inventory_path) -> None:
-    """Close the breaker: the repair loop acts again on the next event."""
+    """Close the breaker; the nodes Kiln still has out are queued for the loop again."""
     from kiln.commands.repair import loop_state as library
 
     found = library.read(inventory.load(inventory_path), display.for_output(False), reset=True)
