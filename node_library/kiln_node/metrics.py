@@ -61,6 +61,11 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in (
        "breaker's cap was reached.", "node", HEALTH),
     _m("kiln_health_last_run_timestamp_seconds", "When Kiln's node check last ran.",
        "node", HEALTH),
+    _m("kiln_health_last_pass_timestamp_seconds", "When Kiln's node check last passed "
+       "(every check OK or WARN).", "node", HEALTH),
+    _m("kiln_health_time_to_detect_seconds", "At the node check's last drain: seconds "
+       "since its last pass, the most a fault went unseen (at most the interval).", "node",
+       HEALTH),
     # kiln-prolog (Slurm's Prolog and Epilog), each compute node
     _m("kiln_health_job_check", "Kiln's check at a job's start or end (phase): 1 passed (OK "
        "or WARN), 0 failed, -1 could not run (UNKNOWN: the job started).",

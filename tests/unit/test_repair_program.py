@@ -437,3 +437,26 @@ def test_a_refused_command_exits_126_with_one_line(monkeypatch, capsys):
     monkeypatch.delenv("SSH_ORIGINAL_COMMAND")
     assert repair_step.main() == 126
     assert capsys.readouterr().err == "kiln-repair-step: refused: no command\n"
+
+
+def test_kiln_health_writes_its_time_to_detect_at_a_drain(tmp_path, monkeypatch):
+    """The most a fault went unseen: from the last run that passed to the run that drained."""
+    clock = iter([1000.0, 1060.0, 1120.0])
+    monkeypatch.setattr(health.time, "time", lambda: next(clock))
+    passing = [Result("mounts", "OK", "shared mounts answer")]
+    prom = tmp_path / "kiln_health.prom"
+
+    def values() -> dict[str, str]:
+        lines = [line for line in prom.read_text().splitlines() if not line.startswith("#")]
+        return dict(line.rsplit(" ", 1) for line in lines)
+
+    health.write_metrics(str(tmp_path), "c1", passing)
+    health.write_metrics(str(tmp_path), "c1", FAIL, "drained c1: kiln-health: mounts: x")
+    health.write_metrics(str(tmp_path), "c1", FAIL, "")  # drained already: kept
+    assert values() == {
+        'kiln_health_check{node="c1",check="mounts"}': "0",
+        'kiln_health_drain_held{node="c1"}': "0",
+        'kiln_health_last_run_timestamp_seconds{node="c1"}': "1120",
+        'kiln_health_last_pass_timestamp_seconds{node="c1"}': "1000",
+        'kiln_health_time_to_detect_seconds{node="c1"}': "60",
+    }
