@@ -188,7 +188,7 @@ def power_cycle(node: str, bmc: BmcSettings) -> str:
 
 
 def _one_line(exc: object, password: str) -> str:
-    """The error as one line of at most 240 characters, the password cut out first."""
+    """The error as one line of at most 200 characters, the password cut out first."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     if password:
         text = text.replace(password, "***")
@@ -197,4 +197,4 @@ def _one_line(exc: object, password: str) -> str:
         return f"the BMC refused the credentials (HTTP {status})"
     if not isinstance(exc, BmcError):
         text = f"{type(exc).__name__}: {text}"
-    return text[:240]
+    return text[:200]
