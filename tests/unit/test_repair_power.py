@@ -281,3 +281,35 @@ def test_the_bmc_settings_hide_the_password_and_verify_by_default():
     assert own_ca.verify == "/etc/kiln/bmc-ca.pem"
     assert bmc_power.settings({"verify_tls": False}).verify is False
     assert bmc_power.settings({}) == BmcSettings()
+
+
+def test_a_power_cycle_not_back_in_time_is_recorded_failed_and_decided_again(
+    tmp_path, monkeypatch, capsys
+):
+    args = bmc_lab(tmp_path, monkeypatch, "10.0.0.5")
+    silent = "kiln-health: slurmd: not responding; power-cycle"
+    (tmp_path / "nodes.txt").write_text(node("c1", "DOWN+DRAIN+NOT_RESPONDING", silent) + "\n")
+    history = str(tmp_path / "state" / "history.jsonl")
+    started = repair_records.Entry("c1", time.time() - 1000, "slurmd", "power-cycle", "started")
+    repair_records.append_history(history, started)
+    assert program.main([*args, "c1"]) == 1
+    assert entries(tmp_path)[1][:4] == ("c1", "slurmd", "power-cycle", "failed")
+    assert entries(tmp_path)[1][4].startswith("c1: power-cycle started 10")
+    assert entries(tmp_path)[1][4].endswith("s ago, not back")
+    assert capsys.readouterr().out.startswith("c1: late: c1: power-cycle started 10")
+    assert [c.split(" --timer")[0] for c in calls(tmp_path) if not c.startswith(SHOW)] == [
+        "systemd-run --collect --unit=kiln-repair-retry-c1 --on-active=1"
+    ]
+
+
+def test_a_node_without_a_bmc_address_is_alerted_at_the_power_cycle(tmp_path, monkeypatch):
+    args = bmc_lab(tmp_path, monkeypatch, "10.0.0.5")
+    bmc = json.loads((tmp_path / "repair-bmc.json").read_text())
+    (tmp_path / "repair-bmc.json").write_text(json.dumps(bmc | {"nodes": {"c2": "10.0.0.6"}}))
+    failed = repair_records.Entry("c1", time.time(), "slurmd", "restart-slurmd", "failed")
+    repair_records.append_history(str(tmp_path / "state" / "history.jsonl"), failed)
+    assert program.main([*args, "c1"]) == 0
+    assert entries(tmp_path)[1] == (
+        "c1", "slurmd", "alert", "alerted", "power-cycle: no bmc_address for c1"
+    )  # fmt: skip
+    assert [c for c in calls(tmp_path) if not c.startswith(SHOW)] == []
