@@ -180,7 +180,7 @@ class Echoing(http.server.BaseHTTPRequestHandler):
             return self.answer(200, root)
         sent = base64.b64decode(self.headers["Authorization"].split()[1]).decode()
         message = f"login {sent} locked"
-        return self.answer(500, {"error": {"code": "Base.1.0.GeneralError", "message": message}})
+        return self.answer(400, {"error": {"code": "Base.1.0.GeneralError", "message": message}})
 
     def answer(self, status: int, body: dict) -> None:
         self.send_response(status)
