@@ -147,6 +147,7 @@ KINDS: dict[str, Kind] = {
     "health_gpus": COUNT,
     "health_nvlinks_per_gpu": COUNT,
     "health_metrics_dir": PATH,
+    "repair_bmc_ca_file": PATH,
     "health_active_reservation": NAME,
     "health_active_minutes": POSITIVE,
     "health_active_keep": POSITIVE,

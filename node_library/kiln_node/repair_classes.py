@@ -16,7 +16,8 @@ from kiln_node import nvidia_smi, slurm_state
 @dataclass(frozen=True)
 class Step:
     name: str
-    where: str  # "node": argv run on the node; "slurm": the controller asks Slurm
+    where: str  # "node": argv run on the node; "slurm": the controller asks Slurm;
+    # "bmc": the controller asks the node's BMC (kiln_node.bmc_power)
     argv: tuple[str, ...]  # the node's command; empty for "slurm" (kiln_node.slurm_jobs)
     evidence: bool  # the evidence bundle is collected first (before a reset or a reboot)
 
@@ -35,6 +36,7 @@ _RESTART_SLURMD = (
 )
 GPU_RESET = "gpu-reset"
 REBOOT = "reboot"
+POWER_CYCLE = "power-cycle"
 RECHECK = "recheck"  # not a repair: the post-repair checks in a reservation
 STEPS = {
     step.name: step
@@ -50,6 +52,9 @@ STEPS = {
         Step(GPU_RESET, "node", ("nvidia-smi", "--gpu-reset"), evidence=True),
         # scontrol reboot: Slurm reboots the node when it is empty and it comes back drained.
         Step(REBOOT, "slurm", (), evidence=True),
+        # Through the node's BMC (Redfish), for a node that does not answer Slurm: no
+        # evidence, as nothing on the node answers; it comes back drained, as a reboot.
+        Step(POWER_CYCLE, "bmc", (), evidence=False),
     )
 }
 
@@ -59,7 +64,7 @@ _GPU_LADDER = (GPU_RESET, REBOOT)
 CLASSES: dict[str, tuple[tuple[str, ...], str]] = {
     "mount": (("restart-autofs",), "a shared mount does not answer"),
     "munge": (("restart-munge",), "munge does not answer"),
-    "slurmd": (("restart-slurmd",), "slurmd does not answer the controller"),
+    "slurmd": (("restart-slurmd", POWER_CYCLE), "slurmd does not answer the controller"),
     "slurm-version": ((), "slurmd's version differs from the controller's: kiln provision"),
     "disk-full": ((), "a checked path is below its free space"),
     "network": ((), "a compute-rail port is down or slow: cable, transceiver or switch"),
@@ -113,6 +118,8 @@ CHECK_CLASSES = {
     "imex_domain": "imex",
     "dcgm_diag": "gpu-diag",
     "gpu_processes": "job-leftovers",
+    # Not a check: the repair loop's drain before a power cycle (kiln-repair).
+    "slurmd": "slurmd",
 }
 # A reason that says the check itself did not run to its end: no class can be told.
 _CHECK_BROKEN = ("check failed: ", "did not finish in time")

@@ -12,7 +12,9 @@ Rules (docs/health.md, "Repair"):
   partition out; past it a new failure is recorded and alerted, not drained (may_drain),
   and while the breaker is open no repair starts;
 - after repair_rma_after failed repairs within repair_rma_window_s, RMA: a `kiln-rma:`
-  reason with the evidence bundle's path, never resumed by Kiln.
+  reason with the evidence bundle's path, never resumed by Kiln;
+- a reboot or power cycle that has not brought the node back within repair_back_after_s
+  failed; after a reboot the node's BMC power-cycles it (kiln_node.bmc_power).
 """
 
 import re
@@ -28,12 +30,9 @@ HOLD = "hold-for-recheck"  # a reservation, then kiln-health, DCGM and a short s
 RETURN = "return"  # resume
 RMA = "rma"
 ALERT = "alert-only"
+LATE = "late"  # a reboot or power cycle did not bring the node back in time: it failed
 RUNNING = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})  # a job still on the node
 ENDS = (RETURN, RMA)  # history steps that close a node's episode
-# A node DOWN after a reboot or a restart of its daemons: how long the loop waits for it
-# to answer Slurm before it counts the step as failed (Slurm's ResumeTimeout takes a
-# reboot that never ends).
-COME_BACK_S = 600
 
 
 class SettingsError(ValueError):
@@ -48,6 +47,7 @@ class Settings:
     rma_after: int = 3  # failed repairs ...
     rma_window_s: int = 7 * 86400  # ... within this window make an RMA
     retry_after_s: int = 600  # after a failed round, before the ladder starts again
+    back_after_s: int = 900  # a rebooted or power-cycled node is back within this
 
     def limit(self, partition_size: int) -> int:
         """Nodes Kiln's automation may have out of a partition of this size (at least 1)."""
@@ -71,7 +71,7 @@ def settings(values: dict) -> Settings:
     """The repair_* settings (as the inventory names them); SettingsError for one that
     is unknown or out of range."""
     known = {"repair_max_unavailable", "repair_rma_after", "repair_rma_window_s",
-             "repair_retry_after_s"}  # fmt: skip
+             "repair_retry_after_s", "repair_back_after_s"}  # fmt: skip
     unknown = sorted(set(values) - known)
     if unknown:
         raise SettingsError(
@@ -90,6 +90,7 @@ def settings(values: dict) -> Settings:
         _count(values, "repair_rma_after", 3, 1),
         _count(values, "repair_rma_window_s", 7 * 86400, 1),
         _count(values, "repair_retry_after_s", 600, 0),
+        _count(values, "repair_back_after_s", 900, 1),
     )
 
 
@@ -174,6 +175,32 @@ def _after(failure: Failure, last_step: str, why: str) -> Decision | None:
     return Decision(REPAIR, why, failure.cls, step.name, step.evidence)
 
 
+def _coming_back(
+    node: str, state: slurm_state.NodeState, failure: Failure, last: Entry | None,
+    settings: Settings, now: float,
+) -> Decision | None:  # fmt: skip
+    """After a reboot, a power cycle or its daemons restarted over ssh, while the node
+    does not answer Slurm (or Slurm still reboots it): wait up to back_after_s; past it
+    the step failed (LATE). A reboot that failed leaves a silent node to its BMC's power
+    cycle."""
+    silent = state.flags & (slurm_state.UNAVAILABLE | slurm_state.REBOOTING)
+    # The daemons restarted over ssh come back the same way (Slurm hears from slurmd).
+    back_steps = (repair_classes.REBOOT, repair_classes.POWER_CYCLE, "restart-slurmd")
+    if not (silent and last and last.step in back_steps):
+        return None
+    if last.outcome in ("started", "done"):
+        waited = round(now - last.time)
+        if waited < settings.back_after_s:
+            return Decision(NONE, f"{node}: waiting for it to come back", failure.cls)
+        why = f"{node}: {last.step} {last.outcome} {waited}s ago, not back"
+        return Decision(LATE, why, failure.cls, last.step)
+    if last.step == repair_classes.REBOOT and last.outcome == "failed":
+        step = repair_classes.STEPS[repair_classes.POWER_CYCLE]
+        why = f"{node}: the reboot failed and it does not answer"
+        return Decision(REPAIR, why, failure.cls, step.name, step.evidence)
+    return None
+
+
 def decide(
     node: str,
     states: dict[str, slurm_state.NodeState],
@@ -205,23 +232,16 @@ def decide(
     if breaker.open:
         why = f"breaker open: {breaker.reason}; `kiln repair reset` closes it"
         return Decision(ALERT, why, failure.cls)
+    coming = _coming_back(node, state, failure, last, settings, now)
+    if coming:
+        return coming
     if state.flags & slurm_state.REBOOTING:
         return Decision(NONE, f"{node}: reboot under way", failure.cls)
     if state.flags & RUNNING:
         return Decision(NONE, f"{node}: a job still runs there; the ladder waits", failure.cls)
-    if state.flags & slurm_state.UNAVAILABLE:
-        # After a reboot, or the daemons restarted over ssh, Slurm has the node back when
-        # it answers (drained, for the re-check); one that does not is the next step's.
-        stepped = last is not None and last.step != RECHECK and last.outcome in ("done", "started")
-        if stepped and now - last.time < COME_BACK_S:
-            return Decision(NONE, f"{node}: waiting for it to come back", failure.cls)
-        if stepped:
-            why = f"{node}: not back {COME_BACK_S}s after {last.step}"
-            return _after(failure, last.step, why) or Decision(ALERT, why, failure.cls)
-        if failure.cls != "slurmd":
-            # No step reaches a node Slurm cannot: a power cycle through its BMC is next.
-            why = f"{node}: does not answer Slurm ({state.state})"
-            return Decision(ALERT, why, failure.cls)
+    if state.flags & slurm_state.UNAVAILABLE and failure.cls != "slurmd":
+        # No step on the node reaches it; its BMC's power cycle follows a reboot only.
+        return Decision(ALERT, f"{node}: does not answer Slurm ({state.state})", failure.cls)
     failed = [e for e in mine if e.outcome == "failed" and e.time >= now - settings.rma_window_s]
     if len(failed) >= settings.rma_after:
         evidence = next((e.evidence for e in reversed(mine) if e.evidence), "")
@@ -235,7 +255,7 @@ def decide(
     if last.step != RECHECK:
         if last.outcome in ("done", "started"):
             return Decision(HOLD, f"{node}: {last.step} {last.outcome}: re-check", failure.cls)
-        following = _after(failure, last.step, f"{node}: {last.step} failed, next step")
+        following = _after(failure, last.step, f"{node}: {last.step} {last.outcome}, next step")
         if following:
             return following
     else:

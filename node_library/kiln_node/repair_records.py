@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 # What became of a step: a repair step done or failed, a reboot asked of Slurm
-# (started: done once the node is back), a re-check passed or failed, an alert raised.
-OUTCOMES = ("done", "failed", "started", "passed", "alerted")
+# (started: done once the node is back), a re-check passed or failed, an alert raised,
+# a step that could not run while the next one can (a restart by ssh, repair_ssh off,
+# before the BMC's power cycle).
+OUTCOMES = ("done", "failed", "started", "passed", "alerted", "skipped")
 
 
 class RecordError(ValueError):

@@ -1178,6 +1178,18 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "rollout_max_unavailable '0': expected a node count (4) or a share of the nodes (10%)",
     ),
     (
+        "inv-bmc-address-not-a-url",
+        all_vars({"bmc_address": "ftp://bmc-c1"}),
+        BAD,
+        "bmc_address 'ftp://bmc-c1' is not an http(s) URL or a host name",
+    ),
+    (
+        "inv-repair-back-after-zero",
+        all_vars({"repair_back_after_s": 0}),
+        BAD,
+        "repair_back_after_s: 0 is not a whole number of 1 or more",
+    ),
+    (
         "inv-mpi-module-path-relative",
         all_vars({"mpi_module_path": "modulefiles"}),
         BAD,

@@ -58,6 +58,11 @@ def imported(path: Path) -> set[str]:
     return found
 
 
+# Imported only inside the function that needs it, on the one host whose role installs
+# it: the Redfish client, on the first controller where BMC repair is configured.
+OPTIONAL = {"bmc_power.py": {"sushy"}}
+
+
 @pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
 def test_the_library_imports_the_standard_library_and_itself_only(path):
     outside = {
@@ -66,7 +71,7 @@ def test_the_library_imports_the_standard_library_and_itself_only(path):
         if name.split(".")[0] not in sys.stdlib_module_names
         and not (name == "kiln_node" or name.startswith("kiln_node."))
     }
-    assert outside == set()
+    assert outside == OPTIONAL.get(path.name, set())
 
 
 def role_tasks(role: str, name: str = "main.yml", follow: bool = True) -> list[dict]:

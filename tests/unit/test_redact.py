@@ -55,6 +55,7 @@ def test_names_and_declared_no_log_variables():
     assert sorted(n for n, d in catalogue.items() if redact.secret_variable(n, d.spec)) == [
         "enroot_credentials",
         "munge_key_b64",
+        "repair_bmc_password",
         "slurm_dbd_password",
     ]
     assert redact.secret_variable("anything", {"type": "str", "no_log": True})

@@ -199,7 +199,7 @@ def test_settings_default_and_bad_values_are_one_line_errors():
     with pytest.raises(repair_decision.SettingsError) as raised:
         repair_decision.settings({"repair_max": 1})
     assert str(raised.value) == (
-        "unknown repair setting repair_max: known are repair_max_unavailable, "
+        "unknown repair setting repair_max: known are repair_back_after_s, repair_max_unavailable, "
         "repair_retry_after_s, repair_rma_after, repair_rma_window_s"
     )
 
@@ -366,7 +366,7 @@ def test_slurms_own_not_responding_is_the_slurmd_class():
 
 
 def test_a_silent_node_restarted_is_waited_for_then_rechecked_or_alerted_past_the_window():
-    drained = "kiln-repair: slurmd: Not responding"
+    drained = "kiln-repair: slurmd: Not responding; restart-slurmd"
     restarted = [Entry("n1", NOW - 30, "slurmd", "restart-slurmd", "done")]
     still_down = node("n1", "DOWN+DRAIN+NOT_RESPONDING", drained)
     assert decide(still_down, restarted) == Decision(
@@ -375,6 +375,71 @@ def test_a_silent_node_restarted_is_waited_for_then_rechecked_or_alerted_past_th
     assert decide(node("n1", "IDLE+DRAIN", drained), restarted) == Decision(
         "hold-for-recheck", "n1: restart-slurmd done: re-check", "slurmd"
     )
-    assert decide(still_down, restarted, now=NOW + repair_decision.COME_BACK_S) == Decision(
-        "alert-only", "n1: not back 600s after restart-slurmd", "slurmd"
+    assert decide(still_down, restarted, now=NOW + 900) == Decision(
+        "late", "n1: restart-slurmd done 930s ago, not back", "slurmd", "restart-slurmd"
     )
+
+
+# --- the BMC's power cycle ----------------------------------------------------------------
+
+SILENT = "kiln-repair: slurmd: Not responding; power-cycle"  # kiln-repair's drain before it
+
+
+def test_a_silent_slurmd_goes_from_its_restart_to_the_bmcs_power_cycle_and_back():
+    assert repair_classes.ladder("slurmd") == ("restart-slurmd", "power-cycle")
+    assert repair_classes.STEPS["power-cycle"] == repair_classes.Step(
+        "power-cycle", "bmc", (), evidence=False
+    )
+    assert repair_classes.classify_reason(SILENT) == Failure("slurmd")
+    down = node("n1", "DOWN+NOT_RESPONDING", "Not responding")
+    skipped = Entry("n1", NOW - 5, "slurmd", "restart-slurmd", "skipped")
+    failed = Entry("n1", NOW - 5, "slurmd", "restart-slurmd", "failed", detail="ssh: exit 255")
+    cycled = Entry("n1", NOW - 60, "slurmd", "power-cycle", "started")
+    late = Entry("n1", NOW - 1000, "slurmd", "power-cycle", "started")
+    assert [
+        decide(down, [skipped]),
+        decide(down, [failed]),
+        decide(node("n1", "DOWN+DRAIN+NOT_RESPONDING", SILENT), [skipped, cycled]),
+        decide(node("n1", "DOWN+DRAIN+NOT_RESPONDING", SILENT), [skipped, late]),
+        decide(node("n1", "IDLE+DRAIN", SILENT), [skipped, cycled]),
+    ] == [
+        Decision("repair", "n1: restart-slurmd skipped, next step", "slurmd", "power-cycle"),
+        Decision("repair", "n1: restart-slurmd failed, next step", "slurmd", "power-cycle"),
+        Decision("none", "n1: waiting for it to come back", "slurmd"),
+        Decision("late", "n1: power-cycle started 1000s ago, not back", "slurmd", "power-cycle"),
+        Decision("hold-for-recheck", "n1: power-cycle started: re-check", "slurmd"),
+    ]
+    # The late cycle recorded failed: the round is spent, the next starts after the wait.
+    failed_cycle = Entry("n1", NOW - 1, "slurmd", "power-cycle", "failed")
+    assert decide(
+        node("n1", "DOWN+DRAIN+NOT_RESPONDING", SILENT), [skipped, late, failed_cycle]
+    ) == (Decision("none", "n1: ladder tried, next round in 599s", "slurmd"))
+
+
+def test_a_reboot_that_never_comes_back_is_failed_then_power_cycled_through_the_bmc():
+    rebooting = Entry("n1", NOW - 901, "gpu-hardware", "reboot", "started")
+    late = Entry("n1", NOW - 1, "gpu-hardware", "reboot", "failed", detail="not back")
+    cycled = Entry("n1", NOW, "gpu-hardware", "power-cycle", "started")
+    cycle_failed = Entry("n1", NOW, "gpu-hardware", "power-cycle", "failed")
+    assert [
+        decide(node("n1", "DOWN+DRAIN", XID79), [rebooting]),
+        decide(node("n1", "IDLE+DRAIN+REBOOT_ISSUED", XID79), [rebooting]),
+        decide(node("n1", "DOWN+DRAIN", XID79), [rebooting], settings=Settings(back_after_s=1800)),
+        decide(node("n1", "DOWN+DRAIN", XID79), [rebooting, late]),
+        decide(node("n1", "DOWN+DRAIN", XID79), [rebooting, late, cycled]),
+        decide(node("n1", "IDLE+DRAIN", XID79), [rebooting, late, cycled]),
+        decide(node("n1", "DOWN+DRAIN", XID79), [rebooting, late, cycle_failed]),
+    ] == [
+        Decision("late", "n1: reboot started 901s ago, not back", "gpu-hardware", "reboot"),
+        Decision("late", "n1: reboot started 901s ago, not back", "gpu-hardware", "reboot"),
+        Decision("none", "n1: waiting for it to come back", "gpu-hardware"),
+        Decision("repair", "n1: the reboot failed and it does not answer", "gpu-hardware",
+                 "power-cycle"),
+        Decision("none", "n1: waiting for it to come back", "gpu-hardware"),
+        Decision("hold-for-recheck", "n1: power-cycle started: re-check", "gpu-hardware"),
+        Decision("alert-only", "n1: does not answer Slurm (DOWN+DRAIN)", "gpu-hardware"),
+    ]  # fmt: skip
+    with pytest.raises(repair_decision.SettingsError) as raised:
+        repair_decision.settings({"repair_back_after_s": 0})
+    assert str(raised.value) == "repair_back_after_s: 0 is not a whole number of 1 or more"
+    assert repair_decision.settings({}).back_after_s == 900

@@ -224,9 +224,9 @@ def test_slurm_22_05_reboots_without_nextstate():
         ("{", "kiln-repair: cannot read {path}: Expecting property name enclosed in double "
          "quotes: line 1 column 2 (char 1)"),
         ('{"settings": {}, "state_dir": "/x", "health_program": "h", "colour": 1}',
-         "kiln-repair: {path}: unknown setting colour: known are dcgm_level, evidence_dir, "
-         "evidence_program, health_program, metrics_dir, minutes, mount_check, settings, ssh, "
-         "ssh_key, ssh_known_hosts, state_dir, step_timeout_s, stress_program"),
+         "kiln-repair: {path}: unknown setting colour: known are bmc_file, dcgm_level, "
+         "evidence_dir, evidence_program, health_program, metrics_dir, minutes, mount_check, "
+         "settings, ssh, ssh_key, ssh_known_hosts, state_dir, step_timeout_s, stress_program"),
         ('{"settings": {}, "health_program": "h"}', "kiln-repair: {path}: state_dir is missing"),
         ('{"settings": {"repair_max_unavailable": "0%"}, "state_dir": "/x", '
          '"health_program": "h"}',
@@ -309,7 +309,7 @@ SSH = (
     "-o UserKnownHostsFile=/etc/kiln/repair_known_hosts -o StrictHostKeyChecking=yes "
     "-o ConnectTimeout=10 root@c1 --"
 )
-SILENT_DRAIN = "kiln-repair: slurmd: Not responding"
+SILENT_DRAIN = "kiln-repair: slurmd: Not responding; restart-slurmd"
 
 
 def with_ssh(tmp_path, args: list[str], rc: int = 0) -> list[str]:

@@ -122,7 +122,7 @@ def test_each_roles_module_and_checks():
                 "slurm_prolog_extra",
             ],
         ),
-        "repair": ("kiln.roles.repair", "kiln.roles.repair", []),
+        "repair": ("kiln.roles.repair", "kiln.roles.repair", ["bmc_address"]),
         "mpi": ("kiln.roles.mpi", None, ["mpi_module_path"]),
         "hpcx": ("kiln.roles.hpcx", "kiln.roles.hpcx", []),
         "nccl_env": ("kiln.roles.nccl_env", None, ["nccl_env_overrides"]),
@@ -140,12 +140,13 @@ def test_each_roles_module_and_checks():
 
 def test_the_value_checks_are_the_kinds_the_roles_and_the_scheduled_validates():
     """A role's value check names one of its own variables (base also owns the hosts'
-    addresses); kiln.setting_kinds judges others by their kind, each variable in one
-    place; kiln.schedules adds the one no role runs."""
+    addresses, repair the hosts' BMCs); kiln.setting_kinds judges others by their kind,
+    each variable in one place; kiln.schedules adds the one no role runs."""
     owners = {name: role.name for role in roles.ROLES.values() for name in role.value_checks()}
     assert {name: owner for name, owner in owners.items() if not name.startswith(owner + "_")} == {
         "ansible_host": "base",
         "kiln_address": "base",
+        "bmc_address": "repair",
         **roles.CLUSTER_WIDE,
     }
     assert set(owners).isdisjoint(setting_kinds.KINDS)
