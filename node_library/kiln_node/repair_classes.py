@@ -118,8 +118,6 @@ CHECK_CLASSES = {
     "imex_domain": "imex",
     "dcgm_diag": "gpu-diag",
     "gpu_processes": "job-leftovers",
-    # Not a check: the repair loop's drain before a power cycle (kiln-repair).
-    "slurmd": "slurmd",
 }
 # A reason that says the check itself did not run to its end: no class can be told.
 _CHECK_BROKEN = ("check failed: ", "did not finish in time")

@@ -12,9 +12,8 @@ import pytest
 
 from kiln_node import repair_records, slurm_state
 from kiln_node.health_checks import Deadline, Result
-from tests.node_scripts import health
+from tests.node_scripts import health, repair_step
 from tests.node_scripts import repair as program
-from tests.node_scripts import repair_step
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LINE = (FIXTURES / "slurm" / "show-node-oneliner-24.11.txt").read_text().splitlines()[1]
@@ -322,8 +321,8 @@ def with_ssh(tmp_path, args: list[str], rc: int = 0) -> list[str]:
 
 
 def test_a_silent_node_is_drained_then_its_daemons_restarted_over_ssh(tmp_path, monkeypatch):
-    args = with_ssh(tmp_path, lab(tmp_path, monkeypatch,
-                                  [node("c1", "DOWN+NOT_RESPONDING", "Not responding")]))  # fmt: skip
+    silent = [node("c1", "DOWN+NOT_RESPONDING", "Not responding")]
+    args = with_ssh(tmp_path, lab(tmp_path, monkeypatch, silent))
     assert program.main([*args, "c1"]) == 0
     assert calls(tmp_path)[2:4] == [
         f"scontrol update NodeName=c1 State=DRAIN Reason={SILENT_DRAIN}",
@@ -359,8 +358,8 @@ def test_a_node_restarted_over_ssh_is_waited_for_then_rechecked(tmp_path, monkey
 
 
 def test_a_failed_ssh_is_a_failed_step(tmp_path, monkeypatch):
-    args = with_ssh(tmp_path, lab(tmp_path, monkeypatch,
-                                  [node("c1", "DOWN+NOT_RESPONDING", "Not responding")]), rc=255)  # fmt: skip
+    silent = [node("c1", "DOWN+NOT_RESPONDING", "Not responding")]
+    args = with_ssh(tmp_path, lab(tmp_path, monkeypatch, silent), rc=255)
     assert program.main([*args, "c1"]) == 1
     assert history(tmp_path) == [("c1", "slurmd", "restart-slurmd", "failed")]
 
@@ -411,8 +410,11 @@ def test_requeue_queues_every_node_kiln_has_out(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     ("asked", "allowed"),
     [
-        ("sh -c 'systemctl kill --signal=KILL --kill-whom=main slurmd 2>/dev/null;"
-         " systemctl restart munge slurmd'", True),
+        (
+            "sh -c 'systemctl kill --signal=KILL --kill-whom=main slurmd 2>/dev/null;"
+            " systemctl restart munge slurmd'",
+            True,
+        ),
         ("sh -c 'systemctl restart munge slurmd'", False),
         ("systemctl restart autofs", True),
         ("nvidia-smi --gpu-reset", True),
