@@ -142,7 +142,7 @@ def every_expression() -> dict[str, str]:
             if variable["type"] == "query":
                 # label_values(SELECTOR, LABEL): the selector names a metric
                 (selector,) = re.fullmatch(
-                    r"label_values\((.+), *\w+\)", variable["definition"]
+                    r"label_values\((.+), *\w+\)", variable["query"]
                 ).groups()
                 found[f"{name} ${variable['name']}"] = selector
     for name, page in consoles.console_pages().items():
@@ -193,8 +193,8 @@ def test_a_misspelt_metric_in_a_query_is_caught():
 def test_for_nodes_fills_in_or_removes_the_node_matcher():
     expr = queries.query("node_filesystem_used").expr
     assert queries.for_nodes(expr) == (
-        '1 - node_filesystem_avail_bytes{fstype!~"tmpfs|overlay"}'
-        ' / node_filesystem_size_bytes{fstype!~"tmpfs|overlay"}'
+        '1 - node_filesystem_avail_bytes{fstype!~"overlay|squashfs"}'
+        ' / node_filesystem_size_bytes{fstype!~"overlay|squashfs"}'
     )
     assert queries.for_nodes(queries.query("gpu_power").expr, "gpu00[12]") == (
         'kiln_gpu_power_watts{node=~"gpu00[12]"}'
