@@ -1406,6 +1406,9 @@ def test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node(la
             assert fired["annotations"]["summary"].startswith(
                 f"{node} drained: kiln-health: mounts: shared /shared: "
             ), fired
+            _wait_for_series(
+                url, f'kiln_slurm_node_drain_other_info{{node="{LAB}-compute01"}}', deadline
+            )
             _every_query_runs_and_reads_metrics_the_lab_writes(url)
             _every_dashboard_panel_returns_lab_data(url)
         _the_console_page_renders(url)
@@ -1488,6 +1491,14 @@ def _wait_for_alert(url: str, name: str, node: str, until: float) -> dict:
             if (labels["alertname"], labels.get("node"), alert["state"]) == (name, node, "firing"):
                 return alert
         assert time.monotonic() < until, f"{name} for {node} did not fire in time"
+        time.sleep(2)
+
+
+def _wait_for_series(url: str, selector: str, within: float) -> None:
+    """SELECTOR has a series within WITHIN seconds (kiln-metrics' interval, a scrape)."""
+    until = time.monotonic() + within
+    while not prometheus_api(url, "query", query=selector)["result"]:
+        assert time.monotonic() < until, f"no series {selector} in {within:.0f} s"
         time.sleep(2)
 
 
