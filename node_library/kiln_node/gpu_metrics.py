@@ -43,7 +43,9 @@ def gauges(
     """The GPU file's gauges, in the catalogue's order. A value nvidia-smi gives as N/A
     has no sample. XIDs count the kernel log's lines since boot, by GPU and XID; a line
     whose address is no GPU's nvidia-smi lists keeps its address as `gpu`. NVLink
-    counters in the order `nvidia-smi nvlink -e` printed them (none without NVLink)."""
+    counters in the order `nvidia-smi nvlink -e` printed them (none without NVLink).
+    Clock event (throttle) reasons: each one nvidia-smi lists, 1 active and 0 not, so
+    a reason's series stays put and a dashboard shows 0 rather than nothing."""
     out = metrics.file_gauges(metrics.GPU)
     index = {pci_slot(g.bus_id): str(i) for i, g in enumerate(log.gpus) if pci_slot(g.bus_id)}
     for i, gpu in enumerate(log.gpus):
@@ -60,6 +62,11 @@ def gauges(
     counted = Counter((index.get(pci_slot(address), address), xid) for address, xid in xids)
     for (gpu, xid), count in sorted(counted.items()):
         out["kiln_gpu_xid_errors_total"].add(count, node=node, gpu=gpu, xid=str(xid))
+    for i, gpu in enumerate(log.gpus):
+        for reason, active in gpu.clock_event_states:
+            out["kiln_gpu_clock_event_reason"].add(
+                int(active), node=node, gpu=str(i), reason=reason
+            )
     for c in nvlink:
         out["kiln_gpu_nvlink_errors_total"].add(
             c.value, node=node, gpu=str(c.gpu), link=str(c.link), counter=c.counter

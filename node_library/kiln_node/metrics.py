@@ -51,6 +51,8 @@ IB = "kiln_ib.prom"
 SLURM = "kiln_slurm.prom"
 RESULTS = "kiln_result_{campaign}.prom"
 REPAIR = "kiln_repair.prom"  # one file per campaign: validate, burn_in
+SLURMCTLD = "kiln_slurmctld.prom"  # apart from SLURM: written when slurmctld does not answer
+RUN = "kiln_metrics.prom"  # kiln-metrics' own run, written at every run whatever it read
 
 # fmt: off
 CATALOGUE: dict[str, Metric] = {m.name: m for m in (
@@ -100,6 +102,9 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in (
     _m("kiln_gpu_remapped_rows_pending", "1 when a row remap waits for a GPU reset.",
        "node gpu", GPU),
     _m("kiln_gpu_remap_failure", "1 when a row remap failed.", "node gpu", GPU),
+    _m("kiln_gpu_clock_event_reason", "1 while the clock event (throttle) reason holds the "
+       "GPU's clocks down, 0 when not; one series per reason nvidia-smi lists.",
+       "node gpu reason", GPU),
     _m("kiln_gpu_xid_errors_total", "XID lines in the kernel log since boot, by GPU and XID.",
        "node gpu xid", GPU),
     _m("kiln_gpu_nvlink_errors_total", "NVLink error counters (nvidia-smi nvlink -e), by "
@@ -121,7 +126,16 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in (
        "node state", SLURM),
     _m("kiln_slurm_node_drain_info", "1 for each node a Kiln program drained, with its "
        "reason and the program (`by`).", "node by reason", SLURM),
+    _m("kiln_slurm_node_drain_other_info", "1 for each node drained by anyone but Kiln's "
+       "programs (an operator, Slurm itself), with its reason.", "node reason", SLURM),
     _m("kiln_slurm_jobs", "Jobs in Slurm's queue, by state.", "state", SLURM),
+    _m("kiln_slurm_controller_up", "1 when the slurmctld answered `scontrol ping`, 0 when "
+       "not, by controller (node) and its role (primary, backup...).", "node role",
+       SLURMCTLD),
+    # kiln-metrics itself, each node
+    _m("kiln_metrics_last_run_timestamp_seconds", "When kiln-metrics last ran.", "node", RUN),
+    _m("kiln_metrics_interval_seconds", "How often kiln-metrics runs (its timer).", "node",
+       RUN),
     # kiln-repair, the first controller: from its history and the breaker's file
     _m("kiln_repair_actions_total", "The repair loop's actions, by failure class, step and "
        "outcome.", "failure step outcome", REPAIR),

@@ -44,6 +44,8 @@ class SmiGpu:
     correctable_volatile: int = 0  # volatile correctable ECC errors
     # Processes holding the GPU (<processes>): what kiln-epilog finds a job left behind.
     processes: tuple["SmiProcess", ...] = ()
+    # Every clock event reason nvidia-smi lists, in its order, and whether it is active.
+    clock_event_states: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,28 @@ def _ecc_volatile(gpu: ET.Element, kind: str) -> int:
     )
 
 
+# Drivers from 535 on write <clocks_event_reasons>; older ones <clocks_throttle_reasons>,
+# each child named with its prefix (clocks_event_reason_hw_slowdown).
+_CLOCK_EVENTS = (
+    ("clocks_event_reasons", "clocks_event_reason_"),
+    ("clocks_throttle_reasons", "clocks_throttle_reason_"),
+)
+
+
+def _clock_event_states(gpu: ET.Element) -> tuple[tuple[str, bool], ...]:
+    """(reason, active) for each reason the GPU lists (`hw_slowdown`, ...); a reason
+    that is neither Active nor Not Active (N/A) is left out."""
+    for parent, prefix in _CLOCK_EVENTS:
+        found = gpu.find(parent)
+        if found is not None:
+            return tuple(
+                (event.tag.removeprefix(prefix), (event.text or "").strip() == "Active")
+                for event in found
+                if (event.text or "").strip() in ("Active", "Not Active")
+            )
+    return ()
+
+
 def parse_xml(text: str) -> SmiLog:
     """`nvidia-smi -q -x`. Raises ValueError on text that is not its XML."""
     try:
@@ -121,11 +145,7 @@ def parse_xml(text: str) -> SmiLog:
             remap_pending=_text(gpu, "remapped_rows/remapped_row_pending") == "Yes",
             remap_failure=_text(gpu, "remapped_rows/remapped_row_failure") == "Yes",
             unrepairable_memory=_text(gpu, "ecc_errors/unrepairable_memory") == "Yes",
-            clock_events=tuple(
-                event.tag.removeprefix("clocks_event_reason_")
-                for event in gpu.findall("clocks_event_reasons/*")
-                if (event.text or "").strip() == "Active"
-            ),
+            clock_events=tuple(name for name, on in _clock_event_states(gpu) if on),
             width_current=_number(_text(gpu, f"{widths}/current_link_width")),
             width_max=_number(_text(gpu, f"{widths}/max_link_width")),
             fabric_state=_text(gpu, "fabric/state"),
@@ -155,6 +175,7 @@ def parse_xml(text: str) -> SmiLog:
                 )
                 for p in gpu.findall("processes/process_info")
             ),
+            clock_event_states=_clock_event_states(gpu),
         )
         for gpu in root.findall("gpu")
     ]

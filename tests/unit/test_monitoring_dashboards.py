@@ -10,7 +10,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from kiln.roles.monitoring import consoles, dashboards, queries
+from kiln.roles.monitoring import consoles, dashboard_panels, dashboards, panel_display, queries
 from tests.conftest import REPO
 from tests.unit.test_filter_plugins import filters
 
@@ -28,20 +28,41 @@ def test_one_file_per_dashboard_the_issue_names():
     }
 
 
+# Grafana 11.6's dashboard schema: the version the pinned grafana-foundation-sdk writes.
+SCHEMA_VERSION = 41
+# The unit a panel shows for the base unit its metric's name ends in (docs/monitoring.md,
+# "Naming"), where the query is the metric itself or its age.
+UNIT_OF_SUFFIX = {
+    "_celsius": "celsius", "_watts": "watt", "_hertz": "hertz", "_bytes": "bytes",
+    "_bytes_per_second": "Bps", "_ratio": "percentunit", "_timestamp_seconds": "s",
+    "_seconds": "s", "_flops_per_second": "flops",
+}  # fmt: skip
+
+
+def panels(name: str) -> list[dict]:
+    return json.loads(FILES[name])["panels"]
+
+
+def the_panel(name: str, title: str, kind: str = "") -> dict:
+    (found,) = [p for p in panels(name) if p["title"] == title and kind in ("", p["type"])]
+    return found
+
+
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_each_dashboard_is_grafana_dashboard_json(name):
     model = json.loads(FILES[name])
     assert model["uid"] == name.removesuffix(".json")
-    assert model["schemaVersion"] == dashboards.SCHEMA_VERSION
+    assert model["schemaVersion"] == SCHEMA_VERSION
     assert model["editable"] is False and model["tags"] == ["kiln"]
-    panels = model["panels"]
-    assert [p["id"] for p in panels] == list(range(1, len(panels) + 1))
+    assert model["annotations"]["list"][0]["builtIn"] == 1
+    assert [p["id"] for p in model["panels"]] == list(range(1, len(model["panels"]) + 1))
     cells = set()
-    for panel in panels:
+    library = {q.expr: q for q in queries.QUERIES.values()}
+    for panel in model["panels"]:
         assert panel["type"] in ("timeseries", "stat", "table")
         assert panel["datasource"] == DATASOURCE
         grid = panel["gridPos"]
-        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= dashboards.WIDTH, panel["title"]
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= dashboard_panels.WIDTH, panel["title"]
         mine = {
             (x, y)
             for x in range(grid["x"], grid["x"] + grid["w"])
@@ -53,55 +74,252 @@ def test_each_dashboard_is_grafana_dashboard_json(name):
         assert refs == sorted(set(refs)) and refs[0] == "A"
         for target in panel["targets"]:
             assert target["datasource"] == DATASOURCE
-            assert target["expr"] in {q.expr for q in queries.QUERIES.values()}
+            assert target["expr"] in library, target["expr"]  # the alerts' library
             assert target.get("instant", False) is (panel["type"] != "timeseries")
-    datasource, node = model["templating"]["list"]
-    assert datasource == {
-        "name": "datasource",
-        "label": "Prometheus",
-        "type": "datasource",
-        "query": "prometheus",
-        "current": {"text": "kiln-prometheus", "value": "kiln-prometheus"},
-        "hide": 0,
-    }
-    assert (node["name"], node["type"], node["definition"]) == (
-        "node",
-        "query",
-        "label_values(up, node)",
+        first = library[panel["targets"][0]["expr"]]
+        assert panel["fieldConfig"]["defaults"]["unit"] == first.unit
+        assert panel["description"].startswith(f"{first.title}: {first.expr}")
+
+
+def test_a_panel_shows_the_unit_its_metric_is_written_in():
+    """Every panel whose query is a metric itself (or the time since a timestamp) shows
+    that metric's base unit; counts and states show plain numbers."""
+    checked = {}
+    for name in FILES:
+        for panel in panels(name):
+            expr = panel["targets"][0]["expr"]
+            names = queries.metric_names(expr)
+            metric = names.pop() if len(names) == 1 else ""
+            selector = re.escape(metric) + r"(\{[^}]*\})?"
+            plain = re.fullmatch(rf"(time\(\) - )?(max\({selector}\)|{selector})", expr)
+            suffixes = [s for s in UNIT_OF_SUFFIX if metric.endswith(s)]
+            if plain and suffixes:
+                checked[metric] = panel["fieldConfig"]["defaults"]["unit"]
+                assert checked[metric] == UNIT_OF_SUFFIX[max(suffixes, key=len)], panel["title"]
+    assert {"kiln_gpu_temperature_celsius", "kiln_gpu_power_watts", "kiln_gpu_sm_clock_hertz",
+            "kiln_gpu_memory_used_bytes", "kiln_gpu_utilization_ratio",
+            "kiln_ib_port_rate_bytes_per_second", "kiln_result_flops_per_second",
+            "kiln_metrics_last_run_timestamp_seconds"} <= set(checked)  # fmt: skip
+    units = {the_panel(n, t)["fieldConfig"]["defaults"]["unit"] for n, t in (
+        ("kiln-node.json", "Memory used"), ("kiln-node.json", "Filesystem used"),
+        ("kiln-node.json", "CPU busy"))}  # fmt: skip
+    assert units == {"percentunit"}
+    assert the_panel("kiln-gpu-fabric.json", "NVLink errors per second")["fieldConfig"][
+        "defaults"]["unit"] == "ops"  # fmt: skip
+
+
+def test_counts_answer_0_not_no_data():
+    """Every stat of a count asks for 0 when nothing matches (`or vector(0)`)."""
+    for name in FILES:
+        for panel in panels(name):
+            expr = panel["targets"][0]["expr"]
+            if panel["type"] == "stat" and expr.startswith(("count(", "sum(")):
+                assert expr.endswith(" or vector(0)"), (name, panel["title"])
+
+
+def test_no_panel_estimates_flops():
+    """The estimated FLOP/s (utilization x the last measured rate) is gone: the rate
+    shown is the one measured, and named so."""
+    titles = {p["title"] for name in FILES for p in panels(name)}
+    assert not [t for t in titles if "estimat" in t.lower()]
+    assert the_panel("kiln-gpu-fabric.json", "Matmul rate, last run")["targets"][0]["expr"] == (
+        'kiln_result_flops_per_second{node=~"$node"}'
     )
-    assert node["multi"] is node["includeAll"] is (name != "kiln-node.json")
 
 
-def test_a_panel_is_its_library_query_whole():
-    overview = json.loads(FILES["kiln-overview.json"])
-    drained = overview["panels"][7]
-    assert drained == {
-        "id": 8,
-        "type": "table",
-        "title": "Nodes drained by Kiln",
-        "datasource": DATASOURCE,
-        "gridPos": {"x": 12, "y": 4, "w": 12, "h": 8},
-        "fieldConfig": {"defaults": {"unit": "short"}, "overrides": []},
-        "options": {},
+def test_the_slurm_state_stat_shows_the_state_by_name_whole():
+    """The node page's Slurm state: the `state` label's text (IDLE+DRAIN), coloured by
+    the words in it, not the 1 every kiln_slurm_node_state series has."""
+    assert the_panel("kiln-node.json", "Slurm state") == {
+        "type": "stat",
+        "id": 2,
         "targets": [
             {
-                "datasource": DATASOURCE,
+                "expr": 'kiln_slurm_node_state{node=~"$node"}',
                 "refId": "A",
+                "instant": True,
+                "range": False,
+                "format": "table",
+                "legendFormat": "{{node}} {{state}}",
+                "datasource": DATASOURCE,
+            }
+        ],
+        "title": "Slurm state",
+        "description": 'Slurm state: kiln_slurm_node_state{node=~"$node"}',
+        "transparent": False,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": 4, "w": 4, "x": 4, "y": 0},
+        "repeatDirection": "h",
+        "options": {
+            "graphMode": "none",
+            "colorMode": "background",
+            "justifyMode": "auto",
+            "textMode": "value",
+            "wideLayout": True,
+            "showPercentChange": False,
+            "reduceOptions": {"calcs": ["lastNotNull"], "values": True, "fields": "/^state$/"},
+            "percentChangeColorMode": "standard",
+            "orientation": "auto",
+        },
+        "fieldConfig": {
+            "defaults": {
+                "unit": "short",
+                "mappings": [
+                    {
+                        "type": "regex",
+                        "options": {"pattern": pattern, "result": {"color": colour, "index": i}},
+                    }
+                    for i, (pattern, colour) in enumerate(
+                        [
+                            (".*(DOWN|FAIL|NOT_RESPONDING).*", "red"),
+                            (".*(DRAIN|MAINT|REBOOT).*", "orange"),
+                            ("(ALLOCATED|MIXED|COMPLETING).*", "blue"),
+                            ("IDLE.*", "green"),
+                        ]
+                    )
+                ],
+            },
+            "overrides": [],
+        },
+    }
+    # Slurm's states as its scontrol prints them, each coloured by its first match
+    colours = {
+        state: next(c for p, c in panel_display.SLURM_STATES if re.match(p, state))
+        for state in ("IDLE", "IDLE+DRAIN", "DOWN+NOT_RESPONDING", "MIXED", "ALLOCATED+DRAIN",
+                      "IDLE+CLOUD+POWERED_DOWN")
+    }  # fmt: skip
+    assert colours == {
+        "IDLE": "green", "IDLE+DRAIN": "orange", "DOWN+NOT_RESPONDING": "red",
+        "MIXED": "blue", "ALLOCATED+DRAIN": "orange", "IDLE+CLOUD+POWERED_DOWN": "red",
+    }  # fmt: skip
+
+
+def test_a_state_panel_maps_numbers_to_words_and_colours_whole():
+    """node_exporter's InfiniBand port state as words, the threshold colours drawn."""
+    assert the_panel("kiln-gpu-fabric.json", "IB port state") == {
+        "type": "timeseries",
+        "id": 14,
+        "targets": [
+            {
+                "expr": 'node_infiniband_state_id{node=~"$node"}',
+                "refId": "A",
+                "legendFormat": "{{node}} {{device}}/{{port}}",
+                "datasource": DATASOURCE,
+            }
+        ],
+        "title": "IB port state",
+        "description": 'IB port state: node_infiniband_state_id{node=~"$node"}',
+        "transparent": False,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": 8, "w": 12, "x": 12, "y": 56},
+        "repeatDirection": "h",
+        "options": {
+            "legend": {
+                "displayMode": "list",
+                "placement": "bottom",
+                "showLegend": True,
+                "calcs": [],
+            },
+            "tooltip": {"mode": "single", "sort": "asc"},
+        },
+        "fieldConfig": {
+            "defaults": {
+                "unit": "short",
+                "mappings": [
+                    {
+                        "type": "value",
+                        "options": {
+                            "1": {"text": "down", "color": "red", "index": 0},
+                            "2": {"text": "init", "color": "orange", "index": 1},
+                            "3": {"text": "armed", "color": "orange", "index": 2},
+                            "4": {"text": "active", "color": "green", "index": 3},
+                            "5": {"text": "active defer", "color": "orange", "index": 4},
+                        },
+                    }
+                ],
+                "thresholds": {
+                    "mode": "absolute",
+                    "steps": [
+                        {"value": None, "color": "red"},
+                        {"value": 2, "color": "orange"},
+                        {"value": 4, "color": "green"},
+                        {"value": 5, "color": "orange"},
+                    ],
+                },
+                "color": {"mode": "thresholds"},
+                "custom": {"thresholdsStyle": {"mode": "dashed"}},
+            },
+            "overrides": [],
+        },
+    }
+
+
+def test_a_table_panel_is_its_library_query_whole():
+    assert the_panel("kiln-overview.json", "Nodes drained by Kiln", "table") == {
+        "type": "table",
+        "id": 12,
+        "targets": [
+            {
                 "expr": 'kiln_slurm_node_drain_info{node=~"$node"}',
+                "refId": "A",
                 "instant": True,
                 "range": False,
                 "format": "table",
                 "legendFormat": "{{node}} {{by}}: {{reason}}",
+                "datasource": DATASOURCE,
             }
         ],
+        "title": "Nodes drained by Kiln",
+        "description": 'Nodes drained by Kiln: kiln_slurm_node_drain_info{node=~"$node"}',
+        "transparent": False,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": 8, "w": 12, "x": 12, "y": 8},
+        "repeatDirection": "h",
+        "fieldConfig": {"defaults": {"unit": "short"}, "overrides": []},
     }
-    node = json.loads(FILES["kiln-node.json"])
-    (temperature,) = [p for p in node["panels"] if p["title"] == "GPU temperature"]
+    temperature = the_panel("kiln-node.json", "GPU temperature")
     assert [(t["refId"], t["expr"], t["legendFormat"]) for t in temperature["targets"]] == [
         ("A", 'kiln_gpu_temperature_celsius{node=~"$node"}', "{{node}} GPU {{gpu}}"),
         ("B", 'kiln_gpu_temperature_ceiling_celsius{node=~"$node"}', "{{node}} ceiling"),
     ]
     assert temperature["fieldConfig"]["defaults"]["unit"] == "celsius"
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_each_dashboard_picks_its_datasource_and_nodes(name):
+    datasource, node = json.loads(FILES[name])["templating"]["list"]
+    assert datasource == {
+        "type": "datasource",
+        "name": "datasource",
+        "label": "Prometheus",
+        "skipUrlSync": False,
+        "query": "prometheus",
+        "current": {"text": "kiln-prometheus", "value": "kiln-prometheus"},
+        "multi": False,
+        "allowCustomValue": True,
+        "includeAll": False,
+        "auto": False,
+        "auto_min": "10s",
+        "auto_count": 30,
+    }
+    many = name != "kiln-node.json"
+    assert node == {
+        "type": "query",
+        "name": "node",
+        "label": "Node",
+        "skipUrlSync": False,
+        "query": "label_values(up, node)",
+        "datasource": DATASOURCE,
+        "multi": many,
+        "allowCustomValue": True,
+        "refresh": 2,
+        "sort": 1,
+        "includeAll": many,
+        "auto": False,
+        "auto_min": "10s",
+        "auto_count": 30,
+        **({"allValue": ".+", "current": {"text": "All", "value": "$__all"}} if many else {}),
+    }
 
 
 def test_the_dashboards_open_on_an_existing_grafanas_datasource():
@@ -203,7 +421,7 @@ ACTIONS = {
 @pytest.mark.parametrize("name", sorted(PAGES))
 def test_each_console_page_graphs_its_dashboards_panels(name):
     page = PAGES[name]
-    (dashboard,) = [d for d in dashboards.DASHBOARDS if f"{d.uid}.html" == name]
+    (dashboard,) = [d for d in dashboard_panels.DASHBOARDS if f"{d.uid}.html" == name]
     assert page.startswith(
         '{{ template "kiln_head" . }}\n<p class="kiln-links"><a href="kiln-overview.html">'
         'cluster overview</a> | <a href="kiln-gpu-fabric.html">GPU fleet and fabric</a> | '
@@ -236,10 +454,10 @@ def test_a_console_graph_whole():
     (graph,) = [g for g in page.split("<h3>") if g.startswith("GPU temperature<")]
     assert graph == (
         "GPU temperature</h3>\n"
-        '<div id="graph10"></div>\n'
+        '<div id="graph11"></div>\n'
         "<script>\n"
         "new PromConsole.Graph({\n"
-        '  node: document.querySelector("#graph10"),\n'
+        '  node: document.querySelector("#graph11"),\n'
         '  expr: ["kiln_gpu_temperature_celsius{node=~\\"{{ .Params.node }}\\"}",'
         ' "kiln_gpu_temperature_ceiling_celsius{node=~\\"{{ .Params.node }}\\"}"],\n'
         '  name: ["[[node]] GPU [[gpu]]", "[[node]] ceiling"],\n'

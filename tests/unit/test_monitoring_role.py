@@ -121,7 +121,8 @@ def test_node_exporter_listens_on_the_cluster_address(host, overrides, args):
     assert render("prometheus-node-exporter.default.j2", host, **overrides) == (
         HEADER + "node_exporter's command line; its textfile\n"
         "# collector reads Kiln's metrics.\n"
-        f'ARGS="{args} --collector.textfile.directory=/var/lib/prometheus/node-exporter"\n'
+        f'ARGS="{args} --collector.textfile.directory=/var/lib/prometheus/node-exporter'
+        ' --collector.infiniband"\n'
     )
 
 

@@ -38,6 +38,27 @@ def test_rules_file_passes_promtool_check(tmp_path, promtool):
     ), done.stderr
 
 
+def test_every_query_of_the_library_is_promql_prometheus_reads(tmp_path, promtool):
+    """Each query, as a dashboard sends it (every node chosen) and as a rule reads it, is
+    a recording rule promtool accepts: the panels' queries, not only the alerts', parse."""
+    exprs = {
+        f"{q.name}:{which}": expr
+        for q in queries.QUERIES.values()
+        for which, expr in (("panel", queries.for_nodes(q.expr, ".+")),
+                            ("rule", queries.for_nodes(q.expr)))
+    }  # fmt: skip
+    path = tmp_path / "queries.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "queries", "rules": [
+        {"record": f"kiln:query:{name.replace(':', '_')}", "expr": expr}
+        for name, expr in exprs.items()
+    ]}]}))  # fmt: skip
+    done = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (
+        0,
+        f"Checking {path}\n  SUCCESS: {len(exprs)} rules found\n\n",
+    ), done.stderr
+
+
 def test_every_alert_fires_in_promtools_tests(tmp_path, promtool):
     """promtool runs rules_test.yml against the rules Kiln writes: each alert's input
     series, its labels and its annotations (summary, runbook) as Prometheus renders them."""
@@ -142,7 +163,7 @@ def every_expression() -> dict[str, str]:
             if variable["type"] == "query":
                 # label_values(SELECTOR, LABEL): the selector names a metric
                 (selector,) = re.fullmatch(
-                    r"label_values\((.+), *\w+\)", variable["definition"]
+                    r"label_values\((.+), *\w+\)", variable["query"]
                 ).groups()
                 found[f"{name} ${variable['name']}"] = selector
     for name, page in consoles.console_pages().items():
@@ -193,8 +214,8 @@ def test_a_misspelt_metric_in_a_query_is_caught():
 def test_for_nodes_fills_in_or_removes_the_node_matcher():
     expr = queries.query("node_filesystem_used").expr
     assert queries.for_nodes(expr) == (
-        '1 - node_filesystem_avail_bytes{fstype!~"tmpfs|overlay"}'
-        ' / node_filesystem_size_bytes{fstype!~"tmpfs|overlay"}'
+        '1 - node_filesystem_avail_bytes{fstype!~"overlay|squashfs"}'
+        ' / node_filesystem_size_bytes{fstype!~"overlay|squashfs"}'
     )
     assert queries.for_nodes(queries.query("gpu_power").expr, "gpu00[12]") == (
         'kiln_gpu_power_watts{node=~"gpu00[12]"}'

@@ -22,6 +22,7 @@ from tests.conftest import REPO
 from tests.node_scripts import health_active
 from tests.unit.test_filter_plugins import filters
 from tests.unit.test_gpu import SCONTROL_NODE_REBOOT_REQUESTED
+from tests.unit.test_node_metrics import CLOCK_REASONS
 
 PACKAGE = REPO / "node_library" / "kiln_node"
 FIXTURES = REPO / "tests" / "fixtures"
@@ -411,6 +412,7 @@ def test_nvidia_smi_xml_read_whole():
                 utilization_pct=0.0,
                 memory_used_mib=0.0,
                 correctable_volatile=0,
+                clock_event_states=tuple((r, r == "gpu_idle") for r in CLOCK_REASONS),
             )
         ],
     )

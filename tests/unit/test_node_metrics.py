@@ -5,8 +5,10 @@ InfiniBand sysfs tree in the kernel's format. Every written file passes promtool
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -63,6 +65,22 @@ VM_INFO = (
 )
 
 
+# nvidia-smi's clock event reasons, in the order it lists them (driver 580).
+CLOCK_REASONS = (
+    "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+    "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost", "sw_thermal_slowdown",
+    "display_clocks_setting",
+)  # fmt: skip
+
+
+def clock_reasons(labels: str, *active: str) -> list[str]:
+    """kiln_gpu_clock_event_reason's lines for one GPU: 1 for each reason in ACTIVE."""
+    return [
+        f'kiln_gpu_clock_event_reason{{{labels},reason="{r}"}} {int(r in active)}'
+        for r in CLOCK_REASONS
+    ]
+
+
 def test_gpu_file_of_the_recorded_h100_vm(promtool):
     """The healthy VM at rest: its kernel log has NVRM lines but no XID."""
     log = nvidia_smi.parse_xml((H100_VM / "nvidia-smi-q.xml").read_text())
@@ -85,6 +103,8 @@ def test_gpu_file_of_the_recorded_h100_vm(promtool):
             "kiln_gpu_ecc_corrected_errors": [f"kiln_gpu_ecc_corrected_errors{{{GPU0}}} 0"],
             "kiln_gpu_remapped_rows_pending": [f"kiln_gpu_remapped_rows_pending{{{GPU0}}} 0"],
             "kiln_gpu_remap_failure": [f"kiln_gpu_remap_failure{{{GPU0}}} 0"],
+            # at rest: its clocks are down because it is idle
+            "kiln_gpu_clock_event_reason": clock_reasons(GPU0, "gpu_idle"),
         }
     )
     promtool_check(promtool, text)
@@ -113,6 +133,7 @@ def test_gpu_file_of_the_recorded_h100_under_the_burn_in_driver(promtool):
             "kiln_gpu_ecc_corrected_errors": [f"kiln_gpu_ecc_corrected_errors{{{node}}} 0"],
             "kiln_gpu_remapped_rows_pending": [f"kiln_gpu_remapped_rows_pending{{{node}}} 0"],
             "kiln_gpu_remap_failure": [f"kiln_gpu_remap_failure{{{node}}} 0"],
+            "kiln_gpu_clock_event_reason": clock_reasons(node),
         }
     )
     promtool_check(promtool, text)
@@ -133,6 +154,9 @@ FAULTY = vm_variant(
     ("<dram_uncorrectable>0</dram_uncorrectable>", "<dram_uncorrectable>3</dram_uncorrectable>"),
     ("<remapped_row_pending>No<", "<remapped_row_pending>Yes<"),
     ("<remapped_row_failure>No<", "<remapped_row_failure>Yes<"),
+    ("<clocks_event_reason_gpu_idle>Active<", "<clocks_event_reason_gpu_idle>Not Active<"),
+    ("<clocks_event_reason_hw_thermal_slowdown>Not Active<",
+     "<clocks_event_reason_hw_thermal_slowdown>Active<"),
 )  # fmt: skip
 FAULTY_DMESG = (H100_VM / "dmesg-nvrm.txt").read_text() + (
     "[ 4242.1] NVRM: Xid (PCI:0000:00:06): 79, pid=0, GPU has fallen off the bus.\n"
@@ -161,6 +185,7 @@ FAULTY_TEXT = gpu_text(
             'kiln_gpu_xid_errors_total{node="gpu001",gpu="0",xid="79"} 2',
             'kiln_gpu_xid_errors_total{node="gpu001",gpu="0000:3b:00",xid="79"} 1',
         ],
+        "kiln_gpu_clock_event_reason": clock_reasons(GPU0, "hw_thermal_slowdown"),
     }
 )
 
@@ -170,6 +195,22 @@ def test_gpu_file_of_a_faulty_gpu(promtool):
     text = metrics.text(gpu_metrics.gauges(log, nvidia_smi.parse_xids(FAULTY_DMESG), "gpu001", 85))
     assert text == FAULTY_TEXT
     promtool_check(promtool, text)
+
+
+def test_older_drivers_clocks_throttle_reasons_are_the_same_reasons():
+    """Drivers before 535 name the element clocks_throttle_reasons, each child
+    clocks_throttle_reason_*; a reason given as N/A has no series."""
+    text = (H100_VM / "nvidia-smi-q.xml").read_text()
+    text = text.replace("clocks_event_reasons>", "clocks_throttle_reasons>")
+    text = text.replace("clocks_event_reason_", "clocks_throttle_reason_")
+    text = text.replace(
+        "<clocks_throttle_reason_sync_boost>Not Active<", "<clocks_throttle_reason_sync_boost>N/A<"
+    )
+    (gpu,) = nvidia_smi.parse_xml(text).gpus
+    assert gpu.clock_events == ("gpu_idle",)
+    assert gpu.clock_event_states == tuple(
+        (r, r == "gpu_idle") for r in CLOCK_REASONS if r != "sync_boost"
+    )
 
 
 def test_older_drivers_power_and_ecc_fields():
@@ -369,9 +410,12 @@ SLURM_TEXT = (
     + 'kiln_slurm_node_state{node="kiln-compute01",state="IDLE+DRAIN"} 1\n'
     + 'kiln_slurm_node_state{node="kiln-compute02",state="IDLE+DRAIN"} 1\n'
     + help_type("kiln_slurm_node_drain_info")
-    # compute01's drain is an operator's (RMA): not Kiln's, no series
+    # compute01's drain is an operator's (RMA): not Kiln's, in the next metric
     + 'kiln_slurm_node_drain_info{node="kiln-compute02",by="health",reason="kiln-health: '
     'mounts: shared /shared: autofs could not mount kiln-storage:/shared (server kiln-storag"} 1\n'
+    + help_type("kiln_slurm_node_drain_other_info")
+    + 'kiln_slurm_node_drain_other_info{node="kiln-compute01",reason="RMA 4711: replace the'
+    ' fan"} 1\n'
     + help_type("kiln_slurm_jobs")
     + 'kiln_slurm_jobs{state="PENDING"} 4\n'
     + 'kiln_slurm_jobs{state="RUNNING"} 2\n'
@@ -395,6 +439,7 @@ def test_an_empty_queue_still_has_its_depth():
         help_type("kiln_slurm_node_state")
         + 'kiln_slurm_node_state{node="gpu001",state="IDLE"} 1\n'
         + help_type("kiln_slurm_node_drain_info")
+        + help_type("kiln_slurm_node_drain_other_info")
         + help_type("kiln_slurm_jobs")
         + 'kiln_slurm_jobs{state="PENDING"} 0\n'
         + 'kiln_slurm_jobs{state="RUNNING"} 0\n'
@@ -424,9 +469,61 @@ def test_each_kiln_program_is_named_by_its_drain_prefix():
 
 def test_a_kiln_reason_on_a_node_no_longer_drained_is_not_a_drain():
     """A node down (not drained) keeps its last reason: only a drain is a drain."""
-    nodes = {"gpu001": slurm_state.NodeState("gpu001", "DOWN", "kiln-health: gpu_smi")}
-    drains = slurm_metrics.gauges(nodes, "")[1]
-    assert drains.samples == []
+    nodes = {
+        "gpu001": slurm_state.NodeState("gpu001", "DOWN", "kiln-health: gpu_smi"),
+        "gpu002": slurm_state.NodeState("gpu002", "DOWN+NOT_RESPONDING", "Not responding"),
+    }
+    _, drains, others, _ = slurm_metrics.gauges(nodes, "")
+    assert drains.samples == others.samples == []
+
+
+def test_drains_by_anyone_but_kiln_are_others():
+    """The repair loop's RMA drain is Kiln's, though no program resumes it; Slurm's own
+    drains and an operator's are others'."""
+    nodes = {
+        name: slurm_state.NodeState(name, "IDLE+DRAIN", reason)
+        for name, reason in (
+            ("gpu001", "kiln-rma: disk-full: 2 failed repairs; evidence ctl1:/e.tar.gz"),
+            ("gpu002", "Kill task failed"),
+            ("gpu003", "kilnish"),
+            ("gpu004", "kiln-active: dcgm: pcie failed on GPU 0"),
+        )
+    }
+    _, drains, others, _ = slurm_metrics.gauges(nodes, "")
+    assert [labels for labels, _ in drains.samples] == [
+        {
+            "node": "gpu004",
+            "by": "health-active",
+            "reason": "kiln-active: dcgm: pcie failed on GPU 0",
+        }
+    ]
+    assert others.samples == [
+        ({"node": "gpu002", "reason": "Kill task failed"}, 1),
+        ({"node": "gpu003", "reason": "kilnish"}, 1),
+    ]
+
+
+# `scontrol ping` as root, in scontrol's own format ("Slurmctld(%s) at %s is %s", then a
+# banner when one is DOWN); it exits 1 only when no controller answers.
+PING_ONE_DOWN = (
+    "Slurmctld(primary) at ctl1 is UP\n"
+    "Slurmctld(backup) at ctl2 is DOWN\n"
+    "*****************************************\n"
+    "** RESTORE SLURMCTLD DAEMON TO SERVICE **\n"
+    "*****************************************\n"
+)
+
+
+def test_each_slurmctld_is_up_or_down_as_scontrol_ping_says(promtool):
+    text = metrics.text(slurm_metrics.controller_gauges(PING_ONE_DOWN))
+    assert text == (
+        help_type("kiln_slurm_controller_up")
+        + 'kiln_slurm_controller_up{node="ctl1",role="primary"} 1\n'
+        + 'kiln_slurm_controller_up{node="ctl2",role="backup"} 0\n'
+    )
+    promtool_check(promtool, text)
+    with pytest.raises(ValueError, match=r"^scontrol ping named no controller: slurm_load_ctl"):
+        slurm_metrics.controller_gauges("slurm_load_ctl_conf error: Unable to contact\n")
 
 
 # --- kiln-metrics, the program ---------------------------------------------------------
@@ -467,7 +564,12 @@ def bin_dir(tmp_path) -> Path:
     (tmp_path / "dmesg.txt").write_text(FAULTY_DMESG)
     fake(path, "nvidia-smi", nvidia_smi_answering(tmp_path / "faulty.xml", NO_NVLINK))
     fake(path, "dmesg", f"exec cat {tmp_path / 'dmesg.txt'}")
-    fake(path, "scontrol", f"exec cat {SLURM / 'show-node-oneliner-24.11.txt'}")
+    fake(
+        path,
+        "scontrol",
+        f'[ "$*" = ping ] && {{ echo "Slurmctld(primary) at ctl1 is UP"; exit 0; }}\n'
+        f"exec cat {SLURM / 'show-node-oneliner-24.11.txt'}",
+    )
     fake(
         path,
         "squeue",
@@ -489,21 +591,42 @@ def test_the_program_writes_each_file_whole(tmp_path, bin_dir, infiniband, promt
         "slurm": True,
         "sysfs_infiniband": str(infiniband),
     }
+    before = time.time()
     done = run_program(tmp_path, config, bin_dir)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert sorted(p.name for p in out.iterdir()) == [
         "kiln_gpu.prom",
         "kiln_ib.prom",
+        "kiln_metrics.prom",
         "kiln_slurm.prom",
+        "kiln_slurmctld.prom",
     ]
     assert (out / "kiln_gpu.prom").read_text() == FAULTY_TEXT
     assert (out / "kiln_slurm.prom").read_text() == SLURM_TEXT
+    assert (out / "kiln_slurmctld.prom").read_text() == (
+        help_type("kiln_slurm_controller_up")
+        + 'kiln_slurm_controller_up{node="ctl1",role="primary"} 1\n'
+    )
+    assert_run_file(out, "gpu001", before, 30)
     ib = metrics.text(
         ib_metrics.gauges(ib_metrics.read_ports(str(infiniband)), IB_EXPECTED, "gpu001")
     )
     assert (out / "kiln_ib.prom").read_text() == ib
     for written in out.iterdir():
         promtool_check(promtool, written.read_text())
+
+
+def assert_run_file(out: Path, node: str, before: float, interval: int) -> None:
+    """kiln_metrics.prom: when this run happened (between BEFORE and now) and its interval."""
+    text = (out / "kiln_metrics.prom").read_text()
+    stamp = re.search(r'^kiln_metrics_last_run_timestamp_seconds\{node="(.+)"\} (\S+)$', text, re.M)
+    assert stamp and stamp[1] == node, text
+    assert before <= float(stamp[2]) <= time.time(), text
+    assert text == (
+        help_type("kiln_metrics_last_run_timestamp_seconds") + f"{stamp[0]}\n"
+        + help_type("kiln_metrics_interval_seconds")
+        + f'kiln_metrics_interval_seconds{{node="{node}"}} {interval}\n'
+    )  # fmt: skip
 
 
 def test_the_gpu_file_has_the_nvlink_counters_nvidia_smi_prints(tmp_path, bin_dir, promtool):
@@ -562,16 +685,51 @@ def test_where_dcgm_exporter_gives_the_gpu_metrics_the_file_keeps_the_rest(tmp_p
     assert (out / "kiln_gpu.prom").read_text() == "".join(kept)
 
 
-def test_a_node_without_gpus_ib_or_slurm_gets_no_file(tmp_path):
-    """No nvidia-smi on PATH, no InfiniBand, not the controller: nothing, no error."""
+def test_a_node_without_gpus_ib_or_slurm_gets_only_its_run_file(tmp_path):
+    """No nvidia-smi on PATH, no InfiniBand, not the controller: no source file, no
+    error; the run itself is written, so a stopped kiln-metrics is seen there too."""
     empty = tmp_path / "bin"
     empty.mkdir()
     out = tmp_path / "textfile"
-    config = {"metrics_dir": str(out), "node": "login1", "slurm": False,
+    config = {"metrics_dir": str(out), "node": "login1", "slurm": False, "interval": 15,
               "sysfs_infiniband": str(tmp_path / "none")}  # fmt: skip
+    before = time.time()
     done = run_program(tmp_path, config, empty)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    assert not out.exists()
+    assert [p.name for p in out.iterdir()] == ["kiln_metrics.prom"]
+    assert_run_file(out, "login1", before, 15)
+
+
+def test_a_slurmctld_that_does_not_answer_is_written_as_down(tmp_path, bin_dir, promtool):
+    """slurmctld stopped: scontrol ping exits 1 with its DOWN line, scontrol show node
+    fails; kiln_slurm.prom stays as it was, kiln_slurmctld.prom says DOWN, exit 1."""
+    fake(
+        bin_dir,
+        "scontrol",
+        '[ "$*" = ping ] && { echo "Slurmctld(primary) at ctl1 is DOWN"; exit 1; }\n'
+        "echo 'slurm_load_node error: Unable to contact slurm controller (connect failure)' >&2\n"
+        "exit 1",
+    )
+    out = tmp_path / "textfile"
+    out.mkdir()
+    (out / "kiln_slurm.prom").write_text("# the last run's\n")
+    config = {"metrics_dir": str(out), "node": "ctl1", "slurm": True,
+              "sysfs_infiniband": str(tmp_path / "none")}  # fmt: skip
+    os.unlink(bin_dir / "nvidia-smi")
+    done = run_program(tmp_path, config, bin_dir)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        "kiln-metrics: kiln_slurm.prom not written: scontrol --oneliner show node: "
+        "slurm_load_node error: Unable to contact slurm controller (connect failure)\n",
+    )
+    assert (out / "kiln_slurm.prom").read_text() == "# the last run's\n"
+    text = (out / "kiln_slurmctld.prom").read_text()
+    assert text == (
+        help_type("kiln_slurm_controller_up")
+        + 'kiln_slurm_controller_up{node="ctl1",role="primary"} 0\n'
+    )
+    promtool_check(promtool, text)
 
 
 def test_a_source_that_fails_leaves_its_file_and_says_so(tmp_path, bin_dir):
@@ -592,7 +750,9 @@ def test_a_source_that_fails_leaves_its_file_and_says_so(tmp_path, bin_dir):
     )
     assert (out / "kiln_gpu.prom").read_text() == "# the last run's\n"
     assert (out / "kiln_slurm.prom").read_text() == SLURM_TEXT
-    assert sorted(p.name for p in out.iterdir()) == ["kiln_gpu.prom", "kiln_slurm.prom"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "kiln_gpu.prom", "kiln_metrics.prom", "kiln_slurm.prom", "kiln_slurmctld.prom"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -622,6 +782,10 @@ def test_a_source_that_fails_leaves_its_file_and_says_so(tmp_path, bin_dir):
         (
             {"metrics_dir": "/x", "node": "n", "timeout": "soon"},
             "could not convert string to float: 'soon'",
+        ),
+        (
+            {"metrics_dir": "/x", "node": "n", "interval": 0},
+            "interval is not a number of seconds above 0",
         ),
     ],
 )
@@ -730,12 +894,14 @@ def test_the_role_installs_the_program_its_config_and_timer_on_every_host(tmp_pa
             "ib_ports": [{"device": "mlx5_0", "port": 1, "rate": 400}],
             "slurm": True,
             "gpu_omit": [],
+            "interval": 15,
         },
         "ctl2": {"node": "ctl2", "metrics_dir": "/var/lib/prometheus/node-exporter",
                  "temperature_ceiling": 87, "ib_ports": [], "slurm": False,
-                 "gpu_omit": dcgm.from_dcgm()},
+                 "gpu_omit": dcgm.from_dcgm(), "interval": 15},
         "login1": {"node": "login1", "metrics_dir": "/var/lib/prometheus/node-exporter",
-                   "temperature_ceiling": 87, "ib_ports": [], "slurm": False, "gpu_omit": []},
+                   "temperature_ceiling": 87, "ib_ports": [], "slurm": False, "gpu_omit": [],
+                   "interval": 15},
     }  # fmt: skip
     for host in hosts:
         assert tasks["Install kiln-metrics"][host]["diff"][0]["after"] == SCRIPT.read_text()

@@ -82,7 +82,8 @@ def test_node_exporter_listens_on_the_cluster_address_only(host):
         "# Managed by Kiln (monitoring role): node_exporter's command line; its textfile\n"
         "# collector reads Kiln's metrics.\n"
         f'ARGS="--web.listen-address={ADDRESS[node]}:9100'
-        ' --collector.textfile.directory=/var/lib/prometheus/node-exporter"\n'
+        " --collector.textfile.directory=/var/lib/prometheus/node-exporter"
+        ' --collector.infiniband"\n'
     )
     ports = {a for a in listening(host) if a.endswith((":9090", ":9093", ":9094", ":9100"))}
     expected = {f"{ADDRESS[node]}:9100"}

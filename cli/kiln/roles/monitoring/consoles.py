@@ -1,5 +1,5 @@
 """Prometheus console pages (/consoles/kiln-*.html): a page per Grafana dashboard of
-kiln.roles.monitoring.dashboards, a graph per panel of the same queries, so a cluster without
+kiln.roles.monitoring.dashboard_panels, a graph per panel of the same queries, so a cluster without
 Grafana still has the pictures (and the docs their screenshots). Prometheus expands them
 as Go html templates with Kiln's console library (roles/monitoring/files/kiln.lib:
 "kiln_head", "kiln_tail"; Debian ships none) and draws the graphs with
@@ -10,7 +10,7 @@ import html
 import json
 import re
 
-from kiln.roles.monitoring.dashboards import DASHBOARDS, Dashboard
+from kiln.roles.monitoring.dashboard_panels import DASHBOARDS, Dashboard
 from kiln.roles.monitoring.queries import for_nodes, query
 
 # The node page's node, from its URL (kiln-node.html?node=gpu001); html/template

@@ -25,6 +25,13 @@ EXTERNAL = frozenset(
         "node_memory_MemTotal_bytes",
         "node_filesystem_avail_bytes",
         "node_filesystem_size_bytes",
+        "node_filesystem_readonly",  # 1 for a filesystem mounted read-only
+        # node_exporter's infiniband collector (/sys/class/infiniband), labels device, port
+        "node_infiniband_state_id",  # 1 down, 2 init, 3 armed, 4 active, 5 active defer
+        "node_infiniband_port_errors_received_total",  # PortRcvErrors: bad packets in
+        "node_infiniband_local_link_integrity_errors_total",
+        "node_infiniband_port_data_received_bytes_total",
+        "node_infiniband_port_data_transmitted_bytes_total",
         "node_textfile_scrape_error",  # 1 when a .prom file of the collector did not parse
         "node_textfile_mtime_seconds",  # each .prom file's modification time
         "node_boot_time_seconds",
@@ -32,6 +39,16 @@ EXTERNAL = frozenset(
 )
 
 NODE = 'node=~"$node"'
+# The filesystems node_exporter reports that can fill: tmpfs too (/run, a pyxis runtime
+# path), not an image's read-only layers. node_exporter already leaves out /dev, /proc,
+# /sys and the pseudo filesystems.
+FILESYSTEMS = 'fstype!~"overlay|squashfs"'
+# Clock event reasons that mean the hardware or the driver's thermal guard holds the
+# clocks down (kiln_node.gpu_checks' HW_SLOWDOWNS and the software thermal one); the
+# power cap under full load and an idle GPU's low clocks are normal.
+THROTTLES = "hw_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown|sw_thermal_slowdown"
+# kiln-metrics is stale past this many of its intervals.
+STALE_INTERVALS = 5
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,23 @@ def _q(name: str, expr: str, title: str, unit: str = "short", legend: str = "") 
 
 
 _GPU = "{{node}} GPU {{gpu}}"
+# Less than 5% free on a filesystem that can be written (kiln-health's free_space floors
+# judge the compute nodes' own paths; this sees every node, the controller's Prometheus
+# and slurmctld state too).
+_FULL = (
+    f"node_filesystem_avail_bytes{{{FILESYSTEMS}}} / node_filesystem_size_bytes"
+    f"{{{FILESYSTEMS}}} < 0.05 and node_filesystem_readonly == 0"
+)
+# kiln-metrics stale: no run for STALE_INTERVALS of its intervals; one of its source
+# files not rewritten for as long (a source that keeps failing: its alerts would go
+# quiet); or a node scraped whose kiln-metrics never wrote.
+_STALE = (
+    f"time() - kiln_metrics_last_run_timestamp_seconds"
+    f" > {STALE_INTERVALS} * kiln_metrics_interval_seconds"
+    f' or time() - node_textfile_mtime_seconds{{file=~".*/kiln_(gpu|ib|slurm|slurmctld)'
+    f'[.]prom"}} > on (node) group_left {STALE_INTERVALS} * kiln_metrics_interval_seconds'
+    f' or up{{job="node"}} == 1 unless on (node) kiln_metrics_last_run_timestamp_seconds'
+)
 _PORT = "{{node}} {{device}}/{{port}}"
 
 # fmt: off
@@ -57,8 +91,9 @@ QUERIES: dict[str, Query] = {q.name: q for q in (
     # Each node once, whatever number of targets it has (the server has three).
     _q("nodes", "count by (node) (up)", "Nodes", legend="{{node}}"),
     _q("targets_down", "up == 0", "Scrape targets down", legend="{{node}} {{job}}"),
-    _q("targets_up_count", f"count(up{{{NODE}}} == 1)", "Targets up"),
-    _q("targets_count", f"count(up{{{NODE}}})", "Targets scraped"),
+    # Counts answer 0, not nothing, when no series matches.
+    _q("targets_up_count", f"count(up{{{NODE}}} == 1) or vector(0)", "Targets up"),
+    _q("targets_count", f"count(up{{{NODE}}}) or vector(0)", "Targets scraped"),
     _q("alerts_firing", 'count by (alertname) (ALERTS{alertstate="firing"})',
        "Alerts firing", legend="{{alertname}}"),
     _q("alerts_firing_by_node",
@@ -71,12 +106,26 @@ QUERIES: dict[str, Query] = {q.name: q for q in (
        legend="{{node}} {{state}}"),
     _q("slurm_jobs", "sum by (state) (kiln_slurm_jobs)", "Jobs in the queue",
        legend="{{state}}"),
-    _q("slurm_jobs_pending", 'sum(kiln_slurm_jobs{state="PENDING"})', "Jobs pending"),
-    _q("slurm_jobs_running", 'sum(kiln_slurm_jobs{state="RUNNING"})', "Jobs running"),
+    _q("slurm_jobs_pending", 'sum(kiln_slurm_jobs{state="PENDING"}) or vector(0)',
+       "Jobs pending"),
+    _q("slurm_jobs_running", 'sum(kiln_slurm_jobs{state="RUNNING"}) or vector(0)',
+       "Jobs running"),
     _q("drained_by_kiln", f"kiln_slurm_node_drain_info{{{NODE}}}", "Nodes drained by Kiln",
        legend="{{node}} {{by}}: {{reason}}"),
-    _q("drained_by_kiln_count", f"count(kiln_slurm_node_drain_info{{{NODE}}})",
-       "Nodes drained by Kiln"),
+    _q("drained_by_kiln_count",
+       f"count(kiln_slurm_node_drain_info{{{NODE}}}) or vector(0)", "Nodes drained by Kiln"),
+    # Drains Kiln did not set (an operator's, Slurm's own such as "Kill task failed"):
+    # Kiln never resumes them, so a forgotten one keeps a node out for good.
+    _q("drained_by_others", f"kiln_slurm_node_drain_other_info{{{NODE}}}",
+       "Nodes drained by others", legend="{{node}}: {{reason}}"),
+    _q("drained_by_others_count",
+       f"count(kiln_slurm_node_drain_other_info{{{NODE}}}) or vector(0)",
+       "Nodes drained by others"),
+    # each slurmctld as `scontrol ping` on the first controller sees it
+    _q("slurmctld_up", "kiln_slurm_controller_up", "slurmctld answering",
+       legend="{{node}} ({{role}})"),
+    _q("slurmctld_down", "kiln_slurm_controller_up == 0", "slurmctld not answering",
+       legend="{{node}} ({{role}})"),
     # Kiln's checks: kiln-health (passive), the active check, validate and burn-in
     _q("health_check", f"kiln_health_check{{{NODE}}}", "Node check (1 pass, 0 fail)",
        legend="{{node}} {{check}}"),
@@ -154,12 +203,6 @@ QUERIES: dict[str, Query] = {q.name: q for q in (
        "percentunit", _GPU),
     _q("gpu_memory_used", f"kiln_gpu_memory_used_bytes{{{NODE}}}", "GPU memory used",
        "bytes", _GPU),
-    # Busy share times the node's matmul rate from its last run: an upper bound, since a
-    # busy GPU is not always doing matmuls at full rate.
-    _q("gpu_tflops_estimate",
-       f"avg by (node) (kiln_gpu_utilization_ratio{{{NODE}}}) * on (node)"
-       " max by (node) (kiln_result_flops_per_second)",
-       "Estimated FLOP/s now (utilization x last measured rate)", "flops", "{{node}}"),
     _q("gpu_ecc_uncorrected", f"kiln_gpu_ecc_uncorrected_errors{{{NODE}}}",
        "Uncorrectable ECC errors (volatile)", legend=_GPU),
     _q("gpu_ecc_uncorrected_any", "kiln_gpu_ecc_uncorrected_errors > 0",
@@ -168,6 +211,13 @@ QUERIES: dict[str, Query] = {q.name: q for q in (
        "Correctable ECC errors (volatile)", legend=_GPU),
     _q("gpu_remap_failure", "kiln_gpu_remap_failure == 1", "GPUs whose row remap failed",
        legend=_GPU),
+    _q("gpu_remap_failed", f"kiln_gpu_remap_failure{{{NODE}}}", "Row remap failed (1 yes)",
+       legend=_GPU),
+    # every reason but idle, 0 or 1: which one holds each GPU's clocks down
+    _q("gpu_clock_events", f'kiln_gpu_clock_event_reason{{reason!="gpu_idle",{NODE}}}',
+       "GPU clock event (throttle) reasons, 1 active", legend=_GPU + " {{reason}}"),
+    _q("gpu_throttled", f'kiln_gpu_clock_event_reason{{reason=~"{THROTTLES}"}} == 1',
+       "GPUs held down by a hardware or thermal slowdown", legend=_GPU + " {{reason}}"),
     _q("gpu_remap_pending", f"kiln_gpu_remapped_rows_pending{{{NODE}}}",
        "Row remap waiting for a reset", legend=_GPU),
     _q("gpu_xids", f"sum by (node, gpu, xid) (kiln_gpu_xid_errors_total{{{NODE}}})",
@@ -182,7 +232,7 @@ QUERIES: dict[str, Query] = {q.name: q for q in (
     _q("gpu_nvlink_errors",
        f"sum by (node, gpu, link, counter)"
        f" (rate(kiln_gpu_nvlink_errors_total{{{NODE}}}[5m]))",
-       "NVLink errors per second", legend="{{node}} GPU {{gpu}} link {{link}} {{counter}}"),
+       "NVLink errors per second", "ops", "{{node}} GPU {{gpu}} link {{link}} {{counter}}"),
     # The link-level error counters (any CRC name older drivers print) that grew.
     _q("gpu_nvlink_errors_growing",
        'increase(kiln_gpu_nvlink_errors_total{counter=~"replay|recovery|crc.*"}[1h]) > 0',
@@ -210,6 +260,26 @@ QUERIES: dict[str, Query] = {q.name: q for q in (
     _q("ib_link_error_recovery",
        f"increase(kiln_ib_port_link_error_recovery_total{{{NODE}}}[1h])",
        "IB link error recoveries per hour", legend=_PORT),
+    # every port, from node_exporter's infiniband collector (no series without InfiniBand)
+    _q("ib_port_state", f"node_infiniband_state_id{{{NODE}}}", "IB port state", legend=_PORT),
+    _q("ib_port_errors",
+       f"increase(node_infiniband_port_errors_received_total{{{NODE}}}[1h])",
+       "IB packets received with errors per hour", legend=_PORT),
+    _q("ib_port_traffic",
+       f"rate(node_infiniband_port_data_received_bytes_total{{{NODE}}}[5m])"
+       f" + rate(node_infiniband_port_data_transmitted_bytes_total{{{NODE}}}[5m])",
+       "IB port traffic, both ways", "Bps", _PORT),
+    # Receive or link integrity errors that grew: a cable, transceiver or port going bad.
+    _q("ib_port_errors_growing",
+       "increase(node_infiniband_port_errors_received_total[1h]) > 0"
+       " or increase(node_infiniband_local_link_integrity_errors_total[1h]) > 0",
+       "IB ports whose receive or link integrity errors grew in the last hour",
+       legend=_PORT),
+    # A port that was ACTIVE in the last day and is not now: any port, where Kiln's
+    # ib_down sees only those the health settings expect.
+    _q("ib_link_lost",
+       "node_infiniband_state_id != 4 and max_over_time(node_infiniband_state_id[1d]) == 4",
+       "IB ports active in the last day that are not now", legend=_PORT),
     # the node itself, from node_exporter
     _q("node_load", f"node_load1{{{NODE}}}", "Load (1 min)", legend="{{node}}"),
     _q("node_cpu_busy",
@@ -219,15 +289,30 @@ QUERIES: dict[str, Query] = {q.name: q for q in (
        f"1 - node_memory_MemAvailable_bytes{{{NODE}}} / node_memory_MemTotal_bytes{{{NODE}}}",
        "Memory used", "percentunit", "{{node}}"),
     _q("node_filesystem_used",
-       f'1 - node_filesystem_avail_bytes{{fstype!~"tmpfs|overlay",{NODE}}}'
-       f' / node_filesystem_size_bytes{{fstype!~"tmpfs|overlay",{NODE}}}',
+       f"1 - node_filesystem_avail_bytes{{{FILESYSTEMS},{NODE}}}"
+       f" / node_filesystem_size_bytes{{{FILESYSTEMS},{NODE}}}",
        "Filesystem used", "percentunit", "{{node}} {{mountpoint}}"),
+    _q("node_filesystem_avail", f"node_filesystem_avail_bytes{{{FILESYSTEMS},{NODE}}}",
+       "Filesystem space free", "bytes", "{{node}} {{mountpoint}}"),
+    _q("node_filesystem_full", _FULL, "Filesystems under 5% free", "percentunit",
+       "{{node}} {{mountpoint}}"),
+    _q("node_filesystem_full_count", f"count({_FULL}) or vector(0)",
+       "Filesystems under 5% free"),
     _q("node_uptime", f"time() - node_boot_time_seconds{{{NODE}}}", "Uptime", "s",
        "{{node}}"),
     _q("textfile_errors", f"node_textfile_scrape_error{{{NODE}}}",
        "Textfile collector errors (1: a .prom file did not parse)", legend="{{node}}"),
-    _q("textfile_age", f'time() - node_textfile_mtime_seconds{{file=~"kiln_.*",{NODE}}}',
+    # node_exporter's `file` is the file's whole path
+    _q("textfile_age", f'time() - node_textfile_mtime_seconds{{file=~".*/kiln_.*",{NODE}}}',
        "Age of Kiln's metric files", "s", "{{node}} {{file}}"),
+    # kiln-metrics itself: when it last ran, against its own interval
+    _q("metrics_last_run_age",
+       f"time() - kiln_metrics_last_run_timestamp_seconds{{{NODE}}}",
+       "Since kiln-metrics ran", "s", "{{node}}"),
+    _q("metrics_stale", _STALE, "kiln-metrics runs or files gone stale", "s",
+       "{{node}} {{file}}"),
+    _q("metrics_stale_count", f"count({_STALE}) or vector(0)",
+       "kiln-metrics runs or files gone stale"),
 )}
 # fmt: on
 

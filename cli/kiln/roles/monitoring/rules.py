@@ -89,6 +89,41 @@ ALERTS: tuple[Alert, ...] = (
     Alert("KilnRepairRepeated", "repair_repeated", "warning",
           "{{ $labels.failure }}: {{ $value | printf \"%.0f\" }} automatic repairs in a day",
           "kiln repair history (one cause behind them: storage, a driver, a rack?)"),
+    Alert("KilnGpuRemapFailed", "gpu_remap_failure", "critical",
+          f"{_GPU}: a row remap failed; the GPU cannot retire its bad memory rows",
+          f"kiln health --nodes {NODE} (drains on the failed remap; the repair loop resets"
+          f" the GPU, then sends it to RMA); kiln repair history {NODE}"),
+    Alert("KilnGpuThrottled", "gpu_throttled", "warning",
+          f"{_GPU}: clocks held down by {{{{ $labels.reason }}}} for 5 minutes",
+          f"kiln health --nodes {NODE}; after fixing the cooling or power:"
+          f" kiln burn-in --nodes {NODE} --duration 1h", hold="5m"),
+    Alert("KilnIbPortErrors", "ib_port_errors_growing", "warning",
+          f"{_PORT}: {{{{ $value | printf \"%.0f\" }}}} receive or link integrity errors"
+          " in the last hour",
+          f"kiln validate --nodes {NODE} --suite collectives (the port's cable or"
+          " transceiver if the errors keep growing)"),
+    Alert("KilnIbLinkLost", "ib_link_lost", "critical",
+          f"{_PORT} was active in the last day and is not now",
+          f"kiln health --nodes {NODE}; after fixing the link:"
+          f" kiln validate --nodes {NODE} --suite collectives", hold="2m"),
+    Alert("KilnSlurmctldDown", "slurmctld_down", "critical",
+          f"slurmctld ({{{{ $labels.role }}}}) on {NODE} does not answer scontrol ping",
+          f"kiln provision --limit {NODE} --tags slurm (starts slurmctld as configured;"
+          " its journal says why it stopped)", hold="1m"),
+    Alert("KilnFilesystemFull", "node_filesystem_full", "warning",
+          f"{NODE} {{{{ $labels.mountpoint }}}}: {{{{ $value | humanizePercentage }}}} free",
+          f"kiln health --nodes {NODE} (its free_space check drains a compute node below"
+          " the health floors); free the space: Kiln repairs no full disk", hold="5m"),
+    Alert("KilnNodeDrainedByOther", "drained_by_others", "warning",
+          f"{NODE} drained by someone else: {{{{ $labels.reason }}}}",
+          f"kiln health --nodes {NODE} (what Kiln's checks find now; Kiln never resumes"
+          " another's drain: scontrol update nodename=NODE state=resume once it is fixed)",
+          hold="15m"),
+    Alert("KilnMetricsStale", "metrics_stale", "warning",
+          f"{NODE}: kiln-metrics' {{{{ with $labels.file }}}}{{{{ . }}}}{{{{ else }}}}run"
+          "{{ end }} is stale; the GPU, IB and Slurm alerts there go quiet",
+          f"kiln provision --limit {NODE} --tags monitoring (reinstalls and starts"
+          " kiln-metrics.timer; journalctl -u kiln-metrics says why it failed)", hold="5m"),
     Alert("KilnTargetDown", "targets_down", "critical",
           "{{ $labels.job }} on "
           "{{ with $labels.node }}{{ . }}{{ else }}{{ $labels.instance }}{{ end }}"
