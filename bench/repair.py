@@ -6,9 +6,11 @@ person acting, on a lab with the repair loop on (run by hand; issue 61).
 
 Brings up a lab named "bench", turns the repair loop on (group_vars/all/repair.yml: a
 cap of one node, RMA after two failed repairs, 20 s between rounds), provisions it,
-then ROUNDS times: stops autofs on the first compute node and waits until Slurm's run
-of kiln-health drains it and kiln-repair returns it; once, a full disk (a 1 MiB tmpfs
-over /var/lib/enroot) until it reaches RMA. Prints one JSON object with every timing.
+then ROUNDS times on the first compute node: stops autofs and waits until Slurm's run
+of kiln-health drains it and kiln-repair returns it; stops munged, then hangs slurmd
+(SIGSTOP), each until Slurm sets it DOWN (SlurmdTimeout, 30 s in the lab) and kiln-repair
+restarts them by ssh and returns it; once, a full disk (a 1 MiB tmpfs over
+/var/lib/enroot) until it reaches RMA. Prints one JSON object with every timing.
 Takes the lab down unless --keep. Record the figures in docs/health.md ("Repair").
 """
 
@@ -20,7 +22,9 @@ import yaml
 from provision import finish, lab_options, lab_up, nodes, on_node, timed
 
 SETTINGS = {"repair_enabled": True, "repair_max_unavailable": 1, "repair_rma_after": 2,
-            "repair_retry_after_s": 20, "repair_dcgm_level": 0, "repair_minutes": 5}  # fmt: skip
+            "repair_retry_after_s": 20, "repair_dcgm_level": 0, "repair_minutes": 5,
+            "repair_ssh": True}  # fmt: skip
+IN_SERVICE = ("DRAIN", "MAINT", "DOWN", "NOT_RESPONDING")
 
 
 def reason_and_state(node: str) -> tuple[str, str]:
@@ -40,12 +44,20 @@ def wait(node: str, done, limit: float) -> float:
     raise SystemExit(f"{node}: not there after {limit:.0f} s: {reason_and_state(node)}")
 
 
-def fault(node: str, inject: str, drained_by: str, end, limit: float) -> dict:
+def fault(node: str, inject: str, detected, end, limit: float) -> dict:
     broken = time.monotonic()
     on_node(node, inject)
-    drained = wait(node, lambda s, r: "DRAIN" in s and r.startswith(drained_by), 150)
+    seen = wait(node, detected, 150)
     ended = wait(node, end, limit)
-    return {"to_drained_s": round(drained - broken, 1), "to_end_s": round(ended - broken, 1)}
+    return {"to_detected_s": round(seen - broken, 1), "to_end_s": round(ended - broken, 1)}
+
+
+def back(state: str, reason: str) -> bool:
+    return not any(flag in state for flag in IN_SERVICE)
+
+
+def silent(state: str, reason: str) -> bool:
+    return "DOWN" in state or "NOT_RESPONDING" in state
 
 
 def main() -> None:
@@ -59,15 +71,18 @@ def main() -> None:
     if run.returncode != 0:
         raise SystemExit(f"provision failed (exit {run.returncode}): {run.stderr.strip()}")
     node = next(n for n in nodes(inventory) if "compute" in n)
-    figures: dict = {"provision_s": round(seconds, 1), "mount": [], "disk": None}
+    figures: dict = {"provision_s": round(seconds, 1), "mount": [], "munge": [], "slurmd": [],
+                     "disk": None}  # fmt: skip
     for _ in range(options.rounds):
-        back = fault(node, "systemctl stop autofs; umount -l /shared 2>/dev/null; true",
-                     "kiln-health: mounts:", lambda s, r: "DRAIN" not in s and "MAINT" not in s,
-                     300)  # fmt: skip
-        figures["mount"].append(back)
+        figures["mount"].append(
+            fault(node, "systemctl stop autofs; umount -l /shared 2>/dev/null; true",
+                  lambda s, r: "DRAIN" in s and r.startswith("kiln-health: mounts:"), back, 300)
+        )  # fmt: skip
+        figures["munge"].append(fault(node, "pkill -TERM -x munged", silent, back, 300))
+        figures["slurmd"].append(fault(node, "pkill -STOP -x slurmd", silent, back, 300))
     figures["disk"] = fault(node, "mount -t tmpfs -o size=1m bench /var/lib/enroot",
-                            "kiln-health: free_space:", lambda s, r: r.startswith("kiln-rma:"),
-                            300)  # fmt: skip
+                            lambda s, r: "DRAIN" in s and r.startswith("kiln-health: free_space:"),
+                            lambda s, r: r.startswith("kiln-rma:"), 300)  # fmt: skip
     on_node(node, "umount /var/lib/enroot")
     finish(options, figures)
 

@@ -34,7 +34,7 @@ IMPORTERS = {
     "monitoring": ["kiln-metrics"],
     "nccl_env": ["kiln-nccl-probe"],
     "nvidia_driver": ["kiln-gpu-detect"],
-    "repair": ["kiln-evidence", "kiln-repair"],
+    "repair": ["kiln-evidence", "kiln-repair", "kiln-repair-step"],
     "validate": [
         "kiln-validate-probe",
         "kiln-probe-launcher",

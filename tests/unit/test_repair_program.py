@@ -434,10 +434,10 @@ def test_the_repair_key_runs_only_the_ladders_steps(asked, allowed):
 
 def test_a_refused_command_exits_126_with_one_line(monkeypatch, capsys):
     monkeypatch.setenv("SSH_ORIGINAL_COMMAND", "cat /etc/munge/munge.key")
-    assert repair_step.main() == 126
+    assert repair_step.main([]) == 126
     assert capsys.readouterr().err == "kiln-repair-step: refused: cat /etc/munge/munge.key\n"
     monkeypatch.delenv("SSH_ORIGINAL_COMMAND")
-    assert repair_step.main() == 126
+    assert repair_step.main([]) == 126
     assert capsys.readouterr().err == "kiln-repair-step: refused: no command\n"
 
 

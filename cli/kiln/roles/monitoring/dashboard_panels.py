@@ -107,6 +107,8 @@ DASHBOARDS: tuple[Dashboard, ...] = (
         Panel(("health_last_run_age",)), Panel(("active_check",)),
         Panel(("result_busbw",), width=8), Panel(("result_flops",), width=8),
         Panel(("result_storage",), width=8),
+        Panel(("detect_time", "repair_time"), title="Time to detect and to repair", width=8),
+        Panel(("health_pass_age",), width=8), Panel(("repair_actions",), width=8),
     )),
 )
 # fmt: on
