@@ -1057,6 +1057,12 @@ def test_the_repair_loop_returns_soft_faults_sends_a_disk_fault_to_rma_and_break
     try:
         code, run = provision(lab, "--tags", "repair,health")
         assert code == ExitCode.OK, run["failures"]
+        # Quiet on re-run: the key, the host keys, the triggers are all there already.
+        code, again = provision(lab, "--tags", "repair,health")
+        assert code == ExitCode.OK, again["failures"]
+        assert {h: c["changed"] for h, c in again["hosts"].items()} == dict.fromkeys(
+            again["hosts"], 0
+        )
         triggers = on("controller", "strigger --get")
         assert [
             line.split()[3] for line in triggers.splitlines() if "kiln-repair-queue" in line
@@ -1237,6 +1243,10 @@ def _validate_fails_what_kiln_health_drained_and_warns_of_an_operators_drain(lab
         "resume": [],
         "left": {f"{LAB}-compute02": f"already {drain.HEALTH_DRAINED} ({health_reason})"},
     }
+    # The failing validation's page in Chromium: the verdict and the failing node at the
+    # top (tests/browser.py; screenshot kept).
+    page = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"] / "report.html"
+    browser.assert_drawn(browser.opened(page, "lab-validation-failing"))
     for node, reason in ((f"{LAB}-compute01", "e2e: RMA 9"), (f"{LAB}-compute02", health_reason)):
         line = on("controller", f"scontrol show node {node} --oneliner")
         assert "DRAIN" in line and f"Reason={reason} [" in line, line
@@ -2044,6 +2054,9 @@ def _a_rollout_under_a_running_job_stops_at_a_failed_node_and_resume_finishes(la
             assert report["notes"][-2] == (
                 "stopped before batch 3: 1 node(s) failed (--max-failures 1)"
             )
+            # The failing rollout's page in Chromium (tests/browser.py; screenshot kept).
+            page = Path(os.environ["KILN_STATE_DIR"]) / "validations" / report["id"] / "report.html"
+            browser.assert_drawn(browser.opened(page, "lab-rollout-failing"))
         finally:
             on("compute03", "f=$(ls /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.*.e2e); "
                             "mv $f ${f%.e2e}")  # fmt: skip
