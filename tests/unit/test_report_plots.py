@@ -70,3 +70,12 @@ def test_the_fleet_view_marks_and_names_the_values_far_from_the_median():
     )
     notes = [a["text"] for a in plot.figure["layout"]["annotations"]]
     assert notes == ["fleet median 695 GB/s ± 15%", "threshold 600 GB/s"]
+
+
+def test_the_fleet_band_is_the_profiles_outlier_percent():
+    values = [judged(f"gpu00{n}", "t", v, None) for n, v in ((1, 100.0), (2, 96.0), (3, 89.0))]
+    # 7% below a median of 96 is outside a 5% band, inside the default 15%.
+    (odd,) = [t for t in plots.fleet_plot("t", values, 5.0).figure["data"]
+              if t["type"] == "scatter"]  # fmt: skip
+    assert (odd["name"], odd["x"]) == ("more than 5% from the fleet median", ["gpu003"])
+    assert [t for t in plots.fleet_plot("t", values).figure["data"] if t["type"] == "scatter"] == []

@@ -117,6 +117,7 @@ class Campaign:
             started=document.now(),
             inventory=str(spec.path),
             profile=profile.name if profile else None,
+            outlier_percent=profile.outlier_percent if profile else None,
             suites=suites,
             nodes=nodes,
             positions=spec.positions(nodes),

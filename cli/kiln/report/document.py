@@ -78,6 +78,9 @@ class Report:
     actions: Actions = field(default_factory=lambda: Actions())
     runs: list[str] = field(default_factory=list)  # the ansible runs (kiln runs show)
     finished: str | None = None
+    # The profile's outlier band (its outlier_percent), drawn around the fleet median in
+    # the HTML report's fleet view; None: no profile (the profiles' default is drawn).
+    outlier_percent: float | None = None
 
     def node_verdict(self, node: str) -> NodeVerdict:
         """A node's verdict; a node without one was not checked, which is never a pass."""

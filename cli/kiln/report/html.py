@@ -102,6 +102,7 @@ def _plots(report: Report) -> list[tuple[str, list[tuple[int, plots.Plot]]]]:
         ),
     ]
     measured = [j for j in judgements if j.value is not None]
+    band = report.outlier_percent or plots.OUTLIER_PERCENT
     # The collectives' busbw is on the curves; a test of more values than BARS (a
     # burn-in's, a GPU a round) is shown in the fleet view only.
     tests = sorted({j.test for j in measured})
@@ -118,7 +119,7 @@ def _plots(report: Report) -> list[tuple[str, list[tuple[int, plots.Plot]]]]:
     wanted.append(
         (
             "Across the fleet: per-GPU and per-node values against the fleet median",
-            [plots.fleet_plot(t, [j for j in measured if j.test == t]) for t in tests],
+            [plots.fleet_plot(t, [j for j in measured if j.test == t], band) for t in tests],
         )
     )
     sections, index = [], 0

@@ -30,6 +30,7 @@ def nccl_tests(
         started=document.now(),
         inventory="(kiln judge nccl-tests)",
         profile=profile.name if profile else None,
+        outlier_percent=profile.outlier_percent if profile else None,
         suites=["nccl-tests"],
         nodes=[],
     )

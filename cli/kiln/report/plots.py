@@ -276,18 +276,20 @@ def bar_plot(test: str, judgements: list[Judgement]) -> Plot | None:
     return Plot("bar", title, {"data": data, "layout": layout}, count)
 
 
-def fleet_plot(test: str, judgements: list[Judgement]) -> Plot | None:
+def fleet_plot(
+    test: str, judgements: list[Judgement], percent: float = OUTLIER_PERCENT
+) -> Plot | None:
     """TEST's values across the fleet: a box per node over its values (its GPUs, its
-    rounds), every value a point, the fleet median as a line in a band of
-    ±OUTLIER_PERCENT, and each value outside the band marked and named. None below
-    three values on two nodes: there is no fleet to compare with."""
+    rounds), every value a point, the fleet median as a line in a band of ±PERCENT
+    (the profile's outlier_percent), and each value outside the band marked and named.
+    None below three values on two nodes: there is no fleet to compare with."""
     measured = [j for j in judgements if j.value is not None]
     nodes = sorted({j.node for j in measured})
     if len(measured) < 3 or len(nodes) < 2:
         return None
     unit = measured[0].unit
     median = statistics.median(j.value for j in measured)  # type: ignore[type-var]
-    band = abs(median) * OUTLIER_PERCENT / 100
+    band = abs(median) * percent / 100
     title = f"{test}: across the fleet"
     layout = _layout(title, "node", f"{test} ({unit})" if unit else test)
     layout["yaxis"].pop("rangemode")
@@ -318,7 +320,7 @@ def fleet_plot(test: str, judgements: list[Judgement]) -> Plot | None:
             {
                 "type": "scatter",
                 "mode": "markers+text",
-                "name": f"more than {OUTLIER_PERCENT:g}% from the fleet median",
+                "name": f"more than {percent:g}% from the fleet median",
                 "x": [j.node for j in odd],
                 "y": [j.value for j in odd],
                 "text": [j.subject or j.node for j in odd],
@@ -339,7 +341,7 @@ def fleet_plot(test: str, judgements: list[Judgement]) -> Plot | None:
     layout["annotations"] = [
         {"xref": "paper", "x": 1, "xanchor": "right", "yref": "y", "y": median + band,
          "yanchor": "bottom", "showarrow": False, "font": {"size": 11},
-         "text": f"fleet median {fmt(median)} {unit} ± {OUTLIER_PERCENT:g}%"},
+         "text": f"fleet median {fmt(median)} {unit} ± {percent:g}%"},
     ]  # fmt: skip
     median_line = {"color": "#2ca02c", "width": 1.5}
     layout["shapes"].append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
