@@ -201,6 +201,20 @@ def _coming_back(
     return None
 
 
+def since_rma(mine: list[Entry]) -> list[Entry]:
+    """A node's entries since its last RMA: a person replaced the part and resumed it,
+    so its count of failed repairs starts again (a return does not restart it: faults
+    that come back after repairs add up to an RMA)."""
+    last = max((i for i, e in enumerate(mine) if e.step == RMA), default=-1)
+    return mine[last + 1 :]
+
+
+def failed_repairs(history: list[Entry], node: str, now: float, settings: Settings) -> list[Entry]:
+    """The node's failed steps and re-checks within repair_rma_window_s since its last RMA."""
+    mine = since_rma([e for e in history if e.node == node])
+    return [e for e in mine if e.outcome == "failed" and e.time >= now - settings.rma_window_s]
+
+
 def decide(
     node: str,
     states: dict[str, slurm_state.NodeState],
@@ -242,9 +256,9 @@ def decide(
     if state.flags & slurm_state.UNAVAILABLE and failure.cls != "slurmd":
         # No step on the node reaches it; its BMC's power cycle follows a reboot only.
         return Decision(ALERT, f"{node}: does not answer Slurm ({state.state})", failure.cls)
-    failed = [e for e in mine if e.outcome == "failed" and e.time >= now - settings.rma_window_s]
+    failed = failed_repairs(history, node, now, settings)
     if len(failed) >= settings.rma_after:
-        evidence = next((e.evidence for e in reversed(mine) if e.evidence), "")
+        evidence = next((e.evidence for e in reversed(since_rma(mine)) if e.evidence), "")
         why = f"{node}: {len(failed)} failed repairs within {settings.rma_window_s}s"
         return Decision(
             RMA, why, failure.cls, evidence=not evidence,

@@ -443,3 +443,22 @@ def test_a_reboot_that_never_comes_back_is_failed_then_power_cycled_through_the_
         repair_decision.settings({"repair_back_after_s": 0})
     assert str(raised.value) == "repair_back_after_s: 0 is not a whole number of 1 or more"
     assert repair_decision.settings({}).back_after_s == 900
+
+
+def test_a_node_back_from_rma_starts_its_count_again():
+    """A person replaced the part and resumed it: the failures before the RMA are not
+    counted again (the lab's compute01 after its full disk, then storage down)."""
+    before = [
+        Entry("n1", NOW - 300, "disk-full", "recheck", "failed"),
+        Entry("n1", NOW - 280, "disk-full", "recheck", "failed"),
+        Entry("n1", NOW - 270, "disk-full", "rma", "done", "n1:/var/lib/kiln/evidence/e.tar.gz"),
+    ]
+    assert decide(node("n1"), before) == Decision(
+        "repair", "n1: mount, first step", "mount", "restart-autofs"
+    )
+    again = [*before, Entry("n1", NOW - 60, "mount", "recheck", "failed"),
+             Entry("n1", NOW - 30, "mount", "recheck", "failed")]  # fmt: skip
+    assert decide(node("n1"), again, settings=Settings(rma_after=2)) == Decision(
+        "rma", "n1: 2 failed repairs within 604800s", "mount", evidence=True,
+        reason="kiln-rma: mount: 2 failed repairs; no evidence bundle",
+    )  # fmt: skip
