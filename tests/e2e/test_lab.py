@@ -794,6 +794,10 @@ def test_validate_passes_a_healthy_lab_and_writes_every_report(lab, provisioned,
     # The page in Chromium: every plot drawn with its axes and thresholds, no console
     # error, no label clipped; its screenshot kept (tests/browser.py).
     browser.assert_drawn(browser.opened(folder / "report.html", "lab-validation"))
+    # Kept for docs/examples (the example report is the lab's, regenerated from a run).
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for name in ("report.html", "report.md"):
+        shutil.copy(folder / name, ARTIFACTS / f"lab-validation{Path(name).suffix}")
     assert report["actions"] == {"drain": {}, "resume": [], "left": {}}
     assert "No reservations" in on("controller", "scontrol show reservation")
     # Each run's directories on the shared mount are its own, and removed after it.
