@@ -14,6 +14,7 @@ from kiln.run.events import Failure, HostCounts
 from kiln.run.execute import RunRequest
 from kiln.run.sliced import run_sliced
 from tests.conftest import LOCAL, cluster_inventory, run_kiln
+from tests.unit.test_slices import provisioned
 
 
 @pytest.mark.parametrize(
@@ -34,7 +35,18 @@ def test_bad_slices_exit_2_with_one_line(write_inventory, args, message):
     assert "Traceback" not in result.stderr
 
 
-def test_the_lock_is_taken_before_any_slice_runs(write_inventory):
+def test_never_provisioned_exits_2(write_inventory):
+    result = run_kiln("provision", "-i", str(write_inventory()), "--slices", "2")
+    assert result.returncode == ExitCode.BAD_INPUT
+    assert result.stderr == (
+        "kiln: error: --slices: ctl1 has no cached facts (never provisioned from here): "
+        "run `kiln provision` once without --slices; the slices' nodes take the munge key "
+        "and slurmctld from it\n"
+    )
+
+
+def test_the_lock_is_taken_before_any_slice_runs(write_inventory, state_dir):
+    provisioned(state_dir)
     inv = write_inventory()
     with lock.held(inventory.load(inv).path, "kiln provision"):
         result = run_kiln("provision", "-i", str(inv), "--slices", "2")
@@ -70,7 +82,10 @@ PLAYBOOK = """
 """
 
 
-def test_a_sliced_run_is_one_record_and_a_failed_slice_stops_no_other(write_inventory, tmp_path):
+def test_a_sliced_run_is_one_record_and_a_failed_slice_stops_no_other(
+    write_inventory, tmp_path, state_dir
+):
+    provisioned(state_dir)
     compute = ["gpu1", "gpu2", "gpu3", "gpu4"]
     hosts = cluster_inventory(compute=compute, controllers=("ctl1",))
     for group in hosts["all"]["children"].values():

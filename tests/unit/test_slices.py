@@ -1,6 +1,8 @@
 """kiln.run.slices (which runs a sliced provision is made of) and kiln.run.merge (one
 summary from its parts)."""
 
+import json
+
 import pytest
 
 from kiln import inventory
@@ -23,8 +25,17 @@ def test_split_is_contiguous_and_even():
     assert split(["a", "b"], 2) == [["a"], ["b"]]
 
 
+def provisioned(state_dir, host="ctl1"):
+    """HOST's facts in Kiln's fact cache, as ansible-core 2.19's jsonfile writes them."""
+    facts = state_dir / "facts"
+    facts.mkdir(exist_ok=True)
+    payload = json.dumps({"ansible_hostname": host, "ansible_os_family": "Debian"})
+    (facts / f"s1_{host}").write_text(json.dumps({"__payload__": payload}))
+
+
 @pytest.fixture
-def spec(write_inventory):
+def spec(write_inventory, state_dir):
+    provisioned(state_dir)
     hosts = cluster_inventory(compute=("gpu10", "gpu2", "gpu1", "gpu3", "gpu11"))
     hosts["all"]["children"]["slurm_login"] = {"hosts": {"login1": None}}
     return inventory.load(write_inventory(hosts))
@@ -93,6 +104,17 @@ def test_limit_is_refused(spec):
     assert caught.value.message == (
         "--slices with --limit: slices split the whole inventory's compute nodes; "
         "run --limit without --slices"
+    )
+
+
+def test_a_cluster_never_provisioned_is_refused(write_inventory):
+    spec = inventory.load(write_inventory())
+    with pytest.raises(InputError) as caught:
+        plan(RunRequest(playbook="site.yml", inventory=spec), 2)
+    assert caught.value.message == (
+        "--slices: ctl1 has no cached facts (never provisioned from here): run `kiln "
+        "provision` once without --slices; the slices' nodes take the munge key and "
+        "slurmctld from it"
     )
 
 

@@ -11,7 +11,7 @@ its nodes, as the controller now sees them.
 
 from dataclasses import dataclass, replace
 
-from kiln import hostlist
+from kiln import hostlist, os_support
 from kiln.errors import InputError
 from kiln.inventory import ClusterSpec
 from kiln.run.execute import RunRequest
@@ -56,6 +56,20 @@ def _slurm_checked(request: RunRequest) -> bool:
     return wanted and "slurm" not in skipped and not request.check
 
 
+def _provisioned_before(spec: ClusterSpec) -> None:
+    """A slice's compute nodes take the munge key from the first controller (munge's
+    key host) and wait for its slurmctld, which only a run of the controllers makes:
+    on a first provision they would find neither. Facts cached for that controller say
+    a run from this control machine has reached it."""
+    controller = spec.group("slurm_controller")[0]
+    if controller not in os_support.cached_facts([controller]):
+        raise InputError(
+            f"--slices: {controller} has no cached facts (never provisioned from here): "
+            "run `kiln provision` once without --slices; the slices' nodes take the munge "
+            "key and slurmctld from it"
+        )
+
+
 def plan(request: RunRequest, slices: int) -> Plan:
     """The runs of `kiln provision --slices SLICES` for REQUEST (site.yml's)."""
     spec: ClusterSpec = request.inventory
@@ -64,6 +78,7 @@ def plan(request: RunRequest, slices: int) -> Plan:
             "--slices with --limit: slices split the whole inventory's compute nodes; "
             "run --limit without --slices"
         )
+    _provisioned_before(spec)
     compute = spec.compute_nodes(None, "provision in slices")
     note = None
     if slices > len(compute):
