@@ -40,9 +40,21 @@ def test_never_provisioned_exits_2(write_inventory):
     assert result.returncode == ExitCode.BAD_INPUT
     assert result.stderr == (
         "kiln: error: --slices: ctl1 has no cached facts (never provisioned from here): "
-        "run `kiln provision` once without --slices; the slices' nodes take the munge key "
-        "and slurmctld from it\n"
+        "provision the cluster once unsliced; the slices' nodes take the munge key and "
+        "slurmctld from it\n"
     )
+
+
+def test_more_slices_than_compute_nodes_warn_and_clamp(write_inventory, state_dir):
+    """Checked up to the lock: held here, so nothing runs after the warning."""
+    provisioned(state_dir)
+    inv = write_inventory()
+    with lock.held(inventory.load(inv).path, "kiln provision"):
+        result = run_kiln("provision", "-i", str(inv), "--slices", "5")
+    assert result.stderr.splitlines()[0] == (
+        "kiln: warning: --slices 5: 2 compute node(s), so 2 slice(s)"
+    )
+    assert result.returncode == ExitCode.LOCKED
 
 
 def test_the_lock_is_taken_before_any_slice_runs(write_inventory, state_dir):

@@ -71,7 +71,7 @@ def test_plan_slices_then_controllers_then_slurm_state(spec):
 def test_more_slices_than_nodes_are_clamped_with_a_note(spec):
     result = plan(RunRequest(playbook="site.yml", inventory=spec), 9)
     assert result.slices == 5
-    assert result.note == "--slices 9: 5 compute node(s), so 5 slice(s)"
+    assert result.note == "5 compute node(s), so 5 slice(s)"
     assert [p.hosts for p in result.phases[0]] == [
         ["gpu1"],
         ["gpu2"],
@@ -98,23 +98,13 @@ def test_slurm_state_only_when_slurm_runs(spec, tags, skip_tags, phases):
     assert [p.request.tags for p in result.phases[0]] == [tags, tags]
 
 
-def test_limit_is_refused(spec):
-    with pytest.raises(InputError) as caught:
-        plan(RunRequest(playbook="site.yml", inventory=spec, limit="gpu1"), 2)
-    assert caught.value.message == (
-        "--slices with --limit: slices split the whole inventory's compute nodes; "
-        "run --limit without --slices"
-    )
-
-
 def test_a_cluster_never_provisioned_is_refused(write_inventory):
     spec = inventory.load(write_inventory())
     with pytest.raises(InputError) as caught:
         plan(RunRequest(playbook="site.yml", inventory=spec), 2)
     assert caught.value.message == (
-        "--slices: ctl1 has no cached facts (never provisioned from here): run `kiln "
-        "provision` once without --slices; the slices' nodes take the munge key and "
-        "slurmctld from it"
+        "ctl1 has no cached facts (never provisioned from here): provision the cluster "
+        "once unsliced; the slices' nodes take the munge key and slurmctld from it"
     )
 
 

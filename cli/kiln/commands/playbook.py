@@ -84,10 +84,18 @@ def _run(
     )
     plan = None
     if slices is not None:
+        if request.limit:
+            raise InputError(
+                "--slices with --limit: slices split the whole inventory's compute "
+                "nodes; run --limit without --slices"
+            )
         request.display = display.silent if json_mode else display.prefixed
-        plan = slicing.plan(request, slices)  # bad input stops here, before the lock
+        try:
+            plan = slicing.plan(request, slices)  # bad input stops here, before the lock
+        except InputError as exc:
+            raise InputError(f"--slices: {exc.message}") from None
         if plan.note and not json_mode:
-            warn(plan.note)
+            warn(f"--slices {slices}: {plan.note}")
     # Taken once: a sliced run's parts all run under it.
     with lock.held(spec.path, f"kiln {Path(playbook).stem}") as held:
         request.lock = held

@@ -64,25 +64,22 @@ def _provisioned_before(spec: ClusterSpec) -> None:
     controller = spec.group("slurm_controller")[0]
     if controller not in os_support.cached_facts([controller]):
         raise InputError(
-            f"--slices: {controller} has no cached facts (never provisioned from here): "
-            "run `kiln provision` once without --slices; the slices' nodes take the munge "
-            "key and slurmctld from it"
+            f"{controller} has no cached facts (never provisioned from here): provision "
+            "the cluster once unsliced; the slices' nodes take the munge key and "
+            "slurmctld from it"
         )
 
 
 def plan(request: RunRequest, slices: int) -> Plan:
     """The runs of `kiln provision --slices SLICES` for REQUEST (site.yml's)."""
     spec: ClusterSpec = request.inventory
-    if request.limit:
-        raise InputError(
-            "--slices with --limit: slices split the whole inventory's compute nodes; "
-            "run --limit without --slices"
-        )
+    # The command refuses a limit with slices: they split the whole inventory.
+    assert not request.limit, "a sliced run has no limit of its own"
     _provisioned_before(spec)
     compute = spec.compute_nodes(None, "provision in slices")
     note = None
     if slices > len(compute):
-        note = f"--slices {slices}: {len(compute)} compute node(s), so {len(compute)} slice(s)"
+        note = f"{len(compute)} compute node(s), so {len(compute)} slice(s)"
         slices = len(compute)
     members = set(compute)
     # Never empty: an inventory without a slurm_controller is refused when loaded.
