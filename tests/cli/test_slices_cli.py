@@ -142,3 +142,29 @@ def test_a_sliced_run_is_one_record_and_a_failed_slice_stops_no_other(
     assert [r.run for r in record.list_records()] == [summary.run]
     shown = run_kiln("runs", "show", summary.run, "--json")
     assert json.loads(shown.stdout) == summary.to_json()
+
+
+STATE_IN_A_SLICE = """
+- name: The slurm role's Slurm state check, as a slice runs it
+  hosts: slurm_compute
+  gather_facts: false
+  tasks:
+    - name: Check compute nodes are usable
+      ansible.builtin.import_role:
+        name: slurm
+        tasks_from: state
+"""
+
+
+def test_a_slice_leaves_the_slurm_state_wait_to_after_the_controllers(local_inventory, tmp_path):
+    """The real role's tasks: with kiln_slice (what every slice is given) neither the
+    wait on the controller nor the verdict runs, so no slice waits for a controller its
+    new nodes are not yet known to."""
+    playbook = tmp_path / "state.yml"
+    playbook.write_text(STATE_IN_A_SLICE)
+    inv = local_inventory({"local-gpu": LOCAL})
+    result = run_kiln("run", str(playbook), "-i", inv, "-e", "kiln_slice=true", "--json")
+    assert result.returncode == ExitCode.OK, result.stderr
+    assert json.loads(result.stdout)["hosts"] == {
+        "local-gpu": {"ok": 0, "changed": 0, "failed": 0, "unreachable": 0, "skipped": 2}
+    }
