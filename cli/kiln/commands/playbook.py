@@ -99,13 +99,7 @@ def _run(
     # Taken once: a sliced run's parts all run under it.
     with lock.held(spec.path, f"kiln {Path(playbook).stem}") as held:
         request.lock = held
-        if plan:
-            for phase in plan.phases:
-                for part in phase:
-                    part.request.lock = held
-            summary = run_sliced(request, plan)
-        else:
-            summary = run_playbook(request)
+        summary = run_sliced(request, plan) if plan else run_playbook(request)
     if json_mode:
         display.emit_json(summary.to_json())
     else:

@@ -19,6 +19,8 @@ def run_sliced(request: RunRequest, plan: Plan) -> RunSummary:
     kept.slices = plan.slices
     kept.parts = [part.name for phase in plan.phases for part in phase]
     record.save(run_dir, kept)
+    if request.lock:  # held by the caller for the whole run; the parts are told nothing
+        request.lock.running(kept.run)
     for name in kept.parts:
         record.part_dir(run_dir, name).mkdir(parents=True, mode=0o700)
 
