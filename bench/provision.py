@@ -5,13 +5,17 @@ control machine's CPU seconds per host (run by hand).
 
     .venv/bin/python bench/provision.py [--compute N] [--distro RELEASE]
                                         [--sizes 8,16] [--no-apt] [--keep]
+                                        [--slices 1,2,4]
 
 Brings up a lab named "bench" (separate from the default lab) of N compute nodes (lab
 nodes: N + a controller and a storage node), provisions it twice and, unless --no-apt,
 takes it down and up again to time plain `apt-get update && apt-get install` of the
 packages the first provision added, on every node at once, through the same apt cache.
 --sizes (lab nodes) then times a first and a no-op provision on a lab of each size: the
-growth curve, from the first lab's size. Prints one JSON object: the timings, the
+growth curve, from the first lab's size. --slices then re-provisions the first lab
+unsliced and in each number of slices (`kiln provision --slices N`), each followed by
+`kiln drift`, which must find nothing (the same end state); issue 63's figure is
+`--compute 14 --no-apt --slices 1,2,4` (16 lab nodes). Prints one JSON object: the timings, the
 changed counts, issue 19's three ratios and, for every provision, the control machine's
 CPU seconds (`kiln` and all it started: ansible-playbook, its workers, Mitogen's
 processes, ssh) split into Kiln's own process, ansible-playbook's main process (the
@@ -22,6 +26,7 @@ with the date and the host.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -105,9 +110,11 @@ def own_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def ansible_main(kiln_pid: int) -> int | None:
-    """ansible-playbook's main process: the one ansible-runner started under `kiln` (its
-    workers and Mitogen's processes are its children, with the same command line)."""
+def ansible_mains(kiln_pid: int) -> list[int]:
+    """ansible-playbook's main processes: those ansible-runner started under `kiln` (one,
+    or one per part of a sliced run running now; their workers and Mitogen's processes
+    are their children, with the same command line)."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -118,31 +125,36 @@ def ansible_main(kiln_pid: int) -> int | None:
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
         if any(arg.endswith(b"ansible-playbook") for arg in argv[:2]):
-            return int(entry.name)
-    return None
+            found.append(int(entry.name))
+    return found
 
 
 class CpuWatch:
     """Samples `kiln`'s and ansible-playbook's own CPU seconds while a run goes (the last
-    sample before each exits: at most a fifth of a second short)."""
+    sample before each exits: at most a fifth of a second short); a sliced run's main
+    processes, one per part, are added up."""
 
     def __init__(self, kiln_pid: int):
         self.kiln_pid = kiln_pid
-        self.kiln_s = self.ansible_main_s = 0.0
+        self.kiln_s = 0.0
+        self.mains: dict[int, float] = {}
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.sample, daemon=True)
         self.thread.start()
 
+    @property
+    def ansible_main_s(self) -> float:
+        return sum(self.mains.values())
+
     def sample(self) -> None:
-        main = None
         while not self.done.wait(0.2):
             try:
                 self.kiln_s = own_cpu(self.kiln_pid)
-                main = main or ansible_main(self.kiln_pid)
-                if main:
-                    self.ansible_main_s = own_cpu(main)
             except (OSError, ValueError):
-                pass  # exited between two samples
+                return  # kiln exited
+            for main in ansible_mains(self.kiln_pid):
+                with contextlib.suppress(OSError, ValueError):  # exited between two samples
+                    self.mains[main] = own_cpu(main)
 
     def stop(self) -> None:
         self.done.set()
@@ -178,10 +190,10 @@ def per_host(cpu: dict, hosts: int) -> dict:
     return {key: round(value / hosts, 3) for key, value in split.items()}
 
 
-def provision(inventory: str, label: str) -> tuple[float, int]:
+def provision(inventory: str, label: str, *options: str) -> tuple[float, int]:
     """One `kiln provision`: seconds and changed tasks; a failed run ends the bench. The
     control machine's CPU per host goes to CPU_PER_HOST under the label."""
-    seconds, cpu, run = measured("provision", "-i", inventory, "--json")
+    seconds, cpu, run = measured("provision", "-i", inventory, "--json", *options)
     if run.returncode != 0:
         sys.exit(f"{label} failed (exit {run.returncode}): {run.stderr.strip()[-500:]}")
     report = json.loads(run.stdout)
@@ -264,6 +276,30 @@ def first_and_noop(options: argparse.Namespace, size: int) -> dict:
     }
 
 
+def drift_clean(inventory: str, label: str) -> None:
+    """`kiln drift` after LABEL: every node as declared, or the bench ends."""
+    run = kiln("drift", "-i", inventory, "--json")
+    if run.returncode != 0:
+        sys.exit(f"drift after {label} (exit {run.returncode}): {run.stdout[-500:]}")
+
+
+def sliced(inventory: str, counts: list[int], nodes: int) -> list[dict]:
+    """A re-provision in each number of slices (the lab provisioned once, unsliced:
+    --slices refuses a cluster never provisioned), each followed by `kiln drift`: the
+    same end state whatever the slices. Unsliced first, as the reference."""
+    rows = []
+    for count in [0, *counts]:
+        label = (
+            f"provision of {nodes} nodes in {count} slice(s)"
+            if count
+            else (f"unsliced re-provision of {nodes} nodes")
+        )
+        seconds, changed = provision(inventory, label, *(["--slices", str(count)] * bool(count)))
+        drift_clean(inventory, label)
+        rows.append({"slices": count, "wall_s": round(seconds, 1), "changed": changed})
+    return rows
+
+
 def growth(curve: list[dict], key: str) -> float:
     """Wall time's growth from the smallest lab to the largest over the node count's:
     under 1 is sub-linear."""
@@ -275,6 +311,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="", help="more lab node counts for the curve: 8,16")
     parser.add_argument("--no-apt", action="store_true", help="skip the apt-get baseline")
+    parser.add_argument(
+        "--slices",
+        default="",
+        help="also re-provision in each number of slices, drift-checked: 1,2,4",
+    )
     options = lab_options(parser)
     up_s, inventory = lab_up(options)
     figures: dict = {"lab_up_s": round(up_s, 1)}
@@ -287,6 +328,15 @@ def main() -> None:
     )
     figures.update(first_provision_s=round(first_s, 1), reprovision_s=round(noop_s, 1))
     figures["ratios"] = {"noop_over_first": round(noop_s / first_s, 3)}
+    if options.slices:
+        counts = [int(count) for count in options.slices.split(",")]
+        rows = sliced(inventory, counts, options.compute + FIXED_NODES)
+        figures["slices"] = rows
+        by_count = {row["slices"]: row["wall_s"] for row in rows}
+        if 1 in by_count:
+            figures["ratios"].update(
+                {f"slices_{c}_over_1": round(by_count[c] / by_count[1], 3) for c in counts}
+            )
     if not options.no_apt:
         after = packages(inventory)
         added = {node: after[node] - before[node] for node in after}

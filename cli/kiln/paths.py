@@ -5,6 +5,7 @@ This is the only module that knows the layout of a checkout versus an installed 
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -55,7 +56,8 @@ def collections_dir() -> Path:
     if not (link.is_symlink() and link.resolve() == target.resolve()):
         link.parent.mkdir(parents=True, exist_ok=True)
         # A new link renamed over the old one: runs starting together never see none.
-        fresh = link.with_name(f".{link.name}.{os.getpid()}")
+        # Named per thread too: a sliced run starts its parts from threads of one process.
+        fresh = link.with_name(f".{link.name}.{os.getpid()}.{threading.get_ident()}")
         fresh.unlink(missing_ok=True)
         fresh.symlink_to(target, target_is_directory=True)
         fresh.replace(link)

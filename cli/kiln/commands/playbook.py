@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from kiln import inventory, lock, selection, yaml_input
-from kiln.commands import inventory_option, stack, warn
+from kiln.commands import Whole, inventory_option, stack, warn
 from kiln.errors import InputError
 from kiln.run import display
 
@@ -52,8 +52,16 @@ playbook_options = stack(
 )
 
 
-def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options: Any) -> None:
+def _run(
+    playbook: str,
+    inventory_path: Path | None,
+    json_mode: bool,
+    slices: int | None = None,
+    **options: Any,
+) -> None:
+    from kiln.run import slices as slicing
     from kiln.run.execute import RunRequest, resolve_playbook, run_playbook
+    from kiln.run.sliced import run_sliced
 
     operator_extravars = parse_extravars(options.pop("extra_vars"))
     extravars: dict[str, Any] = {}
@@ -66,18 +74,32 @@ def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options:
     selection.check(
         resolve_playbook(playbook), spec, options["limit"], options["tags"], options["skip_tags"]
     )
-    with lock.held(spec.path, f"kiln {Path(playbook).stem}") as held:
-        summary = run_playbook(
-            RunRequest(
-                playbook=playbook,
-                inventory=spec,
-                extravars=extravars,
-                operator_extravars=operator_extravars,
-                display=display.for_output(json_mode),
-                lock=held,
-                **options,
+    request = RunRequest(
+        playbook=playbook,
+        inventory=spec,
+        extravars=extravars,
+        operator_extravars=operator_extravars,
+        display=display.for_output(json_mode),
+        **options,
+    )
+    plan = None
+    if slices is not None:
+        if request.limit:
+            raise InputError(
+                "--slices with --limit: slices split the whole inventory's compute "
+                "nodes; run --limit without --slices"
             )
-        )
+        request.display = display.silent if json_mode else display.prefixed
+        try:
+            plan = slicing.plan(request, slices)  # bad input stops here, before the lock
+        except InputError as exc:
+            raise InputError(f"--slices: {exc.message}") from None
+        if plan.note and not json_mode:
+            warn(f"--slices {slices}: {plan.note}")
+    # Taken once: a sliced run's parts all run under it.
+    with lock.held(spec.path, f"kiln {Path(playbook).stem}") as held:
+        request.lock = held
+        summary = run_sliced(request, plan) if plan else run_playbook(request)
     if json_mode:
         display.emit_json(summary.to_json())
     else:
@@ -87,6 +109,12 @@ def _run(playbook: str, inventory_path: Path | None, json_mode: bool, **options:
 
 @click.command()
 @playbook_options
+@click.option(
+    "--slices",
+    type=Whole(min=1),
+    help="Run the compute nodes as N ansible-playbook processes side by side, then the "
+    "controllers (docs/performance.md#slices).",
+)
 def provision(**options: Any) -> None:
     """Provision the cluster: run playbooks/site.yml."""
     _run("site.yml", **options)

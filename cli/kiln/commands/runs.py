@@ -64,7 +64,8 @@ def show(run: str, json_mode: bool, slowest: int | None) -> None:
     summary = run_records.replay(record, run_dir, problems)
     for problem in problems:
         warn(f"{problem}; skipped")
-    tasks = timings.slowest(run_records.load_events(run_dir), slowest) if slowest else []
+    events = run_records.load_events(run_dir, record=record) if slowest else []
+    tasks = timings.slowest(events, slowest) if slowest else []
     if json_mode:
         shown = summary.to_json()
         if slowest:

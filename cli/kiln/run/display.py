@@ -37,10 +37,12 @@ class NoDisplay:
 
 
 class PlainDisplay:
-    """One line per host result: readable in CI logs and pipes."""
+    """One line per host result: readable in CI logs and pipes. PREFIX starts each line:
+    a sliced run's parts print side by side, each line saying whose it is."""
 
-    def __init__(self, stream: Any = None) -> None:
+    def __init__(self, stream: Any = None, prefix: str = "") -> None:
         self.stream = stream or sys.stdout
+        self.prefix = prefix
 
     def __enter__(self) -> "PlainDisplay":
         return self
@@ -52,12 +54,13 @@ class PlainDisplay:
         kind = event.get("event", "")
         data = event.get("event_data") or {}
         if kind == "playbook_on_play_start":
-            print(printable(f"PLAY {data.get('play', '')}"), file=self.stream, flush=True)
+            line = f"{self.prefix}PLAY {data.get('play', '')}"
+            print(printable(line), file=self.stream, flush=True)
             return
         result = outcome(event)
         if result is None:
             return
-        line = f"{result.label:<11} {result.host}  {result.task}"
+        line = f"{self.prefix}{result.label:<11} {result.host}  {result.task}"
         if result.failed:
             line += f": {failure_message(result.res)}"
         print(printable(line), file=self.stream, flush=True)
@@ -128,6 +131,13 @@ def for_people(title: str, expected_tasks: int | None) -> Display:
 def silent(title: str, expected_tasks: int | None) -> Display:
     """For --json: nothing but the final object goes to stdout."""
     return NoDisplay()
+
+
+def prefixed(title: str, expected_tasks: int | None) -> Display:
+    """For the parts of a sliced run, side by side: plain lines, each starting with the
+    part's name (the first word of TITLE), on a terminal too (one live table per part
+    would overwrite the others')."""
+    return PlainDisplay(prefix=f"[{title.split(' ')[0]}] ")
 
 
 def for_output(json_mode: bool) -> Displays:

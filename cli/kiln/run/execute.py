@@ -134,7 +134,7 @@ def _cmdline(request: RunRequest, operator_file: Path | None) -> str | None:
     return " ".join(args) or None
 
 
-class _Interrupt:
+class Interrupt:
     """Turns Ctrl-C, and SIGTERM (what systemd and CI send), into a cancel request, so
     ansible-runner stops Ansible cleanly (no orphaned ansible-playbook) and the run's
     record is still written."""
@@ -145,7 +145,7 @@ class _Interrupt:
         self.requested = False
         self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> "_Interrupt":
+    def __enter__(self) -> "Interrupt":
         if threading.current_thread() is threading.main_thread():
             for signum in self.SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)
@@ -198,8 +198,8 @@ def _removed(*temporaries: Path | None) -> Iterator[None]:
                 path.unlink(missing_ok=True)
 
 
-def run_playbook(request: RunRequest) -> RunSummary:
-    playbook = resolve_playbook(request.playbook)
+def new_record(request: RunRequest, playbook: Path) -> tuple[record.RunRecord, Path]:
+    """A new run's directory and its record, saved as "running"."""
     run_id, run_dir = record.new_run_dir(playbook.name)
     kept = record.RunRecord(
         run=run_id,
@@ -216,8 +216,20 @@ def run_playbook(request: RunRequest) -> RunSummary:
         control_host=socket.gethostname(),
     )
     record.save(run_dir, kept)
+    return kept, run_dir
+
+
+def run_playbook(request: RunRequest) -> RunSummary:
+    playbook = resolve_playbook(request.playbook)
+    kept, run_dir = new_record(request, playbook)
+    return finish(kept, run_dir, lambda: _run(request, playbook, run_dir, kept))
+
+
+def finish(kept: record.RunRecord, run_dir: Path, run: Callable[[], RunSummary]) -> RunSummary:
+    """Do RUN and write how it ended into its record, whatever happens."""
+    run_id = kept.run
     try:
-        summary = _run(request, playbook, run_dir, kept)
+        summary = run()
     except BaseException as exc:
         # Cut off (a full disk, a bug): stop what it started, and never leave the record
         # "running". If even that cannot be written, `kiln runs list` finds its process
@@ -253,13 +265,30 @@ def event_handler(accumulator: EventAccumulator, display: Display) -> Callable[[
 
 
 def _run(request: RunRequest, playbook: Path, run_dir: Path, kept: record.RunRecord) -> RunSummary:
+    with Interrupt() as interrupt:
+        summary, tasks = run_part(request, playbook, run_dir, kept.run, interrupt)
+    kept.tasks_started = tasks
+    return summary
+
+
+def run_part(
+    request: RunRequest,
+    playbook: Path,
+    private_dir: Path,
+    run_id: str,
+    interrupt: "Interrupt",
+    title: str | None = None,
+) -> tuple[RunSummary, int]:
+    """One ansible-runner run in PRIVATE_DIR (a run's own directory, or one part of a
+    sliced run: kiln.run.sliced), stopped when INTERRUPT is requested: its summary and
+    the tasks it started."""
     import ansible_runner  # heavy: imported only when a run happens
 
-    run_id = kept.run
     if request.lock:
         request.lock.running(run_id)
     accumulator = EventAccumulator(run_id, playbook.name)
-    display = request.display(f"{playbook.name} ({run_id})", record.last_task_count(playbook.name))
+    title = title or f"{playbook.name} ({run_id})"
+    display = request.display(title, record.last_task_count(playbook.name))
     fact_cache = paths.state_dir() / "facts"
     fact_cache.mkdir(mode=0o700, parents=True, exist_ok=True)  # root's facts from every node
 
@@ -274,9 +303,9 @@ def _run(request: RunRequest, playbook: Path, run_dir: Path, kept: record.RunRec
     operator_file = None
     if request.operator_extravars:
         operator_file = _secret_file(json.dumps(request.operator_extravars), ".json")
-    with _Interrupt() as interrupt, display, _removed(kiln_file, operator_file):
+    with display, _removed(kiln_file, operator_file):
         result = ansible_runner.run(
-            private_data_dir=str(run_dir),
+            private_data_dir=str(private_dir),
             ident=record.RUNNER_IDENT,
             project_dir=str(paths.content_root()),
             playbook=str(playbook),
@@ -299,6 +328,5 @@ def _run(request: RunRequest, playbook: Path, run_dir: Path, kept: record.RunRec
     summary = accumulator.summary
     summary.status = "canceled" if interrupt.requested else result.status
     if summary.status == "failed" and not summary.failures:
-        summary.error = _ansible_error(run_dir) or f"ansible-playbook exited {result.rc}"
-    kept.tasks_started = accumulator.tasks_started
-    return summary
+        summary.error = _ansible_error(private_dir) or f"ansible-playbook exited {result.rc}"
+    return summary, accumulator.tasks_started

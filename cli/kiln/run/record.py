@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from kiln import files, paths
 from kiln.errors import InputError
-from kiln.run import ids
+from kiln.run import ids, merge
 from kiln.run.events import EventAccumulator, JobEvent, RunSummary
 
 RUNNER_IDENT = "ansible"
@@ -45,6 +45,10 @@ class RunRecord(BaseModel):
     pid: int | None = None
     pid_start: int | None = None
     control_host: str | None = None
+    # A sliced run (`kiln provision --slices N`, kiln.run.sliced): the number of slices
+    # and its parts, each an ansible-runner private data dir under parts/, in run order.
+    slices: int | None = None
+    parts: list[str] = []
 
 
 # A run whose kiln process ended without writing how the run ended: killed (SIGKILL,
@@ -83,6 +87,18 @@ def save(run_dir: Path, record: RunRecord) -> None:
 
 def events_dir(run_dir: Path) -> Path:
     return run_dir / "artifacts" / RUNNER_IDENT / "job_events"
+
+
+PARTS_DIR = "parts"
+
+
+def part_dir(run_dir: Path, part: str) -> Path:
+    return run_dir / PARTS_DIR / part
+
+
+def _private_dirs(record: RunRecord, run_dir: Path) -> list[Path]:
+    """Where a run's events are: its own directory, or each of its parts'."""
+    return [part_dir(run_dir, p) for p in record.parts] if record.parts else [run_dir]
 
 
 def list_records(problems: list[str] | None = None) -> list[RunRecord]:
@@ -142,16 +158,29 @@ def find(run: str) -> tuple[RunRecord, Path]:
 
 def replay(record: RunRecord, run_dir: Path, problems: list[str] | None = None) -> RunSummary:
     """Rebuild a run's summary from its job events (`problems`: as load_events)."""
-    accumulator = EventAccumulator(record.run, record.playbook)
-    for event in load_events(run_dir, problems):
-        accumulator.feed(event)
-    accumulator.summary.status = record.status
-    return accumulator.summary
+    parts = []
+    for directory in _private_dirs(record, run_dir):
+        accumulator = EventAccumulator(record.run, record.playbook)
+        for event in _part_events(directory, problems):
+            accumulator.feed(event)
+        parts.append((directory.name, accumulator.summary))
+    summary = parts[0][1] if len(parts) == 1 else merge.merge(record.run, record.playbook, parts)
+    summary.status = record.status
+    return summary
 
 
-def load_events(run_dir: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
-    """A run's job events in the order they happened. A file cut short (a write
-    interrupted by a kill or a full disk) is left out, with a line in `problems`."""
+def load_events(
+    run_dir: Path, problems: list[str] | None = None, record: RunRecord | None = None
+) -> list[dict[str, Any]]:
+    """A run's job events in the order they happened (a sliced run's RECORD: part after
+    part). A file cut short (a write interrupted by a kill or a full disk) is left out,
+    with a line in `problems`."""
+    if record is None:
+        return _part_events(run_dir, problems)
+    return [e for d in _private_dirs(record, run_dir) for e in _part_events(d, problems)]
+
+
+def _part_events(run_dir: Path, problems: list[str] | None) -> list[dict[str, Any]]:
     events = []
     for event_file in sorted(events_dir(run_dir).glob("*.json")):
         # A FIFO or a device in its place is refused, never read (files.read_bytes).
@@ -174,6 +203,7 @@ def load_events(run_dir: Path, problems: list[str] | None = None) -> list[dict[s
 def last_task_count(playbook: str) -> int | None:
     """Tasks started by the last completed run of a playbook: the progress bar's total."""
     for record in list_records():
-        if record.playbook == playbook and record.status == "successful":
+        # A sliced run's parts started many runs' tasks: not one run's total.
+        if record.playbook == playbook and record.status == "successful" and not record.parts:
             return record.tasks_started or None
     return None
