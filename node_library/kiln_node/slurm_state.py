@@ -110,6 +110,19 @@ def parse(text: str) -> dict[str, NodeState]:
     return {node.name: node for node in found if node.name}
 
 
+def reason_times(text: str) -> dict[str, str]:
+    """{node: when its reason was set} (Slurm's `[user@2026-11-29T09:03:05]` suffix, ISO
+    text that sorts by time) from `scontrol --oneliner show node`; nodes without one are
+    left out."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        reason = _REASON.search(line) if line.startswith("NodeName=") else None
+        stamp = _REASON_STAMP.search(reason.group(1).strip()) if reason else None
+        if stamp:
+            found[parse_line(line).name] = stamp.group(0).strip(" []").split("@", 1)[1]
+    return found
+
+
 def partitions(text: str) -> dict[str, list[str]]:
     """{partition: [nodes]} from `scontrol --oneliner show node` (the repair breaker
     counts per partition)."""

@@ -1180,9 +1180,10 @@ def _held(name: str) -> bool:
 
 def _stopped_storage_opens_the_breaker_and_drains_one_node(lab: str) -> None:
     """The storage's daemons stop: every compute node fails its mount check. The first
-    is drained (the cap: one node); the other is held, not drained, and alerted; the
-    loop sees the mount fail on the controller too and opens the breaker, so nothing is
-    repaired or sent to RMA. The storage back, `kiln repair reset` closes it."""
+    is drained (the cap: one node); the other is held, not drained, and alerted (a drain
+    in the same second is undone by the loop); the loop sees the mount fail on the
+    controller too and opens the breaker, so nothing is repaired or sent to RMA. The
+    storage back, `kiln repair reset` closes it."""
     spec = inventory.load(lab)
     url = f"http://{spec.hosts[f'{LAB}-controller'].address}:9090"
     before = {n: len(repair_history(n)) for n in ("compute01", "compute02")}
@@ -1205,7 +1206,10 @@ def _stopped_storage_opens_the_breaker_and_drains_one_node(lab: str) -> None:
     _wait_for_alert(url, "KilnDrainHeldByBreaker", f"{LAB}-{held[0]}", time.monotonic() + 90)
     assert not node_line(held[0]).drained
     assert repair_history(drained[0])[before[drained[0]] :] == [("mount", "alert", "alerted")]
-    assert repair_history(held[0])[before[held[0]] :] == []
+    # Both checks may fail in the same second, each before it sees the other drained:
+    # the loop then resumes the later drain, past the cap (alerted), and its kiln-health
+    # holds from then on.
+    assert repair_history(held[0])[before[held[0]] :] in ([], [("mount", "alert", "alerted")])
     print(f"repair: storage down: one node drained, one held, breaker open after {opened:.0f} s")
     on("storage", "systemctl start glusterd")
     result = run_kiln("repair", "reset", "-i", lab)

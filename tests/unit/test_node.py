@@ -677,3 +677,11 @@ def test_a_catalogued_metric_refuses_labels_it_does_not_take():
     gauge = metrics.gauge("kiln_health_check")
     with pytest.raises(ValueError, match=r"kiln_health_check takes labels \('node', 'check'\)"):
         gauge.add(1, node="gpu001")
+
+
+def test_the_reason_times_are_read_from_slurms_stamp():
+    text = (FIXTURES / "slurm" / "show-node-oneliner-24.11.txt").read_text()
+    assert slurm_state.reason_times(text) == {
+        "kiln-compute01": "2026-11-26T17:21:39",
+        "kiln-compute02": "2026-11-26T17:21:38",
+    }

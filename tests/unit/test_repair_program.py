@@ -181,17 +181,21 @@ def test_a_disk_fault_waits_for_its_next_round_then_goes_to_rma(tmp_path, monkey
 
 
 def test_the_breaker_opens_past_the_cap_and_no_repair_starts(tmp_path, monkeypatch, capsys):
-    nodes = [node("c1", "IDLE+DRAIN", MOUNT), node("c2", "IDLE+DRAIN", MOUNT), node("c3")]
+    """c1 and c2 drained by their kiln-health 5 s apart, each before it saw the other:
+    the later drain, past the cap of one, is resumed (alerted, not drained)."""
+    later = node("c2", "IDLE+DRAIN", MOUNT).replace("17:20:00]", "17:20:05]")
+    nodes = [node("c1", "IDLE+DRAIN", MOUNT), later, node("c3")]
     args = lab(tmp_path, monkeypatch, nodes, repair_max_unavailable=1)
     assert program.main([*args, "c1"]) == 0
-    assert calls(tmp_path) == [SHOW, SHOW]
+    assert calls(tmp_path) == [SHOW, SHOW, SHOW, "scontrol update NodeName=c2 State=RESUME", SHOW]
     why = "2 of 3 nodes of partition batch out by Kiln's automation (repair_max_unavailable 1: 1)"
     assert capsys.readouterr().out == (
         f"c1: alert-only: breaker open: {why}; `kiln repair reset` closes it\n"
     )
     breaker = repair_records.read_breaker(str(tmp_path / "state" / "breaker.json"))
     assert (breaker.open, breaker.reason) == (True, why)
-    assert history(tmp_path) == [("c1", "mount", "alert", "alerted")]
+    assert history(tmp_path) == [("c2", "mount", "alert", "alerted"),
+                                 ("c1", "mount", "alert", "alerted")]  # fmt: skip
     assert "kiln_repair_breaker_open 1" in (tmp_path / "metrics" / "kiln_repair.prom").read_text()
 
 
