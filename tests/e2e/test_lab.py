@@ -1613,9 +1613,10 @@ def _wait_for_series(url: str, selector: str, within: float) -> None:
 
 
 # A series only where the event happened: the repair loop's alert-only decision (the
-# repair test's breaker writes it, but this test does not rely on another's order). Its
-# rule is tested by promtool (tests/fixtures/monitoring/rules_test.yml).
-WRITTEN_ON_AN_EVENT_THE_LAB_LACKS = {"kiln_repair_alert"}
+# repair test's breaker writes it, but this test does not rely on another's order), and a
+# node in RMA (the repair test's operator lifts its RMA). Their rules are tested by
+# promtool (tests/fixtures/monitoring/rules_test.yml).
+WRITTEN_ON_AN_EVENT_THE_LAB_LACKS = {"kiln_repair_alert", "kiln_repair_rma"}
 # node_exporter's infiniband collector reads /sys/class/infiniband, which no lab container
 # has (kiln-metrics reads the planted port tree instead: its kiln_ib_* series are there).
 # Their rules are tested by promtool (rules_test.yml: KilnIbPortErrors, KilnIbLinkLost).
