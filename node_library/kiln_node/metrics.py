@@ -124,6 +124,8 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in (
     # kiln-metrics --slurm, the first controller
     _m("kiln_slurm_node_state", "1 for each node, its Slurm state in `state`.",
        "node state", SLURM),
+    _m("kiln_slurm_node_out_of_service", "1 for each node that runs no new job (drained, "
+       "down, failed, not responding or rebooting), 0 for one in service.", "node", SLURM),
     _m("kiln_slurm_node_drain_info", "1 for each node a Kiln program drained, with its "
        "reason and the program (`by`).", "node by reason", SLURM),
     _m("kiln_slurm_node_drain_other_info", "1 for each node drained by anyone but Kiln's "

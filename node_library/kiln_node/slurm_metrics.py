@@ -48,6 +48,8 @@ def gauges(nodes: dict[str, slurm_state.NodeState], squeue: str) -> list[metrics
     for name in sorted(nodes):
         node = nodes[name]
         out["kiln_slurm_node_state"].add(1, node=name, state=node.state)
+        out_of_service = bool(node.flags & slurm_state.OUT_OF_SERVICE)
+        out["kiln_slurm_node_out_of_service"].add(int(out_of_service), node=name)
         if not node.drained:
             continue
         by = drained_by(node.reason)

@@ -1086,6 +1086,11 @@ def test_the_repair_loop_returns_soft_faults_sends_a_disk_fault_to_rma_and_break
         on("compute01", "umount /var/lib/enroot")
         on("controller", f"scontrol update nodename={LAB}-compute01 state=resume")
         _stopped_storage_opens_the_breaker_and_drains_one_node(lab)
+        # The loop's metrics in Prometheus, its dashboard panels with data: they exist
+        # only while it is on (the Prometheus test checks every other).
+        url = f"http://{inventory.load(lab).hosts[f'{LAB}-controller'].address}:9090"
+        _every_query_runs_and_reads_metrics_the_lab_writes(url, repair_loop=True)
+        _every_dashboard_panel_returns_lab_data(url, repair_loop=True)
     finally:
         on("storage", "systemctl start glusterd")
         on("compute01", "umount /var/lib/enroot 2>/dev/null; systemctl start autofs")
@@ -1094,6 +1099,8 @@ def test_the_repair_loop_returns_soft_faults_sends_a_disk_fault_to_rma_and_break
         assert code == ExitCode.OK, run["failures"]
         assert "kiln-repair-queue" not in on("controller", "strigger --get")
         assert "kiln-repair-step" not in on("compute01", "cat /root/.ssh/authorized_keys")
+        # Its last metrics (the breaker, the alerts) go with it, or they would go on firing.
+        assert "kiln_repair.prom" not in on("controller", "ls /var/lib/prometheus/node-exporter")
         for name in ("compute01", "compute02"):
             on("controller", f"scontrol update nodename={LAB}-{name} state=resume; true")
 
@@ -1533,7 +1540,9 @@ def test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node(la
         on("compute01", f"mv {SOURCES}/metrics.json /etc/kiln/metrics.json; rm -rf {SOURCES}")
         on("compute01", "rm -f /var/lib/prometheus/node-exporter/kiln_gpu.prom"
            " /var/lib/prometheus/node-exporter/kiln_ib.prom")  # fmt: skip
-    code, found = health(lab)
+        # kiln-health resumes compute02 now, also after a failure above: the next
+        # tests find both nodes in service.
+        code, found = health(lab)
     assert code == ExitCode.OK, found["nodes"]
     assert "DRAIN" not in on("controller", f"scontrol show node {node} --oneliner")
 
@@ -1617,6 +1626,10 @@ def _wait_for_series(url: str, selector: str, within: float) -> None:
 # node in RMA (the repair test's operator lifts its RMA). Their rules are tested by
 # promtool (tests/fixtures/monitoring/rules_test.yml).
 WRITTEN_ON_AN_EVENT_THE_LAB_LACKS = {"kiln_repair_alert", "kiln_repair_rma"}
+# kiln-repair's file exists only while the loop is on (the role removes it with the
+# loop): the repair test checks these metrics and panels while its loop runs, the
+# Prometheus test every other.
+REPAIR_LOOP_METRICS = "kiln_repair_"
 # node_exporter's infiniband collector reads /sys/class/infiniband, which no lab container
 # has (kiln-metrics reads the planted port tree instead: its kiln_ib_* series are there).
 # Their rules are tested by promtool (rules_test.yml: KilnIbPortErrors, KilnIbLinkLost).
@@ -1632,7 +1645,9 @@ WRITTEN_ON_HARDWARE_THE_LAB_LACKS = {
 PANELS_ON_HARDWARE_THE_LAB_LACKS = {"ib_port_state", "ib_port_errors", "ib_port_traffic"}
 
 
-def _every_query_runs_and_reads_metrics_the_lab_writes(url: str) -> None:
+def _every_query_runs_and_reads_metrics_the_lab_writes(url: str, repair_loop: bool = False) -> None:
+    """Every query is PromQL Prometheus accepts; the metrics it names have series: the
+    repair loop's (REPAIR_LOOP_METRICS) with REPAIR_LOOP, else every other."""
     from kiln.roles.monitoring import queries
 
     missing = {}
@@ -1642,27 +1657,37 @@ def _every_query_runs_and_reads_metrics_the_lab_writes(url: str) -> None:
         for metric in sorted(queries.metric_names(expr)):
             if metric in WRITTEN_ON_AN_EVENT_THE_LAB_LACKS | WRITTEN_ON_HARDWARE_THE_LAB_LACKS:
                 continue
+            if metric.startswith(REPAIR_LOOP_METRICS) != repair_loop:
+                continue
             if not prometheus_api(url, "query", query=f"count({metric})")["result"]:
                 missing.setdefault(metric, []).append(query.name)
     assert missing == {}, f"metrics no lab target has: {missing}"
 
 
-def _every_dashboard_panel_returns_lab_data(url: str) -> None:
+def _every_dashboard_panel_returns_lab_data(url: str, repair_loop: bool = False) -> None:
     """Each query of each Grafana dashboard panel, as Grafana sends it with every node
     chosen, answers at least one series now (counts answer 0 when nothing matches). A
     rate or an increase needs two scrapes of a series planted by this test: the empty
-    ones are asked again for up to 90 s."""
+    ones are asked again for up to 90 s. REPAIR_LOOP: only the panels' queries of the
+    repair loop's metrics; else every other."""
     from kiln.roles.monitoring import dashboard_panels, queries
+
+    def of_the_loop(name: str) -> bool:
+        names = queries.metric_names(queries.query(name).expr)
+        return any(m.startswith(REPAIR_LOOP_METRICS) for m in names)
 
     wanted = {
         name: queries.for_nodes(queries.query(name).expr, ".+")
         for dashboard in dashboard_panels.DASHBOARDS
         for panel in dashboard.panels
         for name in panel.queries
+        if of_the_loop(name) == repair_loop
     }
-    assert set(wanted) >= PANELS_ON_HARDWARE_THE_LAB_LACKS
-    for name in PANELS_ON_HARDWARE_THE_LAB_LACKS:
-        prometheus_api(url, "query", query=wanted.pop(name))  # PromQL Prometheus accepts
+    assert wanted
+    if not repair_loop:
+        assert set(wanted) >= PANELS_ON_HARDWARE_THE_LAB_LACKS
+        for name in PANELS_ON_HARDWARE_THE_LAB_LACKS:
+            prometheus_api(url, "query", query=wanted.pop(name))  # PromQL Prometheus accepts
     until = time.monotonic() + 90
     while True:
         empty = sorted(

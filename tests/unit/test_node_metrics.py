@@ -409,6 +409,9 @@ SLURM_TEXT = (
     help_type("kiln_slurm_node_state")
     + 'kiln_slurm_node_state{node="kiln-compute01",state="IDLE+DRAIN"} 1\n'
     + 'kiln_slurm_node_state{node="kiln-compute02",state="IDLE+DRAIN"} 1\n'
+    + help_type("kiln_slurm_node_out_of_service")
+    + 'kiln_slurm_node_out_of_service{node="kiln-compute01"} 1\n'
+    + 'kiln_slurm_node_out_of_service{node="kiln-compute02"} 1\n'
     + help_type("kiln_slurm_node_drain_info")
     # compute01's drain is an operator's (RMA): not Kiln's, in the next metric
     + 'kiln_slurm_node_drain_info{node="kiln-compute02",by="health",reason="kiln-health: '
@@ -434,10 +437,21 @@ def test_slurm_file_of_the_recorded_lab(promtool):
 
 
 def test_an_empty_queue_still_has_its_depth():
-    nodes = {"gpu001": slurm_state.NodeState("gpu001", "IDLE", "")}
+    """And a node in service, one Slurm cannot reach, one rebooting."""
+    nodes = {
+        "gpu001": slurm_state.NodeState("gpu001", "IDLE", ""),
+        "gpu002": slurm_state.NodeState("gpu002", "IDLE+NOT_RESPONDING", "Not responding"),
+        "gpu003": slurm_state.NodeState("gpu003", "MIXED+REBOOT_REQUESTED", ""),
+    }
     assert metrics.text(slurm_metrics.gauges(nodes, "")) == (
         help_type("kiln_slurm_node_state")
         + 'kiln_slurm_node_state{node="gpu001",state="IDLE"} 1\n'
+        + 'kiln_slurm_node_state{node="gpu002",state="IDLE+NOT_RESPONDING"} 1\n'
+        + 'kiln_slurm_node_state{node="gpu003",state="MIXED+REBOOT_REQUESTED"} 1\n'
+        + help_type("kiln_slurm_node_out_of_service")
+        + 'kiln_slurm_node_out_of_service{node="gpu001"} 0\n'
+        + 'kiln_slurm_node_out_of_service{node="gpu002"} 1\n'
+        + 'kiln_slurm_node_out_of_service{node="gpu003"} 1\n'
         + help_type("kiln_slurm_node_drain_info")
         + help_type("kiln_slurm_node_drain_other_info")
         + help_type("kiln_slurm_jobs")
@@ -473,8 +487,9 @@ def test_a_kiln_reason_on_a_node_no_longer_drained_is_not_a_drain():
         "gpu001": slurm_state.NodeState("gpu001", "DOWN", "kiln-health: gpu_smi"),
         "gpu002": slurm_state.NodeState("gpu002", "DOWN+NOT_RESPONDING", "Not responding"),
     }
-    _, drains, others, _ = slurm_metrics.gauges(nodes, "")
+    _, out, drains, others, _ = slurm_metrics.gauges(nodes, "")
     assert drains.samples == others.samples == []
+    assert out.samples == [({"node": "gpu001"}, 1), ({"node": "gpu002"}, 1)]
 
 
 def test_drains_by_anyone_but_kiln_are_others():
@@ -489,7 +504,7 @@ def test_drains_by_anyone_but_kiln_are_others():
             ("gpu004", "kiln-active: dcgm: pcie failed on GPU 0"),
         )
     }
-    _, drains, others, _ = slurm_metrics.gauges(nodes, "")
+    _, _, drains, others, _ = slurm_metrics.gauges(nodes, "")
     assert [labels for labels, _ in drains.samples] == [
         {
             "node": "gpu004",

@@ -406,6 +406,9 @@ def test_requeue_queues_every_node_kiln_has_out(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out == "queued: c1 c3\n"
     [queued] = (tmp_path / "state" / "queue").iterdir()
     assert queued.read_text() == "c1,c3\n"
+    # Run after `kiln repair reset`: the closed breaker is in the metrics at once.
+    prom = (tmp_path / "metrics" / "kiln_repair.prom").read_text()
+    assert "kiln_repair_breaker_open 0\n" in prom
 
 
 # --- kiln-repair-step: the repair key's forced command on the node ----------------------------
