@@ -63,7 +63,11 @@ def gather(
             if found.is_file():
                 gathered.texts[name] = files.read_text(found, f"{name}.json from {name}")
             else:
-                gathered.errors[name] = failures.get(name, "not read")
+                # A run that failed outside any host (a playbook that does not parse)
+                # says why in its summary; a host that never ran the task says nothing.
+                gathered.errors[name] = (
+                    failures.get(name) or summary.error or "the run brought nothing back"
+                )
     return gathered
 
 
