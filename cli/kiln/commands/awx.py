@@ -1,0 +1,76 @@
+"""`kiln awx workflow`: `kiln provision --slices N` as an AWX workflow to import."""
+
+import sys
+from pathlib import Path
+
+import click
+
+from kiln import files, inventory
+from kiln.commands import Whole, inventory_option, warn
+
+
+@click.group()
+def awx() -> None:
+    """AWX / Automation Controller: the provision as a workflow (docs/ansible.md)."""
+
+
+@awx.command()
+@inventory_option
+@click.option(
+    "--slices",
+    type=Whole(min=1),
+    required=True,
+    help="Slices of the compute nodes, as for `kiln provision --slices`.",
+)
+@click.option("--organization", default="Default", show_default=True, help="AWX organization.")
+@click.option("--project", default="Kiln", show_default=True, help="AWX project.")
+@click.option("--awx-inventory", default="Kiln", show_default=True, help="AWX inventory.")
+@click.option(
+    "--execution-environment", default="Kiln", show_default=True, help="AWX execution environment."
+)
+@click.option("--credential", default="Kiln", show_default=True, help="AWX Machine credential.")
+@click.option(
+    "--playbooks",
+    default="playbooks",
+    show_default=True,
+    help="The project's folder holding site.yml and slurm_state.yml ('.' for its root).",
+)
+@click.option("--prefix", default="kiln", show_default=True, help="Start of the templates' names.")
+@click.option(
+    "--forks",
+    type=Whole(min=0),
+    default=0,
+    show_default=True,
+    help="Forks per job (0: ansible.cfg's).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Write the workflow to this file (default: standard output).",
+)
+def workflow(
+    inventory_path: Path | None,
+    slices: int,
+    awx_inventory: str,
+    output: Path | None,
+    **names: str,
+) -> None:
+    """Write the `awx import` document of `kiln provision --slices N` for an inventory:
+    the slices' job templates side by side, then the controllers', then each slice's
+    Slurm check, as one workflow."""
+    from kiln import awx_workflow
+
+    if output is not None:
+        files.output_path(output)  # before any work
+    # Only the groups matter here: unfetched pins do not stop it.
+    spec = inventory.load(inventory_path, unpinned_ok=True)
+    chosen = awx_workflow.Names(inventory=awx_inventory, **names)  # type: ignore[arg-type]
+    document, note = awx_workflow.export(spec, slices, chosen)
+    if note:
+        warn(f"--slices {slices}: {note}")
+    text = files.json_text(document) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        files.write_output(output, text)
