@@ -14,8 +14,8 @@ finished if one succeeded (docs/ansible.md#a-workflow-of-slices).
 """
 
 import json
-from pathlib import PurePosixPath
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 from kiln.inventory import ClusterSpec
