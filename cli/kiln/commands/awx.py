@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from kiln import files, inventory
+from kiln.awx_workflow import Names
 from kiln.commands import Whole, inventory_option, warn
 
 
@@ -22,24 +23,33 @@ def awx() -> None:
     required=True,
     help="Slices of the compute nodes, as for `kiln provision --slices`.",
 )
-@click.option("--organization", default="Default", show_default=True, help="AWX organization.")
-@click.option("--project", default="Kiln", show_default=True, help="AWX project.")
-@click.option("--awx-inventory", default="Kiln", show_default=True, help="AWX inventory.")
 @click.option(
-    "--execution-environment", default="Kiln", show_default=True, help="AWX execution environment."
+    "--organization", default=Names.organization, show_default=True, help="AWX organization."
 )
-@click.option("--credential", default="Kiln", show_default=True, help="AWX Machine credential.")
+@click.option("--project", default=Names.project, show_default=True, help="AWX project.")
+@click.option("--awx-inventory", default=Names.inventory, show_default=True, help="AWX inventory.")
+@click.option(
+    "--execution-environment",
+    default=Names.execution_environment,
+    show_default=True,
+    help="AWX execution environment.",
+)
+@click.option(
+    "--credential", default=Names.credential, show_default=True, help="AWX Machine credential."
+)
 @click.option(
     "--playbooks",
-    default="playbooks",
+    default=Names.playbooks,
     show_default=True,
     help="The project's folder holding site.yml and slurm_state.yml ('.' for its root).",
 )
-@click.option("--prefix", default="kiln", show_default=True, help="Start of the templates' names.")
+@click.option(
+    "--prefix", default=Names.prefix, show_default=True, help="Start of the templates' names."
+)
 @click.option(
     "--forks",
     type=Whole(min=0),
-    default=0,
+    default=Names.forks,
     show_default=True,
     help="Forks per job (0: ansible.cfg's).",
 )
@@ -59,14 +69,14 @@ def workflow(
     """Write the `awx import` document of `kiln provision --slices N` for an inventory:
     the slices' job templates side by side, then the controllers', then each slice's
     Slurm check, as one workflow."""
-    from kiln import awx_workflow
+    from kiln.awx_workflow import export
 
     if output is not None:
         files.output_path(output)  # before any work
     # Only the groups matter here: unfetched pins do not stop it.
     spec = inventory.load(inventory_path, unpinned_ok=True)
-    chosen = awx_workflow.Names(inventory=awx_inventory, **names)  # type: ignore[arg-type]
-    document, note = awx_workflow.export(spec, slices, chosen)
+    chosen = Names(inventory=awx_inventory, **names)  # type: ignore[arg-type]
+    document, note = export(spec, slices, chosen)
     if note:
         warn(f"--slices {slices}: {note}")
     text = files.json_text(document) + "\n"
