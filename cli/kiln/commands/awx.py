@@ -7,7 +7,7 @@ import click
 
 from kiln import files, inventory
 from kiln.awx_workflow import Names
-from kiln.commands import Whole, inventory_option, warn
+from kiln.commands import Whole, inventory_option, stack, warn
 
 
 @click.group()
@@ -23,28 +23,23 @@ def awx() -> None:
     required=True,
     help="Slices of the compute nodes, as for `kiln provision --slices`.",
 )
-@click.option(
-    "--organization", default=Names.organization, show_default=True, help="AWX organization."
-)
-@click.option("--project", default=Names.project, show_default=True, help="AWX project.")
-@click.option("--awx-inventory", default=Names.inventory, show_default=True, help="AWX inventory.")
-@click.option(
-    "--execution-environment",
-    default=Names.execution_environment,
-    show_default=True,
-    help="AWX execution environment.",
-)
-@click.option(
-    "--credential", default=Names.credential, show_default=True, help="AWX Machine credential."
-)
-@click.option(
-    "--playbooks",
-    default=Names.playbooks,
-    show_default=True,
-    help="The project's folder holding site.yml and slurm_state.yml ('.' for its root).",
-)
-@click.option(
-    "--prefix", default=Names.prefix, show_default=True, help="Start of the templates' names."
+@stack(
+    *(
+        click.option(option, field, default=getattr(Names, field), show_default=True, help=text)
+        for option, field, text in (
+            ("--organization", "organization", "AWX organization."),
+            ("--project", "project", "AWX project."),
+            ("--awx-inventory", "inventory", "AWX inventory."),
+            ("--execution-environment", "execution_environment", "AWX execution environment."),
+            ("--credential", "credential", "AWX Machine credential."),
+            (
+                "--playbooks",
+                "playbooks",
+                "The project's folder holding site.yml and slurm_state.yml ('.' for its root).",
+            ),
+            ("--prefix", "prefix", "Start of the templates' names."),
+        )
+    )
 )
 @click.option(
     "--forks",
@@ -59,13 +54,7 @@ def awx() -> None:
     type=click.Path(path_type=Path),
     help="Write the workflow to this file (default: standard output).",
 )
-def workflow(
-    inventory_path: Path | None,
-    slices: int,
-    awx_inventory: str,
-    output: Path | None,
-    **names: str,
-) -> None:
+def workflow(inventory_path: Path | None, slices: int, output: Path | None, **names: str) -> None:
     """Write the `awx import` document of `kiln provision --slices N` for an inventory:
     the slices' job templates side by side, then the controllers', then each slice's
     Slurm check, as one workflow."""
@@ -75,7 +64,7 @@ def workflow(
         files.output_path(output)  # before any work
     # Only the groups matter here: unfetched pins do not stop it.
     spec = inventory.load(inventory_path, unpinned_ok=True)
-    chosen = Names(inventory=awx_inventory, **names)  # type: ignore[arg-type]
+    chosen = Names(**names)  # type: ignore[arg-type]
     document, note = export(spec, slices, chosen)
     if note:
         warn(f"--slices {slices}: {note}")
