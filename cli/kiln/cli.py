@@ -17,6 +17,11 @@ from kiln.printable import printable
 
 COMMANDS = {
     "accounting": ("kiln.commands.accounting", "accounting", "Move Slurm accounting to a cluster."),
+    "awx": (
+        "kiln.commands.awx",
+        "awx",
+        "AWX / Automation Controller: the provision as a workflow.",
+    ),
     "burn-in": ("kiln.commands.burn_in", "burn_in", "Load new nodes for hours; drain bad ones."),
     "provision": ("kiln.commands.playbook", "provision", "Provision the cluster (site.yml)."),
     "run": ("kiln.commands.playbook", "run", "Run one of Kiln's playbooks."),

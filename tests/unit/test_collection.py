@@ -50,6 +50,7 @@ def test_the_collection_and_the_kiln_package_share_one_version():
 
 
 def test_the_collection_holds_the_roles_playbooks_and_plugins_and_nothing_else(built):
+    """And the AWX workflow of a sliced provision (docs/ansible.md)."""
     with tarfile.open(built) as tar:
         names = tar.getnames()
         manifest = json.loads(tar.extractfile("MANIFEST.json").read())
@@ -59,6 +60,7 @@ def test_the_collection_holds_the_roles_playbooks_and_plugins_and_nothing_else(b
         "FILES.json",
         "MANIFEST.json",
         "README.md",
+        "extensions",
         "meta",
         "playbooks",
         "plugins",
@@ -72,6 +74,10 @@ def test_the_collection_holds_the_roles_playbooks_and_plugins_and_nothing_else(b
             if p.is_file() and "__pycache__" not in p.parts
         }
         assert {n for n in names if n.startswith(f"{folder}/") and n in files} == files
+    assert {n for n in names if n.startswith("extensions/")} == {
+        "extensions/awx",
+        "extensions/awx/kiln-workflow.json",
+    }
     assert {n for n in names if n.startswith("meta/")} == {
         "meta/execution-environment.yml",
         "meta/requirements.txt",

@@ -48,6 +48,16 @@ def split(nodes: list[str], count: int) -> list[list[str]]:
     return slices
 
 
+def fitted(asked: int, nodes: int) -> tuple[int, str | None]:
+    """How many slices NODES compute nodes make when ASKED for, and what to tell the
+    operator when that is fewer (no slice is ever empty)."""
+    if asked < 1:
+        raise InputError(f"{asked} slices: at least 1")
+    if asked > nodes:
+        return nodes, f"{nodes} compute node(s), so {nodes} slice(s)"
+    return asked, None
+
+
 def _slurm_checked(request: RunRequest) -> bool:
     """Whether the run includes the slurm role's check of each node's state."""
     tags = set(filter(None, (request.tags or "").split(",")))
@@ -77,10 +87,7 @@ def plan(request: RunRequest, slices: int) -> Plan:
     assert not request.limit, "a sliced run has no limit of its own"
     _provisioned_before(spec)
     compute = spec.compute_nodes(None, "provision in slices")
-    note = None
-    if slices > len(compute):
-        note = f"{len(compute)} compute node(s), so {len(compute)} slice(s)"
-        slices = len(compute)
+    slices, note = fitted(slices, len(compute))
     members = set(compute)
     # Never empty: an inventory without a slurm_controller is refused when loaded.
     others = sorted((h for h in spec.hosts if h not in members), key=hostlist.sort_key)
