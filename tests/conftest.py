@@ -17,6 +17,7 @@ def state_dir(tmp_path_factory, monkeypatch) -> Path:
     path = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("KILN_STATE_DIR", str(path))
     monkeypatch.delenv("KILN_INVENTORY", raising=False)
+    monkeypatch.delenv("KILN_FACT_CACHE", raising=False)  # the state directory's facts/
     return path
 
 

@@ -78,17 +78,12 @@ def refusals(
     return [f"{hostlist.compress(hosts)}: {line}" for line, hosts in lines.items()]
 
 
-def fact_cache() -> Path:
-    """Where `kiln` keeps the facts of every run (kiln.run.execute)."""
-    return paths.state_dir() / "facts"
-
-
 def cached_facts(hosts: Iterable[str], cache: Path | None = None) -> dict[str, dict[str, Any]]:
     """The facts an earlier run cached for each host that has them. Ansible's jsonfile
     cache: ansible-core 2.19 writes `s1_<host>` holding {"__payload__": the facts as JSON
     text}; earlier releases wrote `<host>` holding the facts. A file of another shape is
     taken as no facts."""
-    cache = cache or fact_cache()
+    cache = cache or paths.fact_cache()
     found = {}
     for host in hosts:
         for name in (f"s1_{host}", host):

@@ -8,6 +8,9 @@ import os
 import threading
 from pathlib import Path
 
+from kiln import files
+from kiln.errors import InputError
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -78,6 +81,29 @@ def state_dir() -> Path:
         path = Path(xdg) / "kiln"
     if not path.is_dir():
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def fact_cache() -> Path:
+    """Ansible's fact cache for every run (kiln.run.execute) and what reads it
+    (kiln.os_support). $KILN_FACT_CACHE overrides the state directory's facts/: control
+    machines that provision one cluster's parts (`kiln provision --part`) share one, so
+    the controllers' run reads the facts the slices cached on other machines. Made 0700
+    when missing: it holds root's facts from every node."""
+    override = os.environ.get("KILN_FACT_CACHE")
+    if override is None:
+        path = state_dir() / "facts"
+    elif not override.strip():  # a script's unset variable must not mean "not shared"
+        raise InputError("$KILN_FACT_CACHE is empty: name a directory, or unset it")
+    else:
+        path = Path(override).expanduser().absolute()
+    if path.exists() and not path.is_dir():
+        named = "$KILN_FACT_CACHE" if override is not None else "the fact cache"
+        raise InputError(f"{named} {path}: not a directory")
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise files.cannot_write(path, exc) from None
     return path
 
 

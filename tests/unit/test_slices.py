@@ -7,6 +7,7 @@ import pytest
 
 from kiln import inventory
 from kiln.errors import InputError
+from kiln.run.dispatch import Runs, choose
 from kiln.run.events import Failure, HostCounts, RunSummary
 from kiln.run.execute import RunRequest
 from kiln.run.merge import merge
@@ -28,7 +29,7 @@ def test_split_is_contiguous_and_even():
 def provisioned(state_dir, host="ctl1"):
     """HOST's facts in Kiln's fact cache, as ansible-core 2.19's jsonfile writes them."""
     facts = state_dir / "facts"
-    facts.mkdir(exist_ok=True)
+    facts.mkdir(parents=True, exist_ok=True)
     payload = json.dumps({"ansible_hostname": host, "ansible_os_family": "Debian"})
     (facts / f"s1_{host}").write_text(json.dumps({"__payload__": payload}))
 
@@ -106,6 +107,126 @@ def test_a_cluster_never_provisioned_is_refused(write_inventory):
         "ctl1 has no cached facts (never provisioned from here): provision the cluster "
         "once unsliced; the slices' nodes take the munge key and slurmctld from it"
     )
+
+
+def test_a_part_by_name_is_the_plans_own(spec):
+    """`--part NAME`: the very run --slices N makes for NAME, its limit and variables."""
+    result = plan(RunRequest(playbook="site.yml", inventory=spec, tags="slurm"), 2)
+    assert [p.name for p in result.parts] == [
+        "slice-1",
+        "slice-2",
+        "controllers",
+        "slurm-1",
+        "slurm-2",
+    ]
+    for name in ("slice-2", "controllers", "slurm-1"):
+        assert result.part(name) is next(p for p in result.parts if p.name == name)
+    chosen = result.part("slice-2")
+    assert (chosen.hosts, chosen.request.limit, chosen.request.extravars) == (
+        ["gpu10", "gpu11"],
+        "gpu10,gpu11",
+        {"kiln_slice": True},
+    )
+    assert (chosen.request.playbook, chosen.request.tags) == ("site.yml", "slurm")
+
+
+@pytest.mark.parametrize(
+    ("slices", "check", "name", "message"),
+    [
+        (
+            2,
+            False,
+            "slice-3",
+            "--part 'slice-3': not a part of --slices 2 (slice-1, slice-2, controllers, "
+            "slurm-1, slurm-2)",
+        ),
+        # Clamped to the compute nodes: the names are those of the slices there are.
+        (
+            9,
+            False,
+            "slice-6",
+            "--part 'slice-6': not a part of --slices 5 (slice-1, slice-2, slice-3, "
+            "slice-4, slice-5, controllers, slurm-1, slurm-2, slurm-3, slurm-4, slurm-5)",
+        ),
+        # A dry run has no Slurm state check.
+        (
+            2,
+            True,
+            "slurm-1",
+            "--part 'slurm-1': not a part of --slices 2 (slice-1, slice-2, controllers)",
+        ),
+        (
+            2,
+            False,
+            "",
+            "--part '': not a part of --slices 2 (slice-1, slice-2, controllers, slurm-1, slurm-2)",
+        ),
+    ],
+)
+def test_an_unknown_part_is_refused_naming_the_parts_there_are(spec, slices, check, name, message):
+    result = plan(RunRequest(playbook="site.yml", inventory=spec, check=check), slices)
+    with pytest.raises(InputError) as caught:
+        result.part(name)
+    assert caught.value.message == message
+
+
+def test_choose_one_run_a_sliced_run_or_one_part(spec):
+    request = RunRequest(playbook="site.yml", inventory=spec)
+    assert choose(request, None, None) == Runs()
+    whole = choose(request, 2, None)
+    assert ([p.name for p in whole.plan.parts], whole.part) == (
+        ["slice-1", "slice-2", "controllers", "slurm-1", "slurm-2"],
+        None,
+    )
+    one = choose(request, 2, "controllers")
+    assert (one.plan.slices, one.part.name, one.part.request.limit) == (
+        2,
+        "controllers",
+        "ctl1,login1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("slices", "part", "limit", "message"),
+    [
+        (
+            None,
+            "slice-1",
+            None,
+            "--part needs --slices N: a part (slice-K, controllers, slurm-K) is one of the "
+            "runs --slices N makes",
+        ),
+        (
+            2,
+            "slice-1",
+            "gpu1",
+            "--slices with --limit: slices split the whole inventory's compute nodes; run "
+            "--limit without --slices",
+        ),
+    ],
+)
+def test_choose_refuses_a_part_without_slices_and_slices_with_a_limit(
+    spec, slices, part, limit, message
+):
+    request = RunRequest(playbook="site.yml", inventory=spec, limit=limit)
+    with pytest.raises(InputError) as caught:
+        choose(request, slices, part)
+    assert caught.value.message == message
+
+
+def test_choose_reads_the_first_controllers_facts_from_the_shared_cache(
+    spec, state_dir, monkeypatch, tmp_path
+):
+    """Another control machine's part: its own state directory, the shared fact cache."""
+    shared = tmp_path / "shared"
+    provisioned(shared)  # ctl1's facts in shared/facts, as the first provision left them
+    (state_dir / "facts" / "s1_ctl1").unlink()
+    request = RunRequest(playbook="site.yml", inventory=spec)
+    with pytest.raises(InputError) as caught:
+        choose(request, 2, "slice-1")
+    assert caught.value.message.startswith("--slices: ctl1 has no cached facts")
+    monkeypatch.setenv("KILN_FACT_CACHE", str(shared / "facts"))
+    assert choose(request, 2, "slice-1").part.hosts == ["gpu1", "gpu2", "gpu3"]
 
 
 def test_merge_sums_counts_and_keeps_every_failure():

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from kiln import inventory, lock, selection, yaml_input
+from kiln import inventory, selection, yaml_input
 from kiln.commands import Whole, inventory_option, stack, warn
 from kiln.errors import InputError
 from kiln.run import display
@@ -57,11 +57,11 @@ def _run(
     inventory_path: Path | None,
     json_mode: bool,
     slices: int | None = None,
+    part: str | None = None,
     **options: Any,
 ) -> None:
-    from kiln.run import slices as slicing
-    from kiln.run.execute import RunRequest, resolve_playbook, run_playbook
-    from kiln.run.sliced import run_sliced
+    from kiln.run import dispatch
+    from kiln.run.execute import RunRequest, resolve_playbook
 
     operator_extravars = parse_extravars(options.pop("extra_vars"))
     extravars: dict[str, Any] = {}
@@ -82,24 +82,13 @@ def _run(
         display=display.for_output(json_mode),
         **options,
     )
-    plan = None
-    if slices is not None:
-        if request.limit:
-            raise InputError(
-                "--slices with --limit: slices split the whole inventory's compute "
-                "nodes; run --limit without --slices"
-            )
+    if slices is not None and part is None:  # the parts print side by side, each named
         request.display = display.silent if json_mode else display.prefixed
-        try:
-            plan = slicing.plan(request, slices)  # bad input stops here, before the lock
-        except InputError as exc:
-            raise InputError(f"--slices: {exc.message}") from None
-        if plan.note and not json_mode:
-            warn(f"--slices {slices}: {plan.note}")
-    # Taken once: a sliced run's parts all run under it.
-    with lock.held(spec.path, f"kiln {Path(playbook).stem}") as held:
-        request.lock = held
-        summary = run_sliced(request, plan) if plan else run_playbook(request)
+    runs = dispatch.choose(request, slices, part)
+    if runs.plan and runs.plan.note and not json_mode:
+        warn(f"--slices {slices}: {runs.plan.note}")
+    command = f"kiln {Path(playbook).stem}" + (f" --part {part}" if runs.part else "")
+    summary = dispatch.run(request, runs, command)
     if json_mode:
         display.emit_json(summary.to_json())
     else:
@@ -114,6 +103,13 @@ def _run(
     type=Whole(min=1),
     help="Run the compute nodes as N ansible-playbook processes side by side, then the "
     "controllers (docs/performance.md#slices).",
+)
+@click.option(
+    "--part",
+    metavar="NAME",
+    help="With --slices N: run only this part of it here (slice-K, controllers, slurm-K), "
+    "the others on other control machines sharing $KILN_FACT_CACHE "
+    "(docs/performance.md#several-control-machines).",
 )
 def provision(**options: Any) -> None:
     """Provision the cluster: run playbooks/site.yml."""

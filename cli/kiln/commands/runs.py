@@ -41,7 +41,9 @@ def list_runs(json_mode: bool, last: int) -> None:
         table.add_column(column, no_wrap=column != "limit", overflow="fold")
     for r in records:
         exit_code = "" if r.exit_code is None else str(r.exit_code)
-        cells = (r.run, r.playbook, r.status, exit_code, r.started, r.limit or "")
+        # One part of a sliced provision run alone (--part) says which: its limit does not.
+        playbook = f"{r.playbook} ({r.part} of {r.slices})" if r.part else r.playbook
+        cells = (r.run, playbook, r.status, exit_code, r.started, r.limit or "")
         table.add_row(*(display.shown(cell) for cell in cells))
     width = None if sys.stdout.isatty() else 200
     Console(highlight=False, width=width).print(table)

@@ -198,8 +198,11 @@ def _removed(*temporaries: Path | None) -> Iterator[None]:
                 path.unlink(missing_ok=True)
 
 
-def new_record(request: RunRequest, playbook: Path) -> tuple[record.RunRecord, Path]:
-    """A new run's directory and its record, saved as "running"."""
+def new_record(request: RunRequest, playbook: Path, **marks: Any) -> tuple[record.RunRecord, Path]:
+    """A new run's directory and its record (MARKS: more of its fields, e.g. a sliced
+    run's parts), saved as "running". The fact cache is checked first: a bad
+    $KILN_FACT_CACHE leaves no record."""
+    paths.fact_cache()
     run_id, run_dir = record.new_run_dir(playbook.name)
     kept = record.RunRecord(
         run=run_id,
@@ -214,14 +217,16 @@ def new_record(request: RunRequest, playbook: Path) -> tuple[record.RunRecord, P
         pid=os.getpid(),
         pid_start=record.process_start(os.getpid()),
         control_host=socket.gethostname(),
+        **marks,
     )
     record.save(run_dir, kept)
     return kept, run_dir
 
 
-def run_playbook(request: RunRequest) -> RunSummary:
+def run_playbook(request: RunRequest, **marks: Any) -> RunSummary:
+    """REQUEST as one run and its record (MARKS: as new_record's)."""
     playbook = resolve_playbook(request.playbook)
-    kept, run_dir = new_record(request, playbook)
+    kept, run_dir = new_record(request, playbook, **marks)
     return finish(kept, run_dir, lambda: _run(request, playbook, run_dir, kept))
 
 
@@ -265,8 +270,10 @@ def event_handler(accumulator: EventAccumulator, display: Display) -> Callable[[
 
 
 def _run(request: RunRequest, playbook: Path, run_dir: Path, kept: record.RunRecord) -> RunSummary:
+    # One part of a sliced provision run alone (`--part`) is titled by its part.
+    title = f"{kept.part} ({kept.run})" if kept.part else None
     with Interrupt() as interrupt:
-        summary, tasks = run_part(request, playbook, run_dir, kept.run, interrupt)
+        summary, tasks = run_part(request, playbook, run_dir, kept.run, interrupt, title)
     kept.tasks_started = tasks
     return summary
 
@@ -289,8 +296,7 @@ def run_part(
     accumulator = EventAccumulator(run_id, playbook.name)
     title = title or f"{playbook.name} ({run_id})"
     display = request.display(title, record.last_task_count(playbook.name))
-    fact_cache = paths.state_dir() / "facts"
-    fact_cache.mkdir(mode=0o700, parents=True, exist_ok=True)  # root's facts from every node
+    fact_cache = paths.fact_cache()
 
     # Extra variables may hold secrets (-e munge_key_b64=...): ansible-runner would put a
     # dict of them on ansible-playbook's command line (visible in ps) and in the run's

@@ -49,6 +49,10 @@ class RunRecord(BaseModel):
     # and its parts, each an ansible-runner private data dir under parts/, in run order.
     slices: int | None = None
     parts: list[str] = []
+    # One part of such a run, run alone (`kiln provision --slices N --part NAME`: this
+    # control machine's share of a provision spread over several): its name, `slices`
+    # its N; an ordinary run otherwise (no parts/, `limit` its hosts).
+    part: str | None = None
 
 
 # A run whose kiln process ended without writing how the run ended: killed (SIGKILL,
@@ -203,7 +207,9 @@ def _part_events(run_dir: Path, problems: list[str] | None) -> list[dict[str, An
 def last_task_count(playbook: str) -> int | None:
     """Tasks started by the last completed run of a playbook: the progress bar's total."""
     for record in list_records():
-        # A sliced run's parts started many runs' tasks: not one run's total.
-        if record.playbook == playbook and record.status == "successful" and not record.parts:
+        # A sliced run's parts started many runs' tasks, one part (--part) a share of
+        # the hosts and plays: neither is one whole run's total.
+        whole = not record.parts and not record.part
+        if record.playbook == playbook and record.status == "successful" and whole:
             return record.tasks_started or None
     return None

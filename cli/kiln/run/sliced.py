@@ -15,10 +15,8 @@ from kiln.run.slices import Plan
 def run_sliced(request: RunRequest, plan: Plan) -> RunSummary:
     """REQUEST's record, the plan's parts run under it; the caller holds the lock."""
     playbook = resolve_playbook(request.playbook)
-    kept, run_dir = new_record(request, playbook)
-    kept.slices = plan.slices
-    kept.parts = [part.name for phase in plan.phases for part in phase]
-    record.save(run_dir, kept)
+    names = [part.name for part in plan.parts]
+    kept, run_dir = new_record(request, playbook, slices=plan.slices, parts=names)
     if request.lock:  # held by the caller for the whole run; the parts are told nothing
         request.lock.running(kept.run)
     for name in kept.parts:

@@ -36,6 +36,19 @@ class Plan:
     note: str | None  # said to the operator: the slices were fewer than asked
     phases: list[list[Part]]  # one after another; the parts of one phase side by side
 
+    @property
+    def parts(self) -> list[Part]:
+        """Every part, in run order."""
+        return [part for phase in self.phases for part in phase]
+
+    def part(self, name: str) -> Part:
+        """One part by name: what `--part NAME` runs alone on this control machine."""
+        for part in self.parts:
+            if part.name == name:
+                return part
+        names = ", ".join(part.name for part in self.parts)
+        raise InputError(f"--part {name!r}: not a part of --slices {self.slices} ({names})")
+
 
 def split(nodes: list[str], count: int) -> list[list[str]]:
     """NODES (in order) as COUNT contiguous slices whose sizes differ by one at most."""
