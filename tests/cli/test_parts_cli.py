@@ -38,11 +38,11 @@ PARTS = "slice-1, slice-2, controllers, slurm-1, slurm-2"
         ),
         (
             ["--slices", "2", "--part", "slice-3"],
-            f"--part 'slice-3': not a part of --slices 2 ({PARTS})",
+            f"--part 'slice-3': no such part of 2 slices ({PARTS})",
         ),
         (
             ["--slices", "2", "--part", "slurm-1", "--check"],
-            "--part 'slurm-1': not a part of --slices 2 (slice-1, slice-2, controllers)",
+            "--part 'slurm-1': no such part of 2 slices (slice-1, slice-2, controllers)",
         ),
         (
             ["--slices", "2", "--part", ""],

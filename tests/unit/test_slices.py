@@ -7,7 +7,6 @@ import pytest
 
 from kiln import inventory
 from kiln.errors import InputError
-from kiln.run.dispatch import Runs, choose
 from kiln.run.events import Failure, HostCounts, RunSummary
 from kiln.run.execute import RunRequest
 from kiln.run.merge import merge
@@ -137,29 +136,28 @@ def test_a_part_by_name_is_the_plans_own(spec):
             2,
             False,
             "slice-3",
-            "--part 'slice-3': not a part of --slices 2 (slice-1, slice-2, controllers, "
-            "slurm-1, slurm-2)",
+            "'slice-3': no such part of 2 slices (slice-1, slice-2, controllers, slurm-1, slurm-2)",
         ),
         # Clamped to the compute nodes: the names are those of the slices there are.
         (
             9,
             False,
             "slice-6",
-            "--part 'slice-6': not a part of --slices 5 (slice-1, slice-2, slice-3, "
-            "slice-4, slice-5, controllers, slurm-1, slurm-2, slurm-3, slurm-4, slurm-5)",
+            "'slice-6': no such part of 5 slices (slice-1, slice-2, slice-3, slice-4, "
+            "slice-5, controllers, slurm-1, slurm-2, slurm-3, slurm-4, slurm-5)",
         ),
         # A dry run has no Slurm state check.
         (
             2,
             True,
             "slurm-1",
-            "--part 'slurm-1': not a part of --slices 2 (slice-1, slice-2, controllers)",
+            "'slurm-1': no such part of 2 slices (slice-1, slice-2, controllers)",
         ),
         (
             2,
             False,
             "",
-            "--part '': not a part of --slices 2 (slice-1, slice-2, controllers, slurm-1, slurm-2)",
+            "'': no such part of 2 slices (slice-1, slice-2, controllers, slurm-1, slurm-2)",
         ),
     ],
 )
@@ -170,51 +168,7 @@ def test_an_unknown_part_is_refused_naming_the_parts_there_are(spec, slices, che
     assert caught.value.message == message
 
 
-def test_choose_one_run_a_sliced_run_or_one_part(spec):
-    request = RunRequest(playbook="site.yml", inventory=spec)
-    assert choose(request, None, None) == Runs()
-    whole = choose(request, 2, None)
-    assert ([p.name for p in whole.plan.parts], whole.part) == (
-        ["slice-1", "slice-2", "controllers", "slurm-1", "slurm-2"],
-        None,
-    )
-    one = choose(request, 2, "controllers")
-    assert (one.plan.slices, one.part.name, one.part.request.limit) == (
-        2,
-        "controllers",
-        "ctl1,login1",
-    )
-
-
-@pytest.mark.parametrize(
-    ("slices", "part", "limit", "message"),
-    [
-        (
-            None,
-            "slice-1",
-            None,
-            "--part needs --slices N: a part (slice-K, controllers, slurm-K) is one of the "
-            "runs --slices N makes",
-        ),
-        (
-            2,
-            "slice-1",
-            "gpu1",
-            "--slices with --limit: slices split the whole inventory's compute nodes; run "
-            "--limit without --slices",
-        ),
-    ],
-)
-def test_choose_refuses_a_part_without_slices_and_slices_with_a_limit(
-    spec, slices, part, limit, message
-):
-    request = RunRequest(playbook="site.yml", inventory=spec, limit=limit)
-    with pytest.raises(InputError) as caught:
-        choose(request, slices, part)
-    assert caught.value.message == message
-
-
-def test_choose_reads_the_first_controllers_facts_from_the_shared_cache(
+def test_the_first_provision_is_read_from_the_shared_fact_cache(
     spec, state_dir, monkeypatch, tmp_path
 ):
     """Another control machine's part: its own state directory, the shared fact cache."""
@@ -223,10 +177,10 @@ def test_choose_reads_the_first_controllers_facts_from_the_shared_cache(
     (state_dir / "facts" / "s1_ctl1").unlink()
     request = RunRequest(playbook="site.yml", inventory=spec)
     with pytest.raises(InputError) as caught:
-        choose(request, 2, "slice-1")
-    assert caught.value.message.startswith("--slices: ctl1 has no cached facts")
+        plan(request, 2)
+    assert caught.value.message.startswith("ctl1 has no cached facts")
     monkeypatch.setenv("KILN_FACT_CACHE", str(shared / "facts"))
-    assert choose(request, 2, "slice-1").part.hosts == ["gpu1", "gpu2", "gpu3"]
+    assert plan(request, 2).part("slice-1").hosts == ["gpu1", "gpu2", "gpu3"]
 
 
 def test_merge_sums_counts_and_keeps_every_failure():

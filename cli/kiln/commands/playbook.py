@@ -2,7 +2,7 @@
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -10,6 +10,10 @@ from kiln import inventory, selection, yaml_input
 from kiln.commands import Whole, inventory_option, stack, warn
 from kiln.errors import InputError
 from kiln.run import display
+
+if TYPE_CHECKING:  # imported where used: the runner's modules are not for --help
+    from kiln.run import dispatch
+    from kiln.run.execute import RunRequest
 
 
 def parse_extravars(items: tuple[str, ...]) -> dict[str, Any]:
@@ -52,6 +56,40 @@ playbook_options = stack(
 )
 
 
+def _chosen(request: "RunRequest", slices: int | None, part: str | None) -> "dispatch.Runs":
+    """One run, a sliced run, or one part of one alone; bad input stops here, before the
+    lock, a bad $KILN_FACT_CACHE included (every run uses it)."""
+    from kiln import paths
+    from kiln.run import dispatch
+    from kiln.run import slices as slicing
+
+    paths.fact_cache()
+    if part is not None and slices is None:
+        raise InputError(
+            "--part needs --slices N: a part (slice-K, controllers, slurm-K) is one of "
+            "the runs --slices N makes"
+        )
+    if slices is None:
+        return dispatch.Runs()
+    if request.limit:
+        raise InputError(
+            "--slices with --limit: slices split the whole inventory's compute "
+            "nodes; run --limit without --slices"
+        )
+    try:
+        # The cluster provisioned before: its first controller's facts, read from the
+        # fact cache (one that several control machines share, with --part).
+        plan = slicing.plan(request, slices)
+    except InputError as exc:
+        raise InputError(f"--slices: {exc.message}") from None
+    if part is None:
+        return dispatch.Runs(plan)
+    try:
+        return dispatch.Runs(plan, plan.part(part))
+    except InputError as exc:
+        raise InputError(f"--part {exc.message}") from None
+
+
 def _run(
     playbook: str,
     inventory_path: Path | None,
@@ -84,7 +122,7 @@ def _run(
     )
     if slices is not None and part is None:  # the parts print side by side, each named
         request.display = display.silent if json_mode else display.prefixed
-    runs = dispatch.choose(request, slices, part)
+    runs = _chosen(request, slices, part)
     if runs.plan and runs.plan.note and not json_mode:
         warn(f"--slices {slices}: {runs.plan.note}")
     command = f"kiln {Path(playbook).stem}" + (f" --part {part}" if runs.part else "")

@@ -7,8 +7,7 @@ docs/performance.md#several-control-machines), as an ordinary run and record her
 
 from dataclasses import dataclass
 
-from kiln import lock, paths
-from kiln.errors import InputError
+from kiln import lock
 from kiln.run import slices as slicing
 from kiln.run.events import RunSummary
 from kiln.run.execute import RunRequest, run_playbook
@@ -17,32 +16,8 @@ from kiln.run.sliced import run_sliced
 
 @dataclass
 class Runs:
-    plan: slicing.Plan | None = None  # --slices N: its parts, all run here unless...
-    part: slicing.Part | None = None  # --part NAME: only this one
-
-
-def choose(request: RunRequest, slices: int | None, part: str | None) -> Runs:
-    """The runs REQUEST makes; bad input stops here, before the lock."""
-    paths.fact_cache()  # a bad $KILN_FACT_CACHE too, for every run
-    if part is not None and slices is None:
-        raise InputError(
-            "--part needs --slices N: a part (slice-K, controllers, slurm-K) is one of "
-            "the runs --slices N makes"
-        )
-    if slices is None:
-        return Runs()
-    if request.limit:
-        raise InputError(
-            "--slices with --limit: slices split the whole inventory's compute "
-            "nodes; run --limit without --slices"
-        )
-    try:
-        # The cluster provisioned before: the first controller's facts, read from the
-        # fact cache every control machine shares.
-        plan = slicing.plan(request, slices)
-    except InputError as exc:
-        raise InputError(f"--slices: {exc.message}") from None
-    return Runs(plan, plan.part(part) if part is not None else None)
+    plan: slicing.Plan | None = None  # a sliced run: its parts, all run here unless...
+    part: slicing.Part | None = None  # ...one part alone, of that plan
 
 
 def run(request: RunRequest, runs: Runs, command: str) -> RunSummary:

@@ -47,7 +47,7 @@ class Plan:
             if part.name == name:
                 return part
         names = ", ".join(part.name for part in self.parts)
-        raise InputError(f"--part {name!r}: not a part of --slices {self.slices} ({names})")
+        raise InputError(f"{name!r}: no such part of {self.slices} slices ({names})")
 
 
 def split(nodes: list[str], count: int) -> list[list[str]]:
