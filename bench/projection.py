@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""How long one control machine takes to provision 1,000 and 10,000 nodes, projected
-from `bench/provision.py --sizes 8,16`'s figures (run by hand).
+"""How long Kiln takes to provision 1,000 and 10,000 nodes, projected from
+`bench/provision.py`'s figures (run by hand): one run on one control machine, and a
+no-op in slices (`kiln provision --slices N`) on one machine or on M machines
+(`--part`, docs/performance.md "Several control machines").
 
     .venv/bin/python bench/projection.py BENCH.json [--waves QUIET.json]
                                          [--cores 16,64] [--nodes 1000,10000]
+                                         [--machines 1,4] [--slices 1,2,4,8,16,32]
+
+bench/results/2026-11-29-lab.json holds what the 2026-11-29 projection read.
 
 The method (docs/performance.md, "One control machine, projected"):
 - The control machine's CPU seconds of a run, total and ansible-playbook's main process
@@ -20,8 +25,16 @@ The method (docs/performance.md, "One control machine, projected"):
 - The projection is the larger of the two bounds; forks = 4 x cores (a worker mostly
   waits on its node), at most 256 (each worker is a forked ansible-playbook of about
   60 MB).
+- In slices (no-op only: a first provision cannot be sliced), each of M machines runs
+  S slices side by side, the compute nodes cut into S x M slices of n nodes. A slice is
+  one run: main c' + d x n (d from the fit; c' what one more slice cost in the bench's
+  sliced runs, which holds its own start), the machine's CPU S x (a' + b x n); its
+  forks are the machine's divided among its S slices. Then the tail, run once: the
+  controllers' run (its wall time in the bench's sliced runs, plus reading every
+  compute node's cached facts, FACTS_READ_S_PER_NODE) and the Slurm checks (a wave of
+  them per ceil(n / forks)). The best S is taken for each M.
 Prints one JSON object: the fits and, per run kind, cores and node count, the two
-bounds and the projection in minutes.
+bounds and the projection in minutes; then the sliced no-op's.
 """
 
 import argparse
@@ -31,6 +44,10 @@ import sys
 
 MAX_FORKS = 256
 FORKS_PER_CORE = 4
+# What one task reading every compute node's cached facts costs the controllers' run,
+# per node: 24.1 s wall for 10,000 nodes (8 KB of facts each, jsonfile cache; 3.7 s for
+# 1,000), measured 2026-11-29 on this host (docs/performance.md).
+FACTS_READ_S_PER_NODE = 0.0024
 
 
 def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -78,12 +95,81 @@ def project(fitted: dict, wave_s: float, cores: int, nodes: int) -> dict:
     }
 
 
+def slice_costs(figures: dict) -> dict[str, float]:
+    """What one more slice costs (CPU seconds: total and main process) and the tail's
+    wall seconds, from the bench's sliced runs of its largest lab."""
+    sliced = {}
+    for label, per_host in figures["controller_cpu_per_host"].items():
+        words = label.split()
+        if label.startswith("provision of ") and "slice(s)" in label:
+            nodes, count = int(words[2]), int(words[5])
+            sliced.setdefault(nodes, {})[count] = per_host
+    nodes = max(sliced)
+    fewest, most = min(sliced[nodes]), max(sliced[nodes])
+
+    def per_slice(share: str) -> float:
+        more = (sliced[nodes][most][share] - sliced[nodes][fewest][share]) * nodes
+        return more / (most - fewest)
+
+    parts = figures["parts_wall_s"][f"{nodes} nodes in {most} slices"]
+    slurm = [s for name, s in parts.items() if name.startswith("slurm-")]
+    return {
+        "total_s": per_slice("total_s"),
+        "ansible_main_s": per_slice("ansible_main_s"),
+        "controllers_wall_s": parts["controllers"],
+        "slurm_check_wall_s": max(slurm),
+    }
+
+
+def project_sliced(
+    fitted: dict, costs: dict, wave_s: float, cores: int, nodes: int, machines: int, slices: int
+) -> dict:
+    """A no-op on MACHINES control machines of CORES, SLICES side by side on each."""
+    per_slice = math.ceil(nodes / (slices * machines))
+    b, d = fitted["total_s"][1], fitted["ansible_main_s"][1]
+    main_s = costs["ansible_main_s"] + d * per_slice
+    machine_cpu_s = slices * (costs["total_s"] + b * per_slice)
+    cpu_s = max(main_s, machine_cpu_s / cores)
+    waves = math.ceil(per_slice / max(1, forks_for(cores) // slices))
+    slice_s = max(cpu_s, waves * wave_s)
+    controllers_s = costs["controllers_wall_s"] + FACTS_READ_S_PER_NODE * nodes
+    checks_s = waves * costs["slurm_check_wall_s"]
+    return {
+        "slices_per_machine": slices,
+        "nodes_per_slice": per_slice,
+        "cpu_bound_min": round(cpu_s / 60, 1),
+        "wave_bound_min": round(waves * wave_s / 60, 1),
+        "tail_min": round((controllers_s + checks_s) / 60, 1),
+        "projected_min": round((slice_s + controllers_s + checks_s) / 60, 1),
+    }
+
+
+def best_sliced(
+    fitted: dict,
+    costs: dict,
+    wave_s: float,
+    cores: int,
+    nodes: int,
+    machines: int,
+    choices: list[int],
+) -> dict:
+    """The number of slices per machine (of CHOICES) that projects the shortest no-op."""
+    found = [
+        project_sliced(fitted, costs, wave_s, cores, nodes, machines, slices)
+        for slices in choices
+        if slices * machines <= nodes
+    ]
+    return min(found, key=lambda projected: projected["projected_min"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("figures", help="bench/provision.py's JSON output")
     parser.add_argument("--waves", help="bench/provision.py output for the wave lengths")
     parser.add_argument("--cores", default="16,64")
     parser.add_argument("--nodes", default="1000,10000")
+    parser.add_argument("--machines", default="1,4")
+    parser.add_argument("--slices", default="1,2,4,8,16,32")
     options = parser.parse_args()
     with open(options.figures) as handle:
         figures = json.load(handle)
@@ -105,6 +191,19 @@ def main() -> None:
             for nodes in (int(n) for n in options.nodes.split(",")):
                 key = f"{kind}, {nodes} nodes, {cores} cores, {forks_for(cores)} forks"
                 out["projection"][key] = project(fitted, wave_s, cores, nodes)
+    if "parts_wall_s" in figures:
+        costs = slice_costs(figures)
+        fitted = fits(figures, "no-op")
+        choices = [int(s) for s in options.slices.split(",")]
+        out["slice_costs"] = {name: round(value, 1) for name, value in costs.items()}
+        out["sliced_no_op"] = {}
+        for machines in (int(m) for m in options.machines.split(",")):
+            for cores in (int(c) for c in options.cores.split(",")):
+                for nodes in (int(n) for n in options.nodes.split(",")):
+                    key = f"{nodes} nodes, {machines} machine(s) of {cores} cores"
+                    out["sliced_no_op"][key] = best_sliced(
+                        fitted, costs, waves["no-op"], cores, nodes, machines, choices
+                    )
     print(json.dumps(out, indent=2))
 
 

@@ -113,3 +113,59 @@ def test_the_projection_fits_cost_per_run_and_per_host_and_takes_the_larger_boun
         "wave_bound_min": 40.0,
         "projected_min": 83.5,
     }
+
+
+def sliced_figures() -> dict:
+    """A lab of 16 nodes re-provisioned in 1 and 4 slices: the 4 slices cost 3 x 5 s of
+    CPU in all and 3 x 2 s of main process more than 1; its tail's parts' wall times."""
+    per_slice = {1: (160.0, 50.0), 4: (175.0, 56.0)}
+    return {
+        "controller_cpu_per_host": {
+            f"provision of 16 nodes in {k} slice(s)": {"total_s": t / 16, "ansible_main_s": m / 16}
+            for k, (t, m) in per_slice.items()
+        },
+        "parts_wall_s": {
+            "16 nodes in 4 slices": {
+                **{f"slice-{k}": 140.0 for k in range(1, 5)},
+                "controllers": 15.0,
+                **{f"slurm-{k}": 6.0 + k for k in range(1, 5)},
+            },
+        },
+    }
+
+
+def test_a_slice_costs_what_one_more_slice_cost_in_the_bench_and_the_tail_its_parts():
+    costs = projection.slice_costs(sliced_figures())
+    assert {k: round(v, 6) for k, v in costs.items()} == {
+        "total_s": 5.0,
+        "ansible_main_s": 2.0,
+        "controllers_wall_s": 15.0,
+        "slurm_check_wall_s": 10.0,
+    }
+
+
+def test_a_sliced_no_op_is_its_slowest_bound_then_the_controllers_and_the_checks():
+    costs = {"total_s": 5.0, "ansible_main_s": 2.0, "controllers_wall_s": 15.0}
+    costs["slurm_check_wall_s"] = 10.0
+    fitted = {"total_s": (0.0, 10.0), "ansible_main_s": (0.0, 3.0)}
+    # 1,000 nodes, 2 machines of 16 cores (64 forks), 4 slices each: 125 nodes a slice,
+    # main 2 + 375 = 377 s; a machine's CPU 4 x (5 + 1250) = 5020 s / 16 = 313.75 s;
+    # 16 forks a slice: 8 waves of 30 s = 240 s. Tail: 15 + 2.4 s, 8 checks of 10 s.
+    assert projection.project_sliced(fitted, costs, 30.0, 16, 1000, 2, 4) == {
+        "slices_per_machine": 4,
+        "nodes_per_slice": 125,
+        "cpu_bound_min": 6.3,
+        "wave_bound_min": 4.0,
+        "tail_min": 1.6,
+        "projected_min": 7.9,
+    }
+    # 64 slices a machine: slices of 8 nodes, main 26 s, the machine's CPU 64 x 85 s /
+    # 16 = 340 s, one fork a slice: 8 waves (240 s); 340 s beats 4 slices' 377 s.
+    assert projection.best_sliced(fitted, costs, 30.0, 16, 1000, 2, [1, 4, 64]) == {
+        "slices_per_machine": 64,
+        "nodes_per_slice": 8,
+        "cpu_bound_min": 5.7,
+        "wave_bound_min": 4.0,
+        "tail_min": 1.6,
+        "projected_min": 7.3,
+    }
