@@ -1,12 +1,15 @@
 """Write a set of small text files in one step: one module call per node, where a loop of
 ansible.builtin.copy makes one (stat, transfer, copy) per file. Kiln's node library is
 fourteen files; copied one by one through Molecule's podman connection they cost about
-a minute per scenario of three nodes (docs/performance.md)."""
+a minute per scenario of three nodes (docs/performance.md). A role's run of consecutive
+copy and file tasks becomes one step the same way: each step costs ansible-playbook's
+main process a worker per host, even when skipped (docs/performance.md)."""
 
 import errno
 import grp
 import os
 import pwd
+import shutil
 import stat
 import tempfile
 
@@ -19,12 +22,19 @@ description:
   - Writes each file in O(files), in the order given, where its content, owner, group or
     mode differs; the others are left untouched. Each is written to a temporary file in
     its own directory and renamed over the old one, so a reader never sees half a file.
+  - An entry with C(state=directory) makes a directory (and its parents) or sets its
+    owner and mode; one with C(state=absent) removes a file or a directory tree.
   - Missing parent directories are created with O(directory_mode), owned by O(owner) and
     O(group).
-  - Supports check mode; its diff names each file that would be written, and why.
+  - Supports check mode; its diff names each path that would be written, and why, or,
+    for an entry with C(diff=true), shows its text before and after as copy's does.
 options:
   files:
-    description: The files, each C(path) (absolute) and C(content) (text, written as UTF-8).
+    description:
+      - The entries, each C(path) (absolute); C(state) C(file) (the default), C(directory)
+        or C(absent); C(content) (text, written as UTF-8; required for a file); C(mode)
+        (octal, the file's or directory's own, else O(mode) or O(directory_mode)); C(diff)
+        (show the text in a diff; for files that are not secret and not large).
     type: list
     elements: dict
     required: true
@@ -56,7 +66,7 @@ EXAMPLES = """
 
 RETURN = """
 written:
-  description: The paths written (or, in check mode, that would be), in order.
+  description: The paths written, made or removed (or, in check mode, that would be), in order.
   type: list
   elements: str
   returned: always
@@ -106,14 +116,101 @@ def _ids(module):
             module.params["group"]
         ).gr_gid
     except KeyError as missing:
-        module.fail_json(msg=f"no such user or group on the node: {missing}")
+        _fail(module, msg=f"no such user or group on the node: {missing}")
 
 
-def _mode(module, name):
+def _mode(module, name, value=None):
+    value = module.params[name] if value is None else value
     try:
-        return int(module.params[name], 8)
+        return int(value, 8)
     except ValueError:
-        module.fail_json(msg=f"{name} is not an octal mode: {module.params[name]!r}")
+        _fail(module, msg=f"{name} is not an octal mode: {value!r}")
+
+
+def _changed_file(path, data, uid, gid, mode):
+    """Why the file at path must be written, or None where it is as asked."""
+    before, info = _read(path)
+    if before is None:
+        return "new", ""
+    if before != data:
+        return "content differs", before
+    if (info.st_uid, info.st_gid) != (uid, gid) or stat.S_IMODE(info.st_mode) != mode:
+        return "owner or mode differs", before
+    return None, before
+
+
+def _changed_directory(path, uid, gid, mode):
+    if not os.path.lexists(path):
+        return "new"
+    if not os.path.isdir(path) or os.path.islink(path):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+    info = os.stat(path)
+    if (info.st_uid, info.st_gid) != (uid, gid) or stat.S_IMODE(info.st_mode) != mode:
+        return "owner or mode differs"
+    return None
+
+
+def _invocation(module):
+    """The invocation as results show it, each content as its size: a library's code is
+    no reader's log."""
+    files = [
+        {**item, "content": f"({len(item['content'])} characters)"}
+        if item.get("content") is not None
+        else item
+        for item in module.params["files"]
+    ]
+    return {"module_args": {**module.params, "files": files}}
+
+
+def _fail(module, msg, **result):
+    module.fail_json(invocation=_invocation(module), msg=msg, **result)
+
+
+def _text(data):
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+def _entry(module, item, uid, gid, defaults):
+    """(why, diff or None, apply) for one entry: why is None where it is as asked."""
+    path, state = item["path"], item["state"]
+    if not os.path.isabs(path):
+        _fail(module, msg=f"not an absolute path: {path}")
+    mode = _mode(module, "mode", item["mode"]) if item["mode"] else defaults[state]
+    if state == "absent":
+        if not os.path.lexists(path):
+            return None, None, None
+        gone = os.path.isdir(path) and not os.path.islink(path)
+        before = "" if gone else _text(_read(path)[0] or b"")
+        return (
+            "removed",
+            {
+                "before_header": path,
+                "after_header": f"{path} (removed)",
+                "before": before,
+                "after": "",
+            },
+            lambda: shutil.rmtree(path) if gone else os.unlink(path),
+        )
+    if state == "directory":
+        why = _changed_directory(path, uid, gid, mode)
+
+        def make():
+            _make_parents(os.path.join(path, "x"), uid, gid, defaults["directory"])
+            os.chown(path, uid, gid)
+            os.chmod(path, mode)
+
+        return why, None, make
+    if item["content"] is None:
+        _fail(module, msg=f"{path}: a file needs content")
+    data = item["content"].encode()
+    why, before = _changed_file(path, data, uid, gid, mode)
+
+    def write():
+        _make_parents(path, uid, gid, defaults["directory"])
+        _write(path, data, uid, gid, mode)
+
+    diff = {"before_header": path, "after_header": path, "before": _text(before)}
+    return why, {**diff, "after": item["content"]}, write
 
 
 def main():
@@ -125,9 +222,17 @@ def main():
                 "required": True,
                 "options": {
                     "path": {"type": "path", "required": True},
+                    "state": {
+                        "type": "str",
+                        "default": "file",
+                        "choices": ["file", "directory", "absent"],
+                    },
                     # The text of node programs and settings, never a secret: kept out of
-                    # the logged invocation only for its size, as copy does its content.
-                    "content": {"type": "str", "required": True, "no_log": True},
+                    # the logged invocation only for its size (_invocation), not no_log,
+                    # which would mask it in the diffs asked for too.
+                    "content": {"type": "str"},
+                    "mode": {"type": "str"},
+                    "diff": {"type": "bool", "default": False},
                 },
             },
             "owner": {"type": "str", "default": "root"},
@@ -136,40 +241,42 @@ def main():
             "directory_mode": {"type": "str", "default": "0755"},
         },
         supports_check_mode=True,
+        # Not to the node's journal: AnsibleModule logs every invocation's arguments
+        # there, and these are whole files (the node library's code, settings).
+        no_log=True,
     )
     uid, gid = _ids(module)
-    mode, directory_mode = _mode(module, "mode"), _mode(module, "directory_mode")
-    written, changes = [], []
+    defaults = {
+        "file": _mode(module, "mode"),
+        "directory": _mode(module, "directory_mode"),
+        "absent": None,
+    }
+    written, changes, diffs = [], [], []
     for item in module.params["files"]:
-        path, data = item["path"], item["content"].encode()
-        if not os.path.isabs(path):
-            module.fail_json(msg=f"not an absolute path: {path}")
-        before, info = _read(path)
-        if (
-            before == data
-            and (info.st_uid, info.st_gid) == (uid, gid)
-            and stat.S_IMODE(info.st_mode) == mode
-        ):
+        path = item["path"]
+        try:
+            why, diff, apply = _entry(module, item, uid, gid, defaults)
+        except OSError as error:
+            _fail(module, msg=f"{path}: {error.strerror}", written=written)
+        if why is None:
             continue
         written.append(path)
-        if before is None:
-            changes.append(f"{path}: new")
-        elif before != data:
-            changes.append(f"{path}: content differs")
+        if item["diff"] and diff is not None:
+            diffs.append(diff)
         else:
-            changes.append(f"{path}: owner or mode differs")
+            changes.append(f"{path}: {why}")
         if not module.check_mode:
             try:
-                _make_parents(path, uid, gid, directory_mode)
-                _write(path, data, uid, gid, mode)
+                apply()
             except OSError as error:
-                module.fail_json(msg=f"{path}: {error.strerror}", written=written[:-1])
+                _fail(module, msg=f"{path}: {error.strerror}", written=written[:-1])
     result = {"changed": bool(written), "written": written}
-    if changes and module._diff:
-        # What would be written, not the text: the content is kept out of results (no_log,
-        # which would mask it in a diff anyway), and a library's code is no reader's diff.
-        result["diff"] = {"prepared": "\n".join(changes) + "\n"}
-    module.exit_json(**result)
+    if (changes or diffs) and module._diff:
+        # What would be written, not the text, unless an entry asks for it (settings, as
+        # copy shows them): a library's code is no reader's diff.
+        prepared = [{"prepared": "\n".join(changes) + "\n"}] if changes else []
+        result["diff"] = prepared + diffs if diffs else prepared[0]
+    module.exit_json(invocation=_invocation(module), **result)
 
 
 if __name__ == "__main__":

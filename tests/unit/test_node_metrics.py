@@ -897,11 +897,19 @@ def test_the_role_installs_the_program_its_config_and_timer_on_every_host(tmp_pa
     report = local_playbook(playbook, "--check", "--diff", timeout=300)
     tasks = {t["task"]["name"].split(" : ")[-1]: t["hosts"] for t in report["plays"][1]["tasks"]}
     hosts = ("ctl1", "ctl2", "login1")
-    assert {
-        host: json.loads(tasks["Write what kiln-metrics reads and where it writes"][host]
-                         ["diff"][0]["after"])
+    # One write_files step: a diff per file, by path (/etc/kiln's, where it is missing,
+    # only named).
+    written = {
+        host: {
+            d["after_header"]: d["after"]
+            for d in tasks["Install kiln-metrics and write what it reads and where it writes"][
+                host
+            ]["diff"]
+            if "after_header" in d
+        }
         for host in hosts
-    } == {
+    }
+    assert {host: json.loads(written[host]["/etc/kiln/metrics.json"]) for host in hosts} == {
         "ctl1": {
             "node": "ctl1",
             "metrics_dir": "/var/lib/prometheus/node-exporter",
@@ -919,7 +927,7 @@ def test_the_role_installs_the_program_its_config_and_timer_on_every_host(tmp_pa
                    "interval": 15},
     }  # fmt: skip
     for host in hosts:
-        assert tasks["Install kiln-metrics"][host]["diff"][0]["after"] == SCRIPT.read_text()
+        assert written[host]["/usr/local/sbin/kiln-metrics"] == SCRIPT.read_text()
         units = tasks["Install kiln-metrics' service and timer"][host]["results"]
         assert [(u["item"], u["diff"][0]["after"]) for u in units] == [
             ("kiln-metrics.service", SERVICE),
