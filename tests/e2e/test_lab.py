@@ -340,8 +340,8 @@ def test_drift_names_each_changed_task_with_its_diff_and_hides_the_munge_key(lab
     assert found["hosts"] == {
         node: [
             {
-                "task": "autofs : Write the autofs maps",
-                "action": "ansible.builtin.copy",
+                "task": "autofs : Write the autofs maps, remove those of mounts no longer declared",
+                "action": "kiln.cluster.write_files",
                 "diff": f"--- {MOUNT_MAP}\n+++ {MOUNT_MAP}\n@@ -1,3 +1,2 @@\n"
                 " # Managed by Kiln (autofs role): changes are overwritten.\n"
                 f" /shared -fstype=glusterfs,noatime {LAB}-storage:/shared\n-{HAND_EDIT}\n",
