@@ -37,7 +37,7 @@ def kiln_slurm_files(conf, cgroup, version, hostvars, compute, groups, partition
             slurm.parse_version(version),
             slurm.node_shapes(hostvars, list(compute)),
             slurm.partitions(partitions, groups, list(compute)),
-            slurm.Cluster([], [Path(p).name for p in plugin_paths]).nvml,
+            slurm.Cluster([], [Path(p).name for p in plugin_paths]).gpu_autodetect,
         )
     except slurm.SlurmConfigError as exc:
         raise AnsibleFilterError(str(exc)) from None

@@ -185,6 +185,28 @@ def test_slurm_settings_and_files_from_the_found_plugins():
         offered["kiln_slurm_files"](conf, {}, "24.11", {"gpu2": {}}, ["gpu2"], {}, [], [])
 
 
+@pytest.mark.parametrize(
+    ("plugin", "line"),
+    [
+        ("gpu_nvidia.so", "NodeName=gpu1 AutoDetect=nvidia"),  # Debian 13's Slurm 24.11
+        ("gpu_nvml.so", "NodeName=gpu1 AutoDetect=nvml"),
+        ("gpu_generic.so", "NodeName=gpu1 Name=gpu File=/dev/nvidia[0-7]"),
+    ],
+)
+def test_gres_conf_follows_the_gpu_plugin_the_controller_has(plugin, line):
+    files = filters("kiln_slurm")["kiln_slurm_files"](
+        {},
+        {},
+        "slurm-wlm 24.11.5",
+        {"gpu1": {"slurm_node_shape": {"CPUs": 64, "RealMemory": 8000, "Gres": "gpu:8"}}},
+        ["gpu1"],
+        {"slurm_compute": ["gpu1"]},
+        [],
+        [f"/usr/lib/x86_64-linux-gnu/slurm-wlm/{plugin}"],
+    )
+    assert files["gres.conf"] == f"# Managed by Kiln (slurm role).\n{line}\n"
+
+
 def test_validate_paths_come_from_the_results_layout(tmp_path):
     """The role writes where kiln.validation.collect reads: both from one layout."""
     from kiln.validation import results

@@ -124,19 +124,38 @@ def test_first_partition_is_default_when_none_is():
     assert [p.default for p in parts] == [True, False]
 
 
-def test_gres_conf_nvml_explicit_and_cpu_only():
+def test_gres_conf_autodetect_explicit_and_cpu_only():
     cpu = NodeShape(cpus=2, real_memory=1)
     one = NodeShape(cpus=2, real_memory=1, gpus=1)
     shapes = {"gpu001": SHAPE, "gpu002": SHAPE, "cpu1": cpu, "tiny1": one}
-    assert slurm.gres_conf(shapes, autodetect_nvml=True).splitlines()[1:] == [
-        "NodeName=tiny1 AutoDetect=nvml",
-        "NodeName=gpu[001-002] AutoDetect=nvml",
+    assert slurm.gres_conf(shapes, "nvml") == (
+        "# Managed by Kiln (slurm role).\n"
+        "NodeName=tiny1 AutoDetect=nvml\n"
+        "NodeName=gpu[001-002] AutoDetect=nvml\n"
+    )
+    assert slurm.gres_conf(shapes, "nvidia").splitlines()[1:] == [
+        "NodeName=tiny1 AutoDetect=nvidia",
+        "NodeName=gpu[001-002] AutoDetect=nvidia",
     ]
-    assert slurm.gres_conf(shapes, autodetect_nvml=False).splitlines()[1:] == [
+    assert slurm.gres_conf(shapes, "").splitlines()[1:] == [
         "NodeName=tiny1 Name=gpu File=/dev/nvidia0",
         "NodeName=gpu[001-002] Name=gpu File=/dev/nvidia[0-7]",
     ]
-    assert slurm.gres_conf({"cpu1": cpu}, True).splitlines()[1:] == []
+    assert slurm.gres_conf({"cpu1": cpu}, "nvml").splitlines()[1:] == []
+
+
+@pytest.mark.parametrize(
+    ("plugins", "mode"),
+    [
+        (["gpu_nvml.so", "gpu_generic.so"], "nvml"),
+        # Slurm 24.11 built without NVML (Debian 13): its own NVIDIA plugin, not nvml.
+        (["gpu_nvidia.so", "gpu_generic.so"], "nvidia"),
+        (["gpu_nvml.so", "gpu_nvidia.so"], "nvml"),
+        (["gpu_generic.so", "mpi_pmix.so"], ""),
+    ],
+)
+def test_gpu_autodetect_follows_the_detection_plugin_the_build_has(plugins, mode):
+    assert slurm.Cluster(["ctl"], plugins).gpu_autodetect == mode
 
 
 def test_whole_slurm_conf():
@@ -188,7 +207,7 @@ def test_settings_computed_for_a_cluster_then_overridden():
         accounting=True,
         dbd_host="ctl1",
     )
-    assert cluster.pmix and cluster.nvml
+    assert cluster.pmix and cluster.gpu_autodetect == "nvml"
     found = slurm.settings(
         {"ClusterName": "c", "SchedulerType": "sched/backfill"},
         cluster,
@@ -217,7 +236,7 @@ def test_settings_without_cgroups_accounting_or_the_pmix_library():
     cluster = slurm.Cluster(
         controllers=["ctl"], plugins=["mpi_pmix.so", "libpmix.so.2"], cgroup=False
     )
-    assert not cluster.pmix and not cluster.nvml
+    assert not cluster.pmix and cluster.gpu_autodetect == ""
     assert cluster.pmix_problem == (
         "the PMIx library Slurm's plugin loads (libpmix.so, Debian's libpmix-dev) is not installed"
     )
@@ -288,7 +307,7 @@ def test_config_files_are_every_file_the_role_writes():
     shapes = {"gpu1": slurm.shape_from_dict("gpu1", shape)}
     parts = slurm.partitions([{"name": "batch"}], {"slurm_compute": ["gpu1"]}, ["gpu1"])
     files = slurm.config_files(
-        {"ClusterName": "c"}, {"ConstrainCores": True}, (24, 11), shapes, parts, nvml=False
+        {"ClusterName": "c"}, {"ConstrainCores": True}, (24, 11), shapes, parts, gpu_autodetect=""
     )
     assert sorted(files) == ["cgroup.conf", "gres.conf", "slurm.conf"]
     assert files["slurm.conf"] == slurm.slurm_conf({"ClusterName": "c"}, (24, 11), shapes, parts)

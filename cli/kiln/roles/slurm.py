@@ -264,9 +264,9 @@ def slurm_conf(
     return "\n".join(lines) + "\n"
 
 
-def gres_conf(shapes: dict[str, NodeShape], autodetect_nvml: bool) -> str:
-    """AutoDetect=nvml where the build has NVML; explicit device files otherwise;
-    nothing for CPU-only nodes."""
+def gres_conf(shapes: dict[str, NodeShape], autodetect: str) -> str:
+    """AutoDetect=<autodetect> where the build has a GPU detection plugin (Cluster's
+    gpu_autodetect); explicit device files otherwise; nothing for CPU-only nodes."""
     lines = ["# Managed by Kiln (slurm role)."]
     by_gpus: dict[int, list[str]] = {}
     for host, shape in shapes.items():
@@ -274,8 +274,8 @@ def gres_conf(shapes: dict[str, NodeShape], autodetect_nvml: bool) -> str:
             by_gpus.setdefault(shape.gpus, []).append(host)
     for gpus, hosts in sorted(by_gpus.items()):
         names = hostlist.compress(hosts)
-        if autodetect_nvml:
-            lines.append(f"NodeName={names} AutoDetect=nvml")
+        if autodetect:
+            lines.append(f"NodeName={names} AutoDetect={autodetect}")
         else:
             files = "/dev/nvidia0" if gpus == 1 else f"/dev/nvidia[0-{gpus - 1}]"
             lines.append(f"NodeName={names} Name=gpu File={files}")
@@ -325,7 +325,11 @@ NO_CGROUP_KEYS = {
 # Kiln's job-edge checks (the health role installs them): slurm.conf's Prolog and Epilog.
 KILN_PROLOG = "/usr/local/sbin/kiln-prolog"
 KILN_EPILOG = "/usr/local/sbin/kiln-epilog"
-NVML_PLUGINS = ("gpu_nvml.so", "gpu_nvidia.so")
+# gres.conf's AutoDetect value for each GPU detection plugin, preferred first. Slurm
+# 24.11's gpu_nvidia.so (Debian 13's build) reads the driver's /proc and sysfs files
+# without NVML and answers only to AutoDetect=nvidia: under AutoDetect=nvml it finds no
+# GPU and Slurm drains the node ("gres/gpu count reported lower than configured").
+GPU_AUTODETECT = (("gpu_nvml.so", "nvml"), ("gpu_nvidia.so", "nvidia"))
 # Slurm 24.11's switch plugin that gives each job its IMEX channel (NVL72).
 IMEX_PLUGIN = "switch_nvidia_imex.so"
 
@@ -352,8 +356,9 @@ class Cluster:
     epilog_extra: list[str] = field(default_factory=list)
 
     @property
-    def nvml(self) -> bool:
-        return any(name in self.plugins for name in NVML_PLUGINS)
+    def gpu_autodetect(self) -> str:
+        """gres.conf's AutoDetect value, "" when the build has no detection plugin."""
+        return next((mode for name, mode in GPU_AUTODETECT if name in self.plugins), "")
 
     @property
     def pmix_problem(self) -> str:
@@ -466,12 +471,12 @@ def config_files(
     version: tuple[int, int],
     shapes: dict[str, NodeShape],
     parts: list[Partition],
-    nvml: bool,
+    gpu_autodetect: str,
 ) -> dict[str, str]:
     """Every file the slurm role writes in /etc/slurm (the topology file aside)."""
     return {
         "slurm.conf": slurm_conf(conf, version, shapes, parts),
-        "gres.conf": gres_conf(shapes, nvml),
+        "gres.conf": gres_conf(shapes, gpu_autodetect),
         "cgroup.conf": cgroup_conf(cgroup, version),
     }
 

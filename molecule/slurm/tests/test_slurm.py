@@ -146,9 +146,22 @@ def test_the_gpu_the_driver_role_recorded_is_declared_and_given_to_jobs(host, ct
     """slurm-c2 carries the nvidia_driver role's fact (one GPU) and /dev/nvidia0."""
     if host.backend.get_hostname() != "slurm-ctl":
         pytest.skip("checked from the controller")
+    # gres.conf follows the build's detection plugin: Debian 13's Slurm 24.11 has
+    # gpu_nvidia.so (AutoDetect=nvidia, never nvml), Ubuntu 24.04's 23.11 none (files).
+    plugins = set(ctl.check_output("find /usr/lib -name 'gpu_nv*.so' -printf '%f\\n'").split())
+    if "gpu_nvml.so" in plugins:
+        line = "NodeName=slurm-c2 AutoDetect=nvml"
+    elif "gpu_nvidia.so" in plugins:
+        line = "NodeName=slurm-c2 AutoDetect=nvidia"
+    else:
+        line = "NodeName=slurm-c2 Name=gpu File=/dev/nvidia0"
+    assert ctl.file("/etc/slurm/gres.conf").content_string == (
+        f"# Managed by Kiln (slurm role).\n{line}\n"
+    )
+    # Detected (Slurm's fake_gpus.conf stands in for the driver), so with its socket.
     assert sorted(ctl.check_output("sinfo -h -N -p batch -o '%N %G'").splitlines()) == [
         "slurm-c1 (null)",
-        "slurm-c2 gpu:1",
+        "slurm-c2 gpu:1(S:0)",
     ]
     visible = ctl.check_output("srun -p batch --gres=gpu:1 printenv CUDA_VISIBLE_DEVICES")
     assert visible.strip() == "0"
