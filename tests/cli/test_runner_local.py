@@ -674,10 +674,33 @@ REBOOT_PREFLIGHT_PLAYBOOK = """
         tasks_from: preflight
 """
 
+# The same nodes, the role run alone (no site pre-flight play before it, as in Molecule or
+# playbooks/nvidia_driver.yml): its own pre-flight refuses before anything is installed.
+REBOOT_ROLE_ALONE_PLAYBOOK = """
+- name: The nvidia_driver role alone
+  hosts: all
+  gather_facts: false
+  environment:
+    PATH: "{bin}:{{{{ lookup('env', 'PATH') }}}}"
+  module_defaults:
+    ansible.builtin.setup:
+      fact_path: {facts}
+  roles:
+    - nvidia_driver
+"""
 
-@pytest.mark.parametrize(("cap", "code"), [(1, ExitCode.BAD_INPUT), ("100%", ExitCode.OK)])
+
+@pytest.mark.parametrize(
+    ("template", "cap", "code"),
+    [
+        (REBOOT_PREFLIGHT_PLAYBOOK, 1, ExitCode.BAD_INPUT),
+        (REBOOT_PREFLIGHT_PLAYBOOK, "100%", ExitCode.OK),
+        (REBOOT_ROLE_ALONE_PLAYBOOK, 1, ExitCode.BAD_INPUT),
+    ],
+    ids=["preflight-refused", "preflight-allowed", "role-alone-refused"],
+)
 def test_a_driver_change_on_more_nodes_in_slurm_than_allowed_is_refused(
-    local_inventory, tmp_path, cap, code
+    local_inventory, tmp_path, template, cap, code
 ):
     bin_dir, facts = tmp_path / "bin", tmp_path / "facts"
     bin_dir.mkdir()
@@ -690,7 +713,7 @@ def test_a_driver_change_on_more_nodes_in_slurm_than_allowed_is_refused(
         json.dumps({"gpu_count": 8, "driver": {"installed": "580.65.06"}})
     )
     playbook = tmp_path / "preflight.yml"
-    playbook.write_text(REBOOT_PREFLIGHT_PLAYBOOK.format(bin=bin_dir, facts=facts))
+    playbook.write_text(template.format(bin=bin_dir, facts=facts))
     node = {**LOCAL, "rollout_max_unavailable": cap}
     inv = local_inventory({"local-a": node, "local-b": node})
     result = run_kiln("run", str(playbook), "-i", inv, "--json")
@@ -708,6 +731,7 @@ def test_a_driver_change_on_more_nodes_in_slurm_than_allowed_is_refused(
     )
     assert sorted(report["failures"], key=lambda f: f["host"]) == expected
     assert report["reboots"] == {}
+    assert all(h["changed"] == 0 for h in report["hosts"].values()), report["hosts"]
 
 
 # The role's reboot step on nodes whose slurmd runs (a stand-in systemctl says so) and
