@@ -8,6 +8,7 @@ beside the output directory and moved in only once all three are complete.
 """
 
 import contextlib
+import re
 import secrets
 import shutil
 import tempfile
@@ -27,6 +28,11 @@ from kiln.run.events import RunSummary
 
 LABEL = "io.kiln.image"  # on build containers (their build's name) and built images
 IMAGE_REPO = "localhost/kiln-image"
+# An image name podman commits to: path components, a registry's port, a tag.
+TAG = re.compile(
+    r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+)
 OUTPUTS = (manifest.OCI_FILE, manifest.ROOTFS_FILE, manifest.MANIFEST_FILE)
 BOOT_TIMEOUT_S = 60
 
@@ -69,20 +75,21 @@ class Plan:
 
 def check(request: BuildRequest) -> Plan:
     """Every problem with the operator's input, before anything is touched."""
-    spec = request.inventory
-    if request.like:
-        like = spec.compute_nodes([request.like], "build an image for")[0]
-    else:
-        like = spec.compute_nodes(None, "build an image for")[0]
+    asked = [request.like] if request.like else None
+    like = request.inventory.compute_nodes(asked, "build an image for")[0]
+    if request.tag and not TAG.fullmatch(request.tag):
+        raise InputError(
+            f"--tag {request.tag!r}: not an image name (lower-case NAME[/NAME...][:TAG])"
+        )
+    _check_output(request.output, request.force)
+    if request.network and not exists("network", request.network):
+        raise InputError(f"--network {request.network}: no such podman network")
     info = inspect("image", request.base)
     if info is None:
         raise InputError(
             f"--base {request.base}: no such image in podman (`podman images` lists them;"
             " `kiln lab up` builds the lab's node image)"
         )
-    if request.network and not exists("network", request.network):
-        raise InputError(f"--network {request.network}: no such podman network")
-    _check_output(request.output, request.force)
     suffix = secrets.token_hex(4)
     tag = request.tag or f"{IMAGE_REPO}:{suffix}"
     return Plan(request, like, str(info.get("Id", "")), tag, f"kiln-image-{suffix}")
