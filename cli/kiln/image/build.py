@@ -73,22 +73,38 @@ class Plan:
     container: str
 
 
+class BadValue(InputError):
+    """A value the operator gave is refused. OPTION names which (base, network, output,
+    tag): the command says it as its option."""
+
+    def __init__(self, option: str, value: object, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+        self.value = value
+
+
+class HoldsImage(BadValue):
+    """The output directory holds an image already."""
+
+
 def check(request: BuildRequest) -> Plan:
     """Every problem with the operator's input, before anything is touched."""
     asked = [request.like] if request.like else None
     like = request.inventory.compute_nodes(asked, "build an image for")[0]
     if request.tag and not TAG.fullmatch(request.tag):
-        raise InputError(
-            f"--tag {request.tag!r}: not an image name (lower-case NAME[/NAME...][:TAG])"
+        raise BadValue(
+            "tag", repr(request.tag), "not an image name (lower-case NAME[/NAME...][:TAG])"
         )
     _check_output(request.output, request.force)
     if request.network and not exists("network", request.network):
-        raise InputError(f"--network {request.network}: no such podman network")
+        raise BadValue("network", request.network, "no such podman network")
     info = inspect("image", request.base)
     if info is None:
-        raise InputError(
-            f"--base {request.base}: no such image in podman (`podman images` lists them;"
-            " `kiln lab up` builds the lab's node image)"
+        raise BadValue(
+            "base",
+            request.base,
+            "no such image in podman (`podman images` lists them; `kiln lab up` builds the"
+            " lab's node image)",
         )
     suffix = secrets.token_hex(4)
     tag = request.tag or f"{IMAGE_REPO}:{suffix}"
@@ -96,30 +112,29 @@ def check(request: BuildRequest) -> Plan:
 
 
 def _check_output(output: Path, force: bool) -> None:
-    where = f"--output {output}"
     if output.exists() and not output.is_dir():
-        raise InputError(f"{where}: not a directory")
+        raise BadValue("output", output, "not a directory")
     if output.is_dir():
         held = [name for name in OUTPUTS if (output / name).exists()]
         if held and not force:
-            raise InputError(
-                f"{where}: holds an image already ({', '.join(held)}); --force replaces it"
-            )
-        _probe(output, where)
+            raise HoldsImage("output", output, f"holds an image already ({', '.join(held)})")
+        _probe(output)
         return
     parent = output.absolute().parent
     if not parent.is_dir():
-        raise InputError(f"{where}: no directory {parent}")
-    _probe(parent, where)
+        raise BadValue("output", output, f"no directory {parent}")
+    _probe(parent, output)
 
 
-def _probe(directory: Path, where: str) -> None:
+def _probe(directory: Path, output: Path | None = None) -> None:
     """Write a file there: root passes os.access on a read-only mount, a write does not."""
     try:
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".kiln-probe-"):
             pass
     except OSError as exc:
-        raise InputError(f"{where}: not writable ({exc.strerror or exc})") from None
+        raise BadValue(
+            "output", output or directory, f"not writable ({exc.strerror or exc})"
+        ) from None
 
 
 def build(

@@ -7,7 +7,7 @@ import click
 
 from kiln import inventory
 from kiln.commands import inventory_option, warn
-from kiln.errors import ExitCode
+from kiln.errors import ExitCode, InputError
 from kiln.run import display
 
 DEFAULT_BASE = "localhost/kiln-node:trixie"  # the lab's node image (`kiln lab up`)
@@ -56,9 +56,14 @@ def build(
     if not json_mode:
         for warning in spec.warnings:
             warn(warning)
-    plan = building.check(
-        building.BuildRequest(spec, output, base, like=like, tag=tag, force=force, network=network)
+    request = building.BuildRequest(
+        spec, output, base, like=like, tag=tag, force=force, network=network
     )
+    try:
+        plan = building.check(request)
+    except building.BadValue as exc:
+        hint = "; --force replaces it" if isinstance(exc, building.HoldsImage) else ""
+        raise InputError(f"--{exc.option} {exc.value}: {exc.message}{hint}") from None
     summary, manifest = building.build(
         plan, display.for_output(json_mode), lambda m: click.echo(f"image: {m}", err=True)
     )
