@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kiln import __version__, files, paths
+from kiln import __version__, files, os_support, paths
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.image import manifest, target
 from kiln.inventory.spec import ClusterSpec
@@ -151,7 +151,8 @@ def build(
         spec = target.write(request.inventory, plan.like, plan.container, Path(tmp))
         log(f"applying the compute roles to {plan.container} (variables of {plan.like})")
         summary = run_playbook(RunRequest(playbook="image", inventory=spec, display=display))
-        (paths.fact_cache() / plan.container).unlink(missing_ok=True)
+        for facts in os_support.fact_files(plan.container):  # a build host's, never a node's
+            facts.unlink(missing_ok=True)
         if summary.exit_code != ExitCode.OK:
             return summary, None
         podman("exec", plan.container, "sh", "-c", CLEAR)
