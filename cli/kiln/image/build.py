@@ -37,13 +37,16 @@ OUTPUTS = (manifest.OCI_FILE, manifest.ROOTFS_FILE, manifest.MANIFEST_FILE)
 BOOT_TIMEOUT_S = 60
 
 # What a machine made from the image must not share with its siblings: its identity
-# (machine-id, SSH host keys, hostname), what Kiln recorded about the build container
+# (machine-id, SSH host keys, hostname), the munge key Debian's package makes as it
+# installs (a secret every node of the image would share; the munge role installs the
+# cluster's), what Kiln recorded about the build container
 # (local facts), and the build's caches. A node makes new keys and a machine-id on its
 # first boot (the lab's node image has a unit for the keys). /etc/hostname, /etc/hosts and
 # /etc/resolv.conf are podman's mounts, never in the committed image.
 CLEAR = """set -e
 : > /etc/machine-id
 rm -f /var/lib/dbus/machine-id /etc/ssh/ssh_host_*
+rm -f /etc/munge/munge.key
 rm -rf /etc/ansible/facts.d /root/.ansible /tmp/* /var/tmp/*
 apt-get clean
 rm -rf /var/lib/apt/lists/*
