@@ -28,6 +28,7 @@ COMMANDS = {
     "drift": ("kiln.commands.drift", "drift", "Show what differs from the declared cluster."),
     "evidence": ("kiln.commands.evidence", "evidence", "Collect a node's evidence bundle."),
     "health": ("kiln.commands.health", "health", "Run the node health check on every node now."),
+    "image": ("kiln.commands.images", "image", "Build a compute node image from the roles."),
     "inventory": ("kiln.commands.inventory", "inventory", "Check an inventory."),
     "judge": ("kiln.commands.judge", "judge", "Judge benchmark output Kiln did not run."),
     "lab": ("kiln.commands.lab", "lab", "The local podman lab cluster."),

@@ -78,17 +78,23 @@ def refusals(
     return [f"{hostlist.compress(hosts)}: {line}" for line, hosts in lines.items()]
 
 
+def fact_files(host: str, cache: Path | None = None) -> list[Path]:
+    """Where Ansible's jsonfile cache keeps HOST's facts: `s1_<host>` (ansible-core
+    2.19), else `<host>` (earlier releases)."""
+    cache = cache or paths.fact_cache()
+    return [cache / f"s1_{host}", cache / host]
+
+
 def cached_facts(hosts: Iterable[str], cache: Path | None = None) -> dict[str, dict[str, Any]]:
     """The facts an earlier run cached for each host that has them. Ansible's jsonfile
     cache: ansible-core 2.19 writes `s1_<host>` holding {"__payload__": the facts as JSON
     text}; earlier releases wrote `<host>` holding the facts. A file of another shape is
     taken as no facts."""
-    cache = cache or paths.fact_cache()
     found = {}
     for host in hosts:
-        for name in (f"s1_{host}", host):
+        for path in fact_files(host, cache):
             try:
-                facts = json.loads((cache / name).read_text())
+                facts = json.loads(path.read_text())
                 if isinstance(facts, dict) and isinstance(facts.get("__payload__"), str):
                     facts = json.loads(facts["__payload__"])
             except (OSError, ValueError):

@@ -33,10 +33,17 @@ def groups_of(pattern: str) -> set[str]:
     return {re.sub(r"\[.*\]$", "", part) for part in pattern.split(":")}
 
 
+# `kiln image build`'s playbook: its one host is a build container, not a node of the
+# cluster (test_the_image_applies_only_roles_of_compute_nodes).
+IMAGE = "image.yml"
+
+
 def playbook_groups() -> dict[str, set[str]]:
     """Each role's groups, read from the plays of every playbook that apply it."""
     found: dict[str, set[str]] = {}
     for playbook in sorted(paths.playbooks_dir().glob("*.yml")):
+        if playbook.name == IMAGE:
+            continue
         for play in yaml.safe_load(playbook.read_text()):
             for role in applied_roles(play) if "hosts" in play else ():
                 found.setdefault(role, set()).update(groups_of(play["hosts"]))
@@ -50,6 +57,18 @@ def test_each_roles_groups_are_those_its_plays_run_on():
     applied = {name: set(role.groups) for name, role in roles.ROLES.items() if role.groups}
     assert applied == playbook_groups()
     assert [name for name, role in roles.ROLES.items() if not role.groups] == ["node_library"]
+
+
+def test_the_image_applies_only_roles_of_compute_nodes():
+    [play] = yaml.safe_load((paths.playbooks_dir() / IMAGE).read_text())
+    assert play["hosts"] == "slurm_compute"
+    assert play["vars"]["kiln_image"] is True
+    outside = {
+        role
+        for role in applied_roles(play)
+        if not {"all", "slurm_compute"} & set(roles.ROLES[role].groups)
+    }
+    assert outside == set()
 
 
 def test_the_playbooks_are_read_for_roles_and_their_hosts():

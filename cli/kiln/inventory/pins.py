@@ -77,11 +77,12 @@ class Plan:
 # --- what the inventory pins ---------------------------------------------------------------
 
 
-def settings_of(spec: ClusterSpec, role: str) -> dict[str, Any] | None:
-    """The role's settings without its prefix, as the first host it runs on resolves
-    them: the inventory's values over the role's defaults, simple templates rendered."""
+def settings_of(spec: ClusterSpec, role: str, host: str | None = None) -> dict[str, Any] | None:
+    """The role's settings without its prefix, as HOST (else the first host it runs on)
+    resolves them: the inventory's values over the role's defaults, simple templates
+    rendered."""
     entry = roles.ROLES[role]
-    hosts = entry.hosts(spec.groups, spec.hosts)
+    hosts = [host] if host else entry.hosts(spec.groups, spec.hosts)
     if not hosts:
         return None
     values = {**entry.defaults(), **spec.hosts[hosts[0]].vars}
