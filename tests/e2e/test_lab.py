@@ -1014,7 +1014,7 @@ REPAIR_SETTINGS = {
     "repair_enabled": True,
     "repair_max_unavailable": 1,
     "repair_rma_after": 2,
-    "repair_retry_after_s": 20,
+    "repair_retry_after_s": 5,
     "repair_dcgm_level": 0,
     "repair_minutes": 5,
     "repair_ssh": True,
@@ -1045,17 +1045,24 @@ def repair_history(name: str) -> list[tuple[str, str, str]]:
     ]
 
 
+def health_check_now(name: str) -> None:
+    """Slurm's next run of kiln-health on NAME, now rather than within its 60 s interval:
+    the same program, the same drain (Slurm's own runs are test_kiln_health_drains_and_
+    resumes_only_its_own's). bench/repair.py times the loop with the interval."""
+    on(name, "/usr/local/sbin/kiln-health >/dev/null; true")
+
+
 def test_the_repair_loop_returns_soft_faults_sends_a_disk_fault_to_rma_and_breaks_on_storage(
     lab, provisioned
 ):
     """The repair role on, as an operator turns it on; Slurm's own events start it. On
-    compute01, with no person acting: a stopped autofs (drained by Slurm's run of
-    kiln-health), a stopped munged and a hung slurmd (Slurm's own DOWN) are repaired,
-    re-checked and back in service; a full disk is re-checked until RMA (two failed
-    repairs here). compute02, drained by an operator all along, is never touched. Then
-    the storage stops under both: one node is drained, the other is held at the cap and
-    alerted, the breaker opens, nothing is repaired; `kiln repair reset` after the
-    storage is back. The figures go to docs/health.md ("Repair", bench/repair.py)."""
+    compute01, with no person acting but kiln-health's runs brought forward: a stopped
+    autofs (drained by kiln-health), a stopped munged and a hung slurmd (Slurm's own
+    DOWN) are repaired, re-checked and back in service; a full disk is re-checked until
+    RMA (two failed repairs here). compute02, drained by an operator all along, is never
+    touched. Then the storage stops under both: one node is drained, the other is held
+    at the cap and alerted, the breaker opens, nothing is repaired; `kiln repair reset`
+    after the storage is back. The figures go to docs/health.md ("Repair", bench/repair.py)."""
     settings = Path(lab) / "group_vars" / "all" / "repair.yml"
     settings.write_text(yaml.safe_dump(REPAIR_SETTINGS))
     try:
@@ -1110,6 +1117,7 @@ def _a_stopped_autofs_comes_back_on_its_own() -> None:
     # poll for; the history's first action says when the loop had it.
     broken = time.time()
     on("compute01", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+    health_check_now("compute01")
     end = time.monotonic() + 240
     while ("mount", "return", "done") not in repair_history("compute01"):
         assert time.monotonic() < end, (node_line("compute01"), repair_history("compute01"))
@@ -1158,6 +1166,7 @@ def _a_full_disk_goes_to_rma() -> None:
     before = len(repair_history("compute01"))
     broken = time.monotonic()
     on("compute01", "mount -t tmpfs -o size=1m e2e /var/lib/enroot")
+    health_check_now("compute01")
     wait_for("compute01", lambda s: s.drained_by_health, 150)
     detected = time.monotonic() - broken
     rma = wait_for("compute01", lambda s: s.reason.startswith("kiln-rma:"), 240)
@@ -1175,8 +1184,8 @@ def _a_full_disk_goes_to_rma() -> None:
     print(
         f"repair: disk: drained after {detected:.0f} s, RMA after {time.monotonic() - broken:.0f} s"
     )
-    # Kiln never resumes it: still RMA after the next health interval.
-    time.sleep(5)
+    # Kiln never resumes it: still RMA after kiln-health's next run.
+    health_check_now("compute01")
     assert node_line("compute01").reason.startswith("kiln-rma:")
 
 
@@ -1196,6 +1205,8 @@ def _stopped_storage_opens_the_breaker_and_drains_one_node(lab: str) -> None:
     before = {n: len(repair_history(n)) for n in ("compute01", "compute02")}
     broken = time.monotonic()
     on("storage", "systemctl stop glusterd; pkill -KILL -x glusterfsd; true")
+    for name in ("compute01", "compute02"):
+        health_check_now(name)
     end = time.monotonic() + 180
     while True:
         drained = [n for n in ("compute01", "compute02") if node_line(n).drained_by_health]
@@ -1226,6 +1237,7 @@ def _stopped_storage_opens_the_breaker_and_drains_one_node(lab: str) -> None:
     )
     # Back in service: by the loop (the reset queued it) or by kiln-health's own resume.
     wait_for(drained[0], lambda s: not s.flags & slurm_state.OUT_OF_SERVICE, 120)
+    health_check_now(held[0])
     end = time.monotonic() + 120
     while _held(held[0]):
         assert time.monotonic() < end, f"{held[0]} still held"
