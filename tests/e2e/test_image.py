@@ -152,6 +152,9 @@ def test_an_image_is_built_from_the_lab_node_image_and_loads(lab_inventory, tmp_
     assert podman("ps", "-a", "--filter", "label=io.kiln.image", "--format", "{{.Names}}") == ""
     shown = run_kiln("runs", "show", found["run"], "--json")
     assert json.loads(shown.stdout)["status"] == "successful", shown.stderr
+    # The record names the operator's inventory, not the build's temporary one.
+    listed = json.loads(run_kiln("runs", "list", "--json").stdout)["runs"]
+    assert [r["inventory"] for r in listed if r["run"] == found["run"]] == [str(inv)]
 
     # The root filesystem: the roles' work in it, no machine's identity.
     with tarfile.open(out / manifest.ROOTFS_FILE) as rootfs:

@@ -106,3 +106,15 @@ def test_the_pins_are_the_like_nodes_values_over_the_roles_defaults(write_invent
         "enroot": {"version": "3.5.0", "sha256": DIGEST, "caps_sha256": CAPS},
         "pyxis": {"version": "", "sha256": ""},
     }
+
+
+def test_the_build_runs_record_names_the_operators_inventory(write_inventory, tmp_path, state_dir):
+    """The run's own inventory is the build's temporary one: its record names the
+    operator's, which outlives it."""
+    from kiln.run.execute import RunRequest, new_record, resolve_playbook
+
+    spec = _spec(write_inventory)
+    built = target.write(spec, "gpu001", "kiln-image-x", tmp_path)
+    request = RunRequest(playbook="image", inventory=built, recorded_inventory=spec.source)
+    kept, _ = new_record(request, resolve_playbook("image"))
+    assert (kept.playbook, kept.inventory) == ("image.yml", str(spec.source))

@@ -153,7 +153,14 @@ def build(
     with tempfile.TemporaryDirectory(prefix="image-", dir=work) as tmp, _container(plan, log):
         spec = target.write(request.inventory, plan.like, plan.container, Path(tmp))
         log(f"applying the compute roles to {plan.container} (variables of {plan.like})")
-        summary = run_playbook(RunRequest(playbook="image", inventory=spec, display=display))
+        summary = run_playbook(
+            RunRequest(
+                playbook="image",
+                inventory=spec,
+                display=display,
+                recorded_inventory=request.inventory.source,
+            )
+        )
         for facts in os_support.fact_files(plan.container):  # a build host's, never a node's
             facts.unlink(missing_ok=True)
         if summary.exit_code != ExitCode.OK:

@@ -46,6 +46,9 @@ class RunRequest:
     operator_extravars: dict[str, Any] = field(default_factory=dict)
     display: Displays = for_people  # how the run shows while it goes (silent for --json)
     lock: Lock | None = None  # the inventory's lock, told the run id
+    # The inventory the record names when INVENTORY is a temporary one made from it (an
+    # image build's one host): the record outlives the temporary file.
+    recorded_inventory: Path | None = None
 
 
 def available_playbooks() -> list[str]:
@@ -207,7 +210,7 @@ def new_record(request: RunRequest, playbook: Path, **marks: Any) -> tuple[recor
     kept = record.RunRecord(
         run=run_id,
         playbook=playbook.name,
-        inventory=str(request.inventory.source),
+        inventory=str(request.recorded_inventory or request.inventory.source),
         limit=request.limit,
         tags=request.tags,
         check=request.check,
