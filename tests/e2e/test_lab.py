@@ -1047,8 +1047,9 @@ def repair_history(name: str) -> list[tuple[str, str, str]]:
 
 def health_check_now(name: str) -> None:
     """Slurm's next run of kiln-health on NAME, now rather than within its 60 s interval:
-    the same program, the same drain (Slurm's own runs are test_kiln_health_drains_and_
-    resumes_only_its_own's). bench/repair.py times the loop with the interval."""
+    the same program, the same drain. A drain by Slurm's own run: the Prometheus test
+    (test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node).
+    bench/repair.py times the loop with the interval."""
     on(name, "/usr/local/sbin/kiln-health >/dev/null; true")
 
 
