@@ -24,6 +24,11 @@ class VaultValue(str):
     that it is there (its type is a string, its content unknown)."""
 
 
+class UnsafeValue(str):
+    """An `!unsafe` value: a string Ansible never renders as a template. Kept apart so
+    that an inventory written again (an image build's) keeps the mark."""
+
+
 # libyaml's parser where PyYAML has it (its wheels do): the pure-Python one takes three
 # to four times as long (a 100,000-host hosts.yml: 15 s against 4). libyaml refuses nesting deeper
 # than 1,000 levels itself; Python's stops at its recursion limit.
@@ -57,7 +62,7 @@ class Loader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
 
 
 Loader.add_constructor("!vault", lambda loader, node: VaultValue(loader.construct_scalar(node)))
-Loader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+Loader.add_constructor("!unsafe", lambda loader, node: UnsafeValue(loader.construct_scalar(node)))
 
 
 def load(path: Path, label: str | None = None) -> Any:

@@ -1,5 +1,9 @@
 """kiln.image: the build inventory and the manifest's pins and packages."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import yaml
 
 from kiln import inventory
@@ -118,3 +122,55 @@ def test_the_build_runs_record_names_the_operators_inventory(write_inventory, tm
     request = RunRequest(playbook="image", inventory=built, recorded_inventory=spec.source)
     kept, _ = new_record(request, resolve_playbook("image"))
     assert (kept.playbook, kept.inventory) == ("image.yml", str(spec.source))
+
+
+def test_vault_and_unsafe_values_reach_the_build_as_ansible_reads_them(
+    write_inventory, tmp_path, monkeypatch
+):
+    """Inline `!vault` and `!unsafe` values are written back with their tags, and the
+    whole files encrypted with ansible-vault that apply to the node are copied as the
+    build host's own: Ansible, given the vault password, reads every value."""
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    vault = VaultLib([("default", VaultSecret(b"e2e-password"))])
+    password = tmp_path / "vault-password"
+    password.write_text("e2e-password\n")
+    monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(password))
+    inline = vault.encrypt("s3cret").decode().replace("\n", "\n  ")
+    hosts = cluster_inventory(compute=("gpu001", "gpu002"))
+    source = write_inventory(
+        hosts,
+        files={
+            "group_vars/all/site.yml": (
+                f"site_secret: !vault |\n  {inline}\nliteral: !unsafe '{{{{ not rendered }}}}'\n"
+            ),
+            "group_vars/slurm_compute/vault.yml": vault.encrypt("vault_token: t0k\n").decode(),
+            "group_vars/slurm_controller.yml": vault.encrypt("ctl_secret: c\n").decode(),
+            "host_vars/gpu001.yml": vault.encrypt("host_secret: h\n").decode(),
+        },
+    )
+    spec = inventory.load(source)
+    build = tmp_path / "build"
+    build.mkdir()
+    target.write(spec, "gpu001", "kiln-image-x", build)
+    assert sorted(p.name for p in (build / "host_vars" / "kiln-image-x").iterdir()) == [
+        "00-group_vars-slurm_compute-vault.yml",
+        "01-host_vars-gpu001.yml",
+    ]
+    shown = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible"),
+            "-i",
+            str(build / "hosts.yml"),
+            "kiln-image-x",
+            "-m",
+            "ansible.builtin.debug",
+            "-a",
+            "msg={{ [site_secret, literal, vault_token, host_secret] | to_json }}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert '"msg": "[\\"s3cret\\", \\"{{ not rendered }}\\", \\"t0k\\", \\"h\\"]"' in shown.stdout

@@ -1,16 +1,38 @@
 """The inventory of an image build: one host, the build container, reached through
 podman, with the variables of the compute node the image is for (`--like`, else the
 first compute node). The other Kiln groups keep their members' names, so settings that
-name them (a time server: `groups['slurm_controller'][0]`) still resolve."""
+name them (a time server: `groups['slurm_controller'][0]`) still resolve.
 
+Ansible reads the build inventory as it reads the operator's: `!vault` values stay
+encrypted and `!unsafe` ones unrendered, and the whole files encrypted with
+ansible-vault that apply to the `--like` node (which Kiln cannot read) are copied as the
+build host's own variable files, in Ansible's order: group `all`, the node's other
+groups by name, the node's own. Being host files, their values win over the readable
+ones where a variable is set in both."""
+
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kiln.inventory.spec import KILN_GROUPS, ClusterSpec, Host
+from kiln.yaml_input import UnsafeValue, VaultValue
 
 CONNECTION = "containers.podman.podman"
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes Kiln's marked strings back with their tags."""
+
+
+_Dumper.add_representer(
+    VaultValue, lambda dumper, value: dumper.represent_scalar("!vault", str(value), style="|")
+)
+_Dumper.add_representer(
+    UnsafeValue, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value))
+)
 
 
 def build_vars(like: Host, container: str) -> dict[str, Any]:
@@ -36,11 +58,36 @@ def hosts_yml(spec: ClusterSpec, like: str, container: str) -> dict[str, Any]:
     return {"all": {"children": children}}
 
 
+def encrypted_files(spec: ClusterSpec, like: str) -> list[str]:
+    """The whole-file encrypted variable files (relative to the inventory) that apply to
+    LIKE, in the order Ansible applies them."""
+
+    def applies(rel: str) -> tuple[int, str] | None:
+        # group_vars/NAME/FILE, or group_vars/NAME with .yml, .yaml or no extension
+        kind, name, *inside = rel.split("/")
+        name = name if inside else re.sub(r"\.ya?ml$", "", name)
+        if kind == "host_vars":
+            return (2, rel) if name == like else None
+        if name == "all":
+            return (0, rel)
+        return (1, rel) if name in spec.hosts[like].groups else None
+
+    return [rel for _, rel in sorted(filter(None, map(applies, spec.unchecked)))]
+
+
 def write(spec: ClusterSpec, like: str, container: str, directory: Path) -> ClusterSpec:
-    """The build inventory written to DIRECTORY/hosts.yml, and its spec for the run."""
+    """The build inventory written to DIRECTORY/hosts.yml (and the encrypted files that
+    apply to LIKE under host_vars/CONTAINER/), and its spec for the run."""
     tree = hosts_yml(spec, like, container)
     source = directory / "hosts.yml"
-    source.write_text(yaml.safe_dump(tree, sort_keys=False))
+    source.write_text(yaml.dump(tree, Dumper=_Dumper, sort_keys=False))
+    encrypted = encrypted_files(spec, like)
+    if encrypted:
+        own = directory / "host_vars" / container
+        own.mkdir(parents=True)
+        for number, rel in enumerate(encrypted):
+            name = re.sub(r"\.ya?ml$", "", rel.replace("/", "-"))
+            shutil.copyfile(spec.path / rel, own / f"{number:02d}-{name}.yml")
     children = tree["all"]["children"]
     groups = {g: list(children[g]["hosts"]) for g in children}
     hosts = {
