@@ -65,6 +65,20 @@ Loader.add_constructor("!vault", lambda loader, node: VaultValue(loader.construc
 Loader.add_constructor("!unsafe", lambda loader, node: UnsafeValue(loader.construct_scalar(node)))
 
 
+class Dumper(yaml.SafeDumper):
+    """A safe dumper that writes VaultValue and UnsafeValue back with their tags: what
+    Kiln writes of an operator's values (an image build's inventory, a setting shown
+    beside a proposed one) reads in Ansible as the operator's own did."""
+
+
+Dumper.add_representer(
+    VaultValue, lambda dumper, value: dumper.represent_scalar("!vault", str(value), style="|")
+)
+Dumper.add_representer(
+    UnsafeValue, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value))
+)
+
+
 def load(path: Path, label: str | None = None) -> Any:
     """The YAML document in `path` (None when empty)."""
     label = label or str(path)

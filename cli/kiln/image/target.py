@@ -18,21 +18,9 @@ from typing import Any
 import yaml
 
 from kiln.inventory.spec import KILN_GROUPS, ClusterSpec, Host
-from kiln.yaml_input import UnsafeValue, VaultValue
+from kiln.yaml_input import Dumper
 
 CONNECTION = "containers.podman.podman"
-
-
-class _Dumper(yaml.SafeDumper):
-    """Writes Kiln's marked strings back with their tags."""
-
-
-_Dumper.add_representer(
-    VaultValue, lambda dumper, value: dumper.represent_scalar("!vault", str(value), style="|")
-)
-_Dumper.add_representer(
-    UnsafeValue, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value))
-)
 
 
 def build_vars(like: Host, container: str) -> dict[str, Any]:
@@ -80,7 +68,7 @@ def write(spec: ClusterSpec, like: str, container: str, directory: Path) -> Clus
     apply to LIKE under host_vars/CONTAINER/), and its spec for the run."""
     tree = hosts_yml(spec, like, container)
     source = directory / "hosts.yml"
-    source.write_text(yaml.dump(tree, Dumper=_Dumper, sort_keys=False))
+    source.write_text(yaml.dump(tree, Dumper=Dumper, sort_keys=False))
     encrypted = encrypted_files(spec, like)
     if encrypted:
         own = directory / "host_vars" / container

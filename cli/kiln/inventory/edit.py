@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from kiln import yaml_input
 from kiln.errors import InputError
 
 
@@ -36,7 +37,9 @@ WIDTH = 100
 
 def line(name: str, value: Any) -> str:
     """`name: value` on one line, the value in YAML's flow style."""
-    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 20, sort_keys=False)
+    text = yaml.dump(
+        value, Dumper=yaml_input.Dumper, default_flow_style=True, width=1 << 20, sort_keys=False
+    )
     return f"{name}: {text.removesuffix('...' + chr(10)).strip()}"
 
 
@@ -47,7 +50,13 @@ def lines(name: str, value: Any) -> list[str]:
     if len(one) <= WIDTH or not isinstance(value, list | dict):
         return [one]
     flow = None if isinstance(value, list) else False  # a mapping: a key a line
-    text = yaml.safe_dump({name: value}, default_flow_style=flow, width=WIDTH, sort_keys=False)
+    text = yaml.dump(
+        {name: value},
+        Dumper=yaml_input.Dumper,
+        default_flow_style=flow,
+        width=WIDTH,
+        sort_keys=False,
+    )
     return text.rstrip("\n").splitlines()
 
 
