@@ -36,21 +36,26 @@ from provision import (
 )
 
 from kiln.run import record
+from kiln.run.events import RESULT_EVENTS
 
 TAG = "localhost/kiln-image:bench"
 
 
-def changed_tasks(run: str, host: str) -> list[str]:
-    """The names of the tasks that changed something on HOST in RUN, in run order."""
+def on_host(run: str, host: str) -> tuple[list[str], float]:
+    """The names of the tasks that changed something on HOST in RUN, in run order, and
+    the seconds HOST's task results took, summed (its share of the run, without the
+    controllers' tasks the run also holds)."""
     kept, run_dir = record.find(run)
-    names = []
+    names, seconds = [], 0.0
     for event in record.load_events(run_dir, record=kept):
         data = event.get("event_data") or {}
-        ours = event.get("event") == "runner_on_ok" and data.get("host") == host
-        if ours and (data.get("res") or {}).get("changed"):
+        if data.get("host") != host or event.get("event") not in RESULT_EVENTS:
+            continue
+        seconds += float(data.get("duration") or 0.0)
+        if event.get("event") == "runner_on_ok" and (data.get("res") or {}).get("changed"):
             role = data.get("role")
             names.append(f"{role} : {data.get('task')}" if role else str(data.get("task")))
-    return names
+    return names, seconds
 
 
 def add_node(inventory: str, node: str, label: str) -> dict:
@@ -61,13 +66,15 @@ def add_node(inventory: str, node: str, label: str) -> dict:
     if run.returncode != 0:
         sys.exit(f"{label} failed (exit {run.returncode}): {run.stderr.strip()[-500:]}")
     report = json.loads(run.stdout)
+    changed, node_s = on_host(report["run"], node)
     return {
         "run": report["run"],
         "wall_s": round(seconds, 1),
         "cpu_s": {key: round(value, 2) for key, value in cpu.items()},
         "cpu_per_host_s": per_host(cpu, len(report["hosts"])),
         "changed": {host: counts["changed"] for host, counts in report["hosts"].items()},
-        "changed_tasks": changed_tasks(report["run"], node),
+        "changed_tasks": changed,
+        "node_task_s": round(node_s, 1),
     }
 
 
@@ -95,6 +102,11 @@ def slowest(run: str) -> list[dict]:
     return json.loads(shown.stdout).get("slowest", []) if shown.returncode == 0 else []
 
 
+def progress(figures: dict) -> None:
+    """The figures so far, on stderr: a bench that stops half way keeps what it measured."""
+    print(json.dumps(figures), file=sys.stderr, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     options = lab_options(parser)
@@ -110,7 +122,7 @@ def main() -> None:
             "cpu_s": {key: round(value, 2) for key, value in first_cpu.items()},
         }
     }
-
+    progress(figures)
     with tempfile.TemporaryDirectory(prefix="kiln-bench-image-") as out:
         build_s, build_cpu, built = measured(
             "image", "build", "-i", inventory, "-o", out, "--network", f"kiln-{LAB}",
@@ -129,11 +141,13 @@ def main() -> None:
     up_s, _ = lab_up(options, compute + 1)
     figures["raw"] = {"node": raw, "lab_up_s": round(up_s, 1), **booted(raw)}
     figures["raw"].update(add_node(inventory, raw, f"provision of the raw {raw}"))
+    progress(figures)
     up_s, _ = lab_up(options, compute + 2, "--image", TAG)
     figures["image"] = {"node": from_image, "lab_up_s": round(up_s, 1), **booted(from_image)}
     figures["image"].update(add_node(inventory, from_image, f"provision of {from_image}"))
     figures["image"]["slowest"] = slowest(figures["image"]["run"])
 
+    progress(figures)
     drift = kiln("drift", "-i", inventory, "--limit", from_image, "--json")
     drifted = json.loads(drift.stdout) if drift.stdout.strip() else {}
     figures["drift_on_image_node"] = {
@@ -145,6 +159,9 @@ def main() -> None:
     }
     figures["ratio_image_over_raw"] = {
         "wall": round(figures["image"]["wall_s"] / figures["raw"]["wall_s"], 3),
+        "node_task_s": round(
+            figures["image"]["node_task_s"] / max(figures["raw"]["node_task_s"], 0.1), 3
+        ),
         "kiln_cpu": round(
             figures["image"]["cpu_s"]["kiln_s"] / figures["raw"]["cpu_s"]["kiln_s"], 3
         ),
