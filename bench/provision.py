@@ -67,14 +67,17 @@ def lab_options(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return parser.parse_args()
 
 
-def lab_up(options: argparse.Namespace, compute: int | None = None) -> tuple[float, str]:
-    """Bring up the bench lab: seconds it took and its inventory."""
+def lab_up(
+    options: argparse.Namespace, compute: int | None = None, *more: str
+) -> tuple[float, str]:
+    """Bring up (or complete) the bench lab: seconds it took and its inventory. MORE:
+    further `kiln lab up` options (`--image NAME`)."""
     compute = options.compute if compute is None else compute
     up_s, up = timed(
-        "lab", "up", "--name", LAB, "--compute", str(compute), "--distro", options.distro
+        "lab", "up", "--name", LAB, "--compute", str(compute), "--distro", options.distro, *more
     )
     if up.returncode != 0:
-        sys.exit(f"lab up failed: {up.stderr.strip()}")
+        sys.exit(f"lab up {' '.join(more)} failed: {up.stderr.strip()}")
     return up_s, up.stdout.strip().splitlines()[-1].removeprefix("inventory: ")
 
 

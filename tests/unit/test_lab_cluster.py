@@ -90,7 +90,7 @@ class FakeRecord:
 def ensure(monkeypatch, record):
     for name in ("inspect", "podman", "answers"):
         monkeypatch.setattr(cluster, name, getattr(record, name))
-    cluster._ensure_container(LAB, NODE, "kiln-node:trixie", record.logged.append)
+    cluster._ensure_container(LAB, NODE, record.logged.append)
 
 
 def test_a_running_container_that_answers_is_kept(monkeypatch):
@@ -133,7 +133,7 @@ def test_a_container_that_outlived_its_host_is_made_again(monkeypatch, running):
             "io.kiln.lab=t",
             "--label",
             "io.kiln.role=controller",
-            "kiln-node:trixie",
+            "localhost/kiln-node:trixie",
             "/sbin/init",
         ),
     ]
@@ -161,3 +161,107 @@ def test_a_cgroup_namespace_podman_does_not_know_is_refused_before_anything_is_m
     with pytest.raises(InputError) as refused:
         cluster.up("t", 1, "trixie", print)
     assert str(refused.value) == "KILN_LAB_CGROUPNS=ns:/proc/1/ns/cgroup: expected host or private"
+
+
+NODE_IMAGE = "localhost/kiln-node:trixie"
+BUILT = "localhost/kiln-image:e2e"
+
+
+def images(lab: cluster.LabPlan) -> dict[str, str]:
+    return {node.name.removeprefix("t-"): node.image for node in lab.nodes}
+
+
+def test_every_node_boots_from_the_lab_node_image_by_default():
+    assert images(cluster.plan("t", 2, "trixie")) == {
+        "controller": NODE_IMAGE,
+        "storage": NODE_IMAGE,
+        "compute01": NODE_IMAGE,
+        "compute02": NODE_IMAGE,
+    }
+
+
+def test_a_built_image_boots_the_compute_nodes_only():
+    assert images(cluster.plan("t", 2, "trixie", BUILT)) == {
+        "controller": NODE_IMAGE,
+        "storage": NODE_IMAGE,
+        "compute01": BUILT,
+        "compute02": BUILT,
+    }
+
+
+def test_a_lab_completed_with_an_image_keeps_its_nodes_and_adds_from_the_image():
+    before = cluster.plan("t", 2, "trixie")
+    grown = cluster.plan("t", 3, "trixie", BUILT, previous=before)
+    assert images(grown) == {
+        "controller": NODE_IMAGE,
+        "storage": NODE_IMAGE,
+        "compute01": NODE_IMAGE,
+        "compute02": NODE_IMAGE,
+        "compute03": BUILT,
+    }
+    # Completed again without --image: compute03 stays the image's, compute04 is raw.
+    again = cluster.plan("t", 4, "trixie", previous=grown)
+    assert images(again)["compute03"] == BUILT
+    assert images(again)["compute04"] == NODE_IMAGE
+
+
+def test_a_node_is_made_from_its_planned_image(monkeypatch):
+    lab = cluster.plan("t", 1, "trixie", BUILT)
+    record = FakeRecord(running=False, alive=False)
+    for name in ("inspect", "podman", "answers"):
+        monkeypatch.setattr(cluster, name, getattr(record, name))
+    cluster._ensure_container(lab, lab.nodes[-1], record.logged.append)
+    made = record.calls[-1]
+    assert made[-2:] == (BUILT, "/sbin/init")
+
+
+def test_a_plan_written_before_nodes_recorded_their_image_reads_as_the_node_image(
+    monkeypatch, tmp_path
+):
+    monkeypatch.setenv("KILN_STATE_DIR", str(tmp_path))
+    lab = cluster.plan("t", 1, "trixie", BUILT)
+    cluster._save_plan(lab)
+    path = cluster.paths.lab_state_dir("t") / "lab.json"
+    data = cluster.files.read_json(path)
+    for node in data["nodes"]:
+        del node["image"]
+    path.write_text(cluster.json.dumps(data))
+    assert set(images(cluster.load_plan("t")).values()) == {NODE_IMAGE}
+    cluster._save_plan(lab)
+    assert cluster.load_plan("t") == lab
+
+
+def labelled(labels: dict | None):
+    """podman's inspect of an image with LABELS (None: podman has no such image)."""
+    return lambda kind, name: None if labels is None else {"Config": {"Labels": labels}}
+
+
+RECIPE = {"io.kiln.recipe": cluster.image.recipe_hash("trixie")}
+
+
+@pytest.mark.parametrize(
+    ("labels", "reason", "message"),
+    [
+        (None, "missing", "no such image in podman"),
+        (RECIPE, "foreign", "not an image `kiln image build` made (no io.kiln.image label)"),
+        (
+            {"io.kiln.image": "run", "io.kiln.recipe": cluster.image.recipe_hash("bookworm")},
+            "other-base",
+            "not built from this lab's node image (localhost/kiln-node:trixie)",
+        ),
+    ],
+    ids=["missing", "not-kiln-built", "other-release"],
+)
+def test_a_boot_image_kiln_did_not_build_from_the_lab_node_image_is_refused(
+    monkeypatch, labels, reason, message
+):
+    monkeypatch.setattr(cluster, "inspect", labelled(labels))
+    with pytest.raises(cluster.BootImageError) as refused:
+        cluster.check_boot_image(BUILT, "trixie")
+    assert (str(refused.value), refused.value.reason) == (message, reason)
+    assert refused.value.exit_code == ExitCode.BAD_INPUT
+
+
+def test_a_boot_image_kiln_built_from_the_lab_node_image_is_taken(monkeypatch):
+    monkeypatch.setattr(cluster, "inspect", labelled({"io.kiln.image": "run", **RECIPE}))
+    assert cluster.check_boot_image(BUILT, "trixie") == BUILT

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from kiln import paths
 from kiln.commands import Whole
-from kiln.errors import ExitCode
+from kiln.errors import ExitCode, InputError
 from kiln.lab import distros
 from kiln.run import display
 
@@ -49,13 +49,28 @@ def lab() -> None:
 @name_option
 @click.option("--compute", default=2, show_default=True, type=Whole(1, 64), help="Compute nodes.")
 @distro_option
-def up(name: str, compute: int, distro: str | None) -> None:
+@click.option(
+    "--image",
+    "boot_image",
+    metavar="NAME",
+    help="Boot the compute nodes this run adds from NAME, a `kiln image build` image"
+    " of the lab's node image (docs/images.md); nodes that exist are kept.",
+)
+def up(name: str, compute: int, distro: str | None, boot_image: str | None) -> None:
     """Create the lab (or complete it; running it twice is safe) and write its inventory."""
     from kiln.lab import cluster
 
-    plan, hosts = cluster.up(name, compute, distros.chosen(distro).codename, _log)
+    codename = distros.chosen(distro).codename
+    try:
+        plan, hosts = cluster.up(name, compute, codename, _log, boot_image=boot_image)
+    except cluster.BootImageError as exc:
+        hint = {
+            "missing": f" (`kiln image build --tag {boot_image}` builds one)",
+            "other-base": f"; build it again with `kiln image build --base {exc.node_image}`",
+        }.get(exc.reason, "")
+        raise InputError(f"--image {boot_image}: {exc}{hint}") from None
     for node in plan.nodes:
-        click.echo(f"{node.name:<24} {node.role:<11} {node.address}")
+        click.echo(f"{node.name:<24} {node.role:<11} {node.address:<15} {node.image}")
     click.echo(f"inventory: {hosts}")
 
 
@@ -85,6 +100,7 @@ def status(name: str, json_mode: bool) -> None:
                         "name": s.node.name,
                         "role": s.node.role,
                         "address": s.node.address,
+                        "image": s.node.image,
                         "state": s.state,
                         "ssh": s.ssh,
                     }
@@ -94,10 +110,10 @@ def status(name: str, json_mode: bool) -> None:
         )
         return
     table = Table(title=f"lab {name}", box=None)
-    for column in ("node", "role", "address", "container", "ssh"):
+    for column in ("node", "role", "address", "image", "container", "ssh"):
         table.add_column(column)
     for s in nodes:
-        cells = (s.node.name, s.node.role, s.node.address, s.state)  # podman's words
+        cells = (s.node.name, s.node.role, s.node.address, s.node.image, s.state)  # podman's
         table.add_row(*(display.shown(c) for c in cells), "ok" if s.ssh else "[red]no")
     Console(highlight=False).print(table)
     if not all(s.ssh and s.state == "running" for s in nodes):

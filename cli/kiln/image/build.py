@@ -42,7 +42,10 @@ BOOT_TIMEOUT_S = 60
 # cluster's), what Kiln recorded about the build container
 # (local facts), and the build's caches. A node makes new keys and a machine-id on its
 # first boot (the lab's node image has a unit for the keys). /etc/hostname, /etc/hosts and
-# /etc/resolv.conf are podman's mounts, never in the committed image.
+# /etc/resolv.conf are podman's mounts, never in the committed image. With apt's lists
+# gone, their age reads as never updated (no update stamp, the directory's mtime at 0, as
+# ansible.builtin.apt and kiln.packages read it): else a node from the image takes its
+# empty lists for fresh (cache_valid_time) and finds no package the image lacks (autofs).
 CLEAR = """set -e
 : > /etc/machine-id
 rm -f /var/lib/dbus/machine-id /etc/ssh/ssh_host_*
@@ -50,6 +53,8 @@ rm -f /etc/munge/munge.key
 rm -rf /etc/ansible/facts.d /root/.ansible /tmp/* /var/tmp/*
 apt-get clean
 rm -rf /var/lib/apt/lists/*
+rm -f /var/lib/apt/periodic/update-success-stamp
+touch -d @0 /var/lib/apt/lists
 """
 DPKG_FORMAT = "${Package} ${db:Status-Abbrev} ${Version}\\n"
 

@@ -10,7 +10,7 @@ import subprocess
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -45,6 +45,9 @@ class LabNode:
     address: str
     rack: str
     switch_path: tuple[str, ...]  # from the top switch down to the node's leaf
+    # The podman image the node's container was made from: the lab's node image, or a
+    # Kiln-built one (`kiln lab up --image`) for compute nodes added with it.
+    image: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,16 @@ def check_name(name: str) -> str:
     return name
 
 
-def plan(name: str, compute: int, distro: str) -> LabPlan:
+def plan(
+    name: str,
+    compute: int,
+    distro: str,
+    boot_image: str | None = None,
+    previous: LabPlan | None = None,
+) -> LabPlan:
+    """The lab's nodes. Each keeps the image PREVIOUS (the lab as it is) made it from;
+    a node it lacks is made from the lab's node image, or from BOOT_IMAGE (a Kiln-built
+    image) when it is a compute node."""
     check_name(name)
     if not 1 <= compute <= 64:
         raise InputError(f"{compute} compute nodes: a lab has 1 to 64")
@@ -96,7 +108,47 @@ def plan(name: str, compute: int, distro: str) -> LabPlan:
                 ("spine1", f"leaf{leaf}"),
             )
         )
+    node_image = image.image_name(distro)
+    made = {n.name: n.image for n in previous.nodes} if previous else {}
+
+    def booted(node: LabNode) -> LabNode:
+        new = boot_image if boot_image and node.role == "compute" else node_image
+        return replace(node, image=made.get(node.name) or new)
+
+    nodes = [booted(n) for n in nodes]
     return LabPlan(name, distro, f"{prefix}.0/24", f"{prefix}.1", tuple(nodes))
+
+
+class BootImageError(InputError):
+    """An image the lab will not boot compute nodes from. REASON: "missing" (podman has
+    none), "foreign" (`kiln image build` did not make it) or "other-base" (made from
+    another image than NODE_IMAGE, this lab's node image). The command names its option."""
+
+    def __init__(self, message: str, reason: str, node_image: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.node_image = node_image
+
+
+def check_boot_image(name: str, distro: str) -> str:
+    """NAME, an image `kiln image build` made from this lab's node image (the same
+    release and recipe, so its Slurm is the controller's); else a BootImageError."""
+    from kiln.image.build import LABEL as BUILT
+
+    node_image = image.image_name(distro)
+    info = inspect("image", name)
+    if info is None:
+        raise BootImageError("no such image in podman", "missing", node_image)
+    labels = (info.get("Config") or {}).get("Labels") or {}
+    if BUILT not in labels:
+        raise BootImageError(
+            f"not an image `kiln image build` made (no {BUILT} label)", "foreign", node_image
+        )
+    if labels.get(image.RECIPE_LABEL) != image.recipe_hash(distro):
+        raise BootImageError(
+            f"not built from this lab's node image ({node_image})", "other-base", node_image
+        )
+    return name
 
 
 def key_path(name: str) -> Path:
@@ -141,9 +193,7 @@ def _ensure_network(lab: LabPlan) -> None:
     )
 
 
-def _ensure_container(
-    lab: LabPlan, node: LabNode, image_name: str, log: Callable[[str], None]
-) -> None:
+def _ensure_container(lab: LabPlan, node: LabNode, log: Callable[[str], None]) -> None:
     info = inspect("container", node.name)
     if info is not None:
         if ((info.get("Config") or {}).get("Labels") or {}).get(LABEL) != lab.name:
@@ -177,7 +227,7 @@ def _ensure_container(
         f"{LABEL}={lab.name}",
         "--label",
         f"io.kiln.role={node.role}",
-        image_name,
+        node.image,
         "/sbin/init",
     )
 
@@ -326,28 +376,48 @@ def load_plan(name: str) -> LabPlan:
         raise InputError(f"no lab named {name!r} is up (run `kiln lab up`)")
     data = files.read_json(path)
     try:
+        # A lab made before nodes recorded their image booted all from the node image.
         nodes = tuple(
-            LabNode(**{**n, "switch_path": tuple(n["switch_path"])}) for n in data["nodes"]
+            LabNode(
+                **{
+                    "image": image.image_name(data["distro"]),
+                    **n,
+                    "switch_path": tuple(n["switch_path"]),
+                }
+            )
+            for n in data["nodes"]
         )
         return LabPlan(data["name"], data["distro"], data["subnet"], data["gateway"], nodes)
     except (KeyError, TypeError) as exc:
         raise InputError(f"{path}: not a lab Kiln wrote ({type(exc).__name__}: {exc})") from None
 
 
-def up(name: str, compute: int, distro: str, log: Callable[[str], None]) -> tuple[LabPlan, Path]:
+def up(
+    name: str,
+    compute: int,
+    distro: str,
+    log: Callable[[str], None],
+    boot_image: str | None = None,
+) -> tuple[LabPlan, Path]:
     """Create or complete the lab; safe to run again. Returns the plan and hosts.yml.
-    DISTRO: a codename or family-version name (kiln.lab.distros)."""
+    DISTRO: a codename or family-version name (kiln.lab.distros). BOOT_IMAGE: a
+    Kiln-built image the compute nodes this run adds boot from; nodes that exist are
+    kept as they are."""
     lab = plan(name, compute, distro)
     distro = lab.distro
     _cgroup_namespace()  # a bad KILN_LAB_CGROUPNS is refused before anything is made
     doctor.require()
+    previous = None
     if (paths.lab_state_dir(name) / "lab.json").is_file():
         previous = load_plan(name)
         if previous.distro != distro:
             raise InputError(
                 f"lab {name!r} runs {previous.distro}; `kiln lab down` first to switch to {distro}"
             )
-    image_name = image.ensure_image(distro, log)
+    if boot_image:
+        check_boot_image(boot_image, distro)
+    lab = plan(name, compute, distro, boot_image, previous)
+    image.ensure_image(distro, log)
     key = _ensure_key(name)
     _ensure_network(lab)
     wanted = {n.name for n in lab.nodes}
@@ -356,7 +426,7 @@ def up(name: str, compute: int, distro: str, log: Callable[[str], None]) -> tupl
             log(f"removing {extra} (no longer in the lab)")
             podman("rm", "--force", extra)
     for node in lab.nodes:
-        _ensure_container(lab, node, image_name, log)
+        _ensure_container(lab, node, log)
     for node in lab.nodes:
         _ensure_running(node)
         _authorize_key(node, key)
