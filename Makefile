@@ -23,9 +23,10 @@ standins: venv
 	$(VENV)/bin/python tests/standins.py lab
 
 ## Run every test: lint, unit and CLI tests, Molecule scenarios, the lab end to end,
-## then print the time each stage took.
+## then print the time each stage took. Molecule's scenarios run one at a time beside
+## the lab's tests (their output in build/logs/molecule.log, printed after).
 test:
-	scripts/timed-stages.sh prereqs venv lint unit molecule e2e
+	KILN_MOLECULE_LANES=1 scripts/timed-stages.sh prereqs venv lint unit e2e+molecule
 
 # chromium: the unit tests open every kind of HTML report in it (tests/unit/test_report_browser.py).
 prereqs:

@@ -7,7 +7,9 @@
 #       (noble) and 22.04 (jammy); --os debian: Debian 13 and 12. The driver's node of
 #       Canonical's packages runs KILN_MOLECULE_UBUNTU (default noble).
 #   scripts/molecule.sh --ci
-#       what `make molecule` runs: each scenario on the releases of CI_RELEASES below
+#       what `make molecule` runs: each scenario on the releases of CI_RELEASES below, in
+#       the two LANES side by side, then Slurm's alone; with KILN_MOLECULE_LANES=1 (`make
+#       test`, beside the lab's tests) in one lane, Slurm's first
 # Builds the node images it needs once and creates the shared scenario network, which
 # Molecule's schema cannot give a subnet.
 set -euo pipefail
@@ -139,14 +141,22 @@ if [ "${1:-}" = "--ci" ]; then
       exit 2
     fi
   done
-  pids=()
-  for scenarios in "${LANES[@]}"; do
-    # shellcheck disable=SC2086  # a lane is a list of names
-    lane $scenarios &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
-  KILN_SLURM_CONFIG_MODE=pushed lane slurm
+  if [ "${KILN_MOLECULE_LANES:-2}" = 1 ]; then
+    # Beside the lab's tests, which keep a core of their own busy: one scenario at a
+    # time, the longest first.
+    KILN_SLURM_CONFIG_MODE=pushed lane slurm
+    # shellcheck disable=SC2086  # lanes are lists of names
+    lane ${LANES[*]}
+  else
+    pids=()
+    for scenarios in "${LANES[@]}"; do
+      # shellcheck disable=SC2086  # a lane is a list of names
+      lane $scenarios &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    KILN_SLURM_CONFIG_MODE=pushed lane slurm
+  fi
   if [ -s "$failures" ]; then
     echo "== molecule scenarios failed: $(sort "$failures" | tr '\n' ' ')"
     rm -f "$failures"

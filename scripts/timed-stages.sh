@@ -4,6 +4,11 @@
 # scripts/molecule.sh adds a row per scenario (KILN_TIMINGS). A failed test stage
 # (lint, unit, molecule, e2e) does not stop the others: one CI run reports every
 # failure. A failed set-up stage (prereqs, venv) stops the run.
+#
+# Stages joined by "+" (e2e+molecule) run side by side: the first one's output goes to
+# the terminal as it comes, each other one's to build/logs/STAGE.log, printed whole once
+# the group is done. Molecule keeps both cores busy while the lab's tests wait on Slurm,
+# health checks and jobs (docs/performance.md, "Molecule beside the lab").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 KILN_TIMINGS="$(mktemp)"
@@ -14,15 +19,51 @@ report() {
   rm -f "$KILN_TIMINGS"
 }
 trap report EXIT
-for stage in "$@"; do
-  start=$SECONDS
-  rc=0
-  make --no-print-directory "$stage" || rc=$?
+
+# Runs one stage, times it and records a failure; its output goes to $2 when given.
+run_stage() {
+  local stage=$1 log=${2:-} start=$SECONDS rc=0
+  if [ -n "$log" ]; then
+    make --no-print-directory "$stage" >"$log" 2>&1 || rc=$?
+  else
+    make --no-print-directory "$stage" || rc=$?
+  fi
   echo "$stage $((SECONDS - start))" >>"$KILN_TIMINGS"
   if [ "$rc" -ne 0 ]; then
     echo "== stage $stage failed (exit $rc)"
-    case "$stage" in prereqs | venv) exit "$rc" ;; esac
-    failed=${failed:-$rc}
   fi
+  return "$rc"
+}
+
+for group in "$@"; do
+  IFS=+ read -ra stages <<<"$group"
+  if [ "${#stages[@]}" -eq 1 ]; then
+    rc=0
+    run_stage "$group" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+      case "$group" in prereqs | venv) exit "$rc" ;; esac
+      failed=${failed:-$rc}
+    fi
+    continue
+  fi
+  mkdir -p build/logs
+  start=$SECONDS
+  pids=() logs=()
+  for stage in "${stages[@]:1}"; do
+    echo "== stage $stage runs beside ${stages[0]}; its output: build/logs/$stage.log"
+    run_stage "$stage" "build/logs/$stage.log" &
+    pids+=($!) logs+=("build/logs/$stage.log")
+  done
+  rc=0
+  run_stage "${stages[0]}" || rc=$?
+  [ "$rc" -eq 0 ] || failed=${failed:-$rc}
+  for i in "${!pids[@]}"; do
+    rc=0
+    wait "${pids[$i]}" || rc=$?
+    echo "== stage ${stages[$((i + 1))]}'s output (${logs[$i]})"
+    cat "${logs[$i]}"
+    [ "$rc" -eq 0 ] || failed=${failed:-$rc}
+  done
+  echo "$group $((SECONDS - start))" >>"$KILN_TIMINGS"
 done
 exit "${failed:-0}"
