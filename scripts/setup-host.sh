@@ -67,7 +67,15 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/3142) 2>/dev/null || [ -n "${restart_cache:-}" 
   if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
     systemctl restart apt-cacher-ng
   else
-    service apt-cacher-ng restart >/dev/null
+    # Started from here, the daemon inherits this shell's open files: a lock its caller
+    # holds (`flock LOCK make lab`) would stay held for as long as the daemon runs.
+    (
+      for fd in /proc/self/fd/*; do
+        fd=${fd##*/}
+        if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+      done 2>/dev/null
+      service apt-cacher-ng restart >/dev/null
+    )
   fi
 fi
 echo "setup-host: ready"
