@@ -14,6 +14,13 @@ def kiln_storage_plan(declared, host_groups, kernel, default_options):
         raise AnsibleFilterError(f"autofs_mounts: {exc}") from None
 
 
+def kiln_storage_packages(mount_types):
+    return autofs.packages(mount_types)
+
+
 class FilterModule:
     def filters(self):
-        return {"kiln_storage_plan": kiln_storage_plan}
+        return {
+            "kiln_storage_plan": kiln_storage_plan,
+            "kiln_storage_packages": kiln_storage_packages,
+        }

@@ -106,10 +106,13 @@ def test_an_image_is_built_from_the_lab_node_image_and_loads(lab_inventory, tmp_
     ).stdout
     packages = manifest.parse_dpkg(dpkg)
     assert sorted(packages) == [
+        "autofs",
         "enroot",
         "enroot+caps",
+        "glusterfs-client",
         "lmod",
         "munge",
+        "nfs-common",  # autofs recommends it
         "openmpi-bin",
         "slurm-client",
         "slurmd",

@@ -124,6 +124,17 @@ def test_storage_plan_for_a_host():
         plan([{"name": "x", "path": "/x", "type": "cifs9", "source": "a:/b"}], [], "6.1", {})
 
 
+def test_an_image_takes_the_clients_of_every_declared_mount_type():
+    packages = filters("kiln_autofs")["kiln_storage_packages"]
+    assert packages(["glusterfs", "nfs4", "nfs", "lustre", "bind"]) == [
+        "autofs",
+        "glusterfs-client",
+        "nfs-common",
+    ]
+    assert packages(["bind"]) == ["autofs"]
+    assert packages([]) == []
+
+
 def test_slurm_nodes_from_declared_or_cached_shapes():
     nodes = filters("kiln_slurm")["kiln_slurm_nodes"]
     shape = {"CPUs": 16, "RealMemory": 64000, "CoresPerSocket": 8, "ThreadsPerCore": 2}

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.inventory.spec import ClusterSpec
+from kiln.roles import autofs
 
 MANIFEST_FILE = "manifest.json"
 OCI_FILE = "image.oci.tar"
@@ -28,6 +29,7 @@ PACKAGES = [
     "slurmd",
     "slurm-client",
     "munge",
+    *autofs.packages(autofs.CLIENT_PACKAGES),
     "openmpi-bin",
     "lmod",
     "environment-modules",

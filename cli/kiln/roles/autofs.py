@@ -4,6 +4,7 @@ declaration is judged the same way before a run and during it."""
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -55,8 +56,7 @@ class Mount:
 
     @property
     def kind(self) -> str:
-        """nfs4 is nfs; the rest are themselves."""
-        return "nfs" if self.type == "nfs4" else self.type
+        return type_kind(self.type)
 
     @property
     def indirect(self) -> bool:
@@ -252,13 +252,25 @@ def check_list(mounts: list[Mount], kernel: str = "") -> list[dict[str, Any]]:
     ]
 
 
+def type_kind(mount_type: str) -> str:
+    """nfs4 is nfs; the rest are themselves."""
+    return "nfs" if mount_type == "nfs4" else mount_type
+
+
+def packages(mount_types: Iterable[str]) -> list[str]:
+    """autofs and the distribution's clients of these mount types (none for no mount).
+    An image takes those of every type the inventory declares (`kiln image build`)."""
+    types = list(mount_types)
+    clients = sorted({p for t in types for p in CLIENT_PACKAGES.get(type_kind(t)) or []})
+    return ["autofs", *clients] if types else []
+
+
 def host_plan(
     declared: Any, host_groups: list[str], kernel: str, defaults: Defaults | None = None
 ) -> dict[str, Any]:
     """What one host gets (the autofs role's plan): autofs files, client packages, vendor
     clients to look for, and the list the health check reads."""
     mounts = for_host(parse(declared), host_groups)
-    packages = sorted({p for m in mounts for p in CLIENT_PACKAGES[m.kind] or []})
     vendor = [
         {
             "mount": m.name,
@@ -271,7 +283,7 @@ def host_plan(
     ]
     return {
         "files": files(mounts, kernel, defaults),
-        "packages": ["autofs", *packages] if mounts else [],
+        "packages": packages(m.type for m in mounts),
         "vendor": vendor,
         "checks": check_list(mounts),
     }
