@@ -142,8 +142,8 @@ if [ "${1:-}" = "--ci" ]; then
     fi
   done
   if [ "${KILN_MOLECULE_LANES:-2}" = 1 ]; then
-    # Beside the lab's tests, which keep a core of their own busy: one scenario at a
-    # time, the longest first.
+    # Beside the lab's tests, which wait on Slurm, jobs and timers much of the time: one
+    # scenario at a time fills what they leave idle, the longest first.
     KILN_SLURM_CONFIG_MODE=pushed lane slurm
     # shellcheck disable=SC2086  # lanes are lists of names
     lane ${LANES[*]}
