@@ -1,6 +1,6 @@
 """`kiln image build`'s bad input: one line, exit 2, and nothing started or written (no
 build container, no run record, no output directory). The build itself is
-tests/e2e/test_image.py's."""
+the lab's (tests/e2e/test_lab.py, TestAThirdComputeNode)."""
 
 import subprocess
 import tempfile

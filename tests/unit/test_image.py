@@ -1,5 +1,6 @@
 """kiln.image: the build inventory and the manifest's pins and packages."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,7 @@ import yaml
 
 from kiln import inventory
 from kiln.image import manifest, target
+from kiln.run.execute import collections_path
 from tests.conftest import cluster_inventory
 
 # `dpkg-query -W -f '${Package} ${db:Status-Abbrev} ${Version}\n'` as Debian 13 prints
@@ -52,7 +54,7 @@ def test_the_build_host_has_the_like_nodes_variables_and_podman_s_connection(wri
                         "kiln-image-0a1b": {
                             "rack": "r1",
                             "slurm_cluster_name": "c1",
-                            "ansible_connection": "containers.podman.podman",
+                            "ansible_connection": "kiln.cluster.podman",
                             "ansible_host": "kiln-image-0a1b",
                             "ansible_python_interpreter": "/usr/bin/python3",
                         }
@@ -168,6 +170,8 @@ def test_vault_and_unsafe_values_reach_the_build_as_ansible_reads_them(
             "-a",
             "msg={{ [site_secret, literal, vault_token, host_secret] | to_json }}",
         ],
+        # The build host's connection is the collection's (kiln.cluster.podman).
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collections_path())},
         capture_output=True,
         text=True,
         check=False,

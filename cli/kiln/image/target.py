@@ -20,7 +20,9 @@ import yaml
 from kiln.inventory.spec import KILN_GROUPS, ClusterSpec, Host
 from kiln.yaml_input import Dumper
 
-CONNECTION = "containers.podman.podman"
+# Modules piped to the container's Python: one `podman exec` per task
+# (plugins/connection/podman.py).
+CONNECTION = "kiln.cluster.podman"
 
 
 def build_vars(like: Host, container: str) -> dict[str, Any]:

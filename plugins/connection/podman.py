@@ -1,18 +1,18 @@
-"""Podman connection for Molecule with pipelining.
+"""Podman connection with pipelining: kiln.cluster.podman.
 
 containers.podman's connection runs `podman exec` without `--interactive`, so a module
 cannot be piped to the node's Python and every task costs a `podman mount`, a temporary
-directory, a copy and two or three `podman exec` calls. On CI's two cores those podman
-processes are a large share of a scenario's time. This one passes stdin when Ansible
+directory, a copy and two or three `podman exec` calls. This one passes stdin when Ansible
 pipelines a module (one `podman exec` per task) and mounts the container only when a
-file is copied. Molecule selects it in molecule/config.yml.
+file is copied. `kiln image build` reaches its build container through it, and Molecule
+its scenarios' containers (molecule/config.yml).
 """
 
 from ansible.plugins.connection import ConnectionBase
 from ansible_collections.containers.podman.plugins.connection import podman
 
 DOCUMENTATION = """
-name: kiln_podman
+name: podman
 short_description: Run tasks in podman containers, modules piped to the node's Python
 description:
   - containers.podman's podman connection with pipelining (see this file's docstring).
@@ -38,11 +38,20 @@ options:
     default: podman
     vars:
       - name: ansible_podman_executable
+  pipelining:
+    description: Pipe modules to the node's Python, one `podman exec` per task (the
+      reason this connection exists, so on unless turned off).
+    type: boolean
+    default: true
+    env:
+      - name: ANSIBLE_PIPELINING
+    vars:
+      - name: ansible_pipelining
 """
 
 
 class Connection(podman.Connection):
-    transport = "kiln_podman"
+    transport = "kiln.cluster.podman"
     has_pipelining = True
 
     def __init__(self, *args, **kwargs):
