@@ -36,7 +36,7 @@ def test_every_scenario_runs_in_ci_once():
 
 
 IMAGE = re.compile(
-    r"localhost/kiln-node:(?:\$\{(KILN_MOLECULE_DISTRO|KILN_MOLECULE_OLDER|KILN_MOLECULE_UBUNTU)"
+    r"localhost/kiln-(?:node|molecule):(?:\$\{(KILN_MOLECULE_DISTRO|KILN_MOLECULE_OLDER|KILN_MOLECULE_UBUNTU)"
     r":-(\w+)\}|(\w+))"
 )
 DEFAULTS = {"KILN_MOLECULE_DISTRO": "trixie", "KILN_MOLECULE_OLDER": "bookworm"}
@@ -59,6 +59,21 @@ def test_every_scenario_takes_its_releases_from_the_variables_but_debians_driver
                 assert default == DEFAULTS[variable]
     assert fixed == {"drv-bookworm": "bookworm", "drv-trixie": "trixie"}
     assert ubuntu == [("drv-ubuntu", "noble")]
+
+
+def test_only_the_scenario_of_bases_tests_starts_from_raw_nodes():
+    """Base's package install runs once per release, in enroot's scenario (which holds
+    base's tests); the others start from scripts/molecule.sh's kiln-molecule images,
+    whose packages are base's own list."""
+    raw = {
+        scenario
+        for scenario in SCENARIOS
+        for platform in platforms(scenario)
+        if platform["image"].startswith("localhost/kiln-node:")
+    }
+    assert raw == {"enroot"}
+    script = (ROOT / "scripts" / "molecule.sh").read_text()
+    assert 'yaml.safe_load(open("roles/base/defaults/main.yml"))["base_packages"]' in script
 
 
 def test_ci_names_known_releases_for_every_scenario():
