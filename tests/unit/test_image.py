@@ -54,7 +54,7 @@ def test_the_build_host_has_the_like_nodes_variables_and_podman_s_connection(wri
                         "kiln-image-0a1b": {
                             "rack": "r1",
                             "slurm_cluster_name": "c1",
-                            "ansible_connection": "kiln.cluster.podman",
+                            "ansible_connection": "kiln.cluster.kiln_podman",
                             "ansible_host": "kiln-image-0a1b",
                             "ansible_python_interpreter": "/usr/bin/python3",
                         }
@@ -170,7 +170,7 @@ def test_vault_and_unsafe_values_reach_the_build_as_ansible_reads_them(
             "-a",
             "msg={{ [site_secret, literal, vault_token, host_secret] | to_json }}",
         ],
-        # The build host's connection is the collection's (kiln.cluster.podman).
+        # The build host's connection is the collection's (kiln.cluster.kiln_podman).
         env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collections_path())},
         capture_output=True,
         text=True,

@@ -21,8 +21,8 @@ from kiln.inventory.spec import KILN_GROUPS, ClusterSpec, Host
 from kiln.yaml_input import Dumper
 
 # Modules piped to the container's Python: one `podman exec` per task
-# (plugins/connection/podman.py).
-CONNECTION = "kiln.cluster.podman"
+# (plugins/connection/kiln_podman.py).
+CONNECTION = "kiln.cluster.kiln_podman"
 
 
 def build_vars(like: Host, container: str) -> dict[str, Any]:

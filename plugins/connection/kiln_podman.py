@@ -1,4 +1,4 @@
-"""Podman connection with pipelining: kiln.cluster.podman.
+"""Podman connection with pipelining: kiln.cluster.kiln_podman.
 
 containers.podman's connection runs `podman exec` without `--interactive`, so a module
 cannot be piped to the node's Python and every task costs a `podman mount`, a temporary
@@ -12,7 +12,7 @@ from ansible.plugins.connection import ConnectionBase
 from ansible_collections.containers.podman.plugins.connection import podman
 
 DOCUMENTATION = """
-name: podman
+name: kiln_podman
 short_description: Run tasks in podman containers, modules piped to the node's Python
 description:
   - containers.podman's podman connection with pipelining (see this file's docstring).
@@ -51,7 +51,7 @@ options:
 
 
 class Connection(podman.Connection):
-    transport = "kiln.cluster.podman"
+    transport = "kiln.cluster.kiln_podman"
     has_pipelining = True
 
     def __init__(self, *args, **kwargs):
