@@ -9,28 +9,41 @@
 # the terminal as it comes, each other one's to build/logs/STAGE.log, printed whole once
 # the group is done. Molecule keeps both cores busy while the lab's tests wait on Slurm,
 # health checks and jobs (docs/performance.md, "Molecule beside the lab").
+#
+# Every stage's output is also kept in build/logs/STAGE.log. The last lines printed
+# name what failed (pytest's FAILED/ERROR lines, Molecule's failed scenarios): CI
+# shows only the end of a run's output, and a failure named there needs no rerun.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-KILN_TIMINGS="$(mktemp)"
+mkdir -p build/logs
+KILN_TIMINGS="$(mktemp)" KILN_FAILED="$(mktemp)"
 export KILN_TIMINGS
 report() {
   echo "== time per stage"
   awk '{ printf "%-28s %5dm%02ds\n", $1, $2 / 60, $2 % 60 }' "$KILN_TIMINGS"
-  rm -f "$KILN_TIMINGS"
+  local stage log
+  while read -r stage log; do
+    echo "== stage $stage failed; from $log:"
+    grep -E '^(FAILED|ERROR) |^== molecule scenarios failed|^== molecule scenario .* took over' "$log" |
+      cut -c1-240 | tail -n 12
+  done <"$KILN_FAILED"
+  rm -f "$KILN_TIMINGS" "$KILN_FAILED"
 }
 trap report EXIT
 
-# Runs one stage, times it and records a failure; its output goes to $2 when given.
+# Runs one stage, times it and records a failure. Its output goes to build/logs/STAGE.log,
+# and to the terminal too unless $2 (quiet) is given.
 run_stage() {
-  local stage=$1 log=${2:-} start=$SECONDS rc=0
-  if [ -n "$log" ]; then
+  local stage=$1 quiet=${2:-} log=build/logs/$1.log start=$SECONDS rc=0
+  if [ -n "$quiet" ]; then
     make --no-print-directory "$stage" >"$log" 2>&1 || rc=$?
   else
-    make --no-print-directory "$stage" || rc=$?
+    make --no-print-directory "$stage" 2>&1 | tee "$log" || rc=$?
   fi
   echo "$stage $((SECONDS - start))" >>"$KILN_TIMINGS"
   if [ "$rc" -ne 0 ]; then
     echo "== stage $stage failed (exit $rc)"
+    echo "$stage $log" >>"$KILN_FAILED"
   fi
   return "$rc"
 }
@@ -46,12 +59,11 @@ for group in "$@"; do
     fi
     continue
   fi
-  mkdir -p build/logs
   start=$SECONDS
   pids=() logs=()
   for stage in "${stages[@]:1}"; do
     echo "== stage $stage runs beside ${stages[0]}; its output: build/logs/$stage.log"
-    run_stage "$stage" "build/logs/$stage.log" &
+    run_stage "$stage" quiet &
     pids+=($!) logs+=("build/logs/$stage.log")
   done
   rc=0

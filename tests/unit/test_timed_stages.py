@@ -1,19 +1,30 @@
 """scripts/timed-stages.sh, as `make test` runs it: stages joined by + run side by side,
-each one's failure is reported, the run fails, and the side stage's output is printed
-whole after the group. Stages make has no rule for fail at once, as a broken stage
-would."""
+each one's failure is reported, the run fails, the side stage's output is printed whole
+after the group, and the last lines name the failed tests (CI shows only the end of a
+run's output). Stages make has no rule for fail at once, as a broken stage would; a
+stage from an extra makefile (MAKEFILES) fails as pytest does."""
 
 import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FIRST, SIDE = "kiln-test-no-such-stage-a", "kiln-test-no-such-stage-b"
+FIRST, SIDE = "kiln-test-failing-pytest", "kiln-test-no-such-stage"
+PYTEST_END = [
+    "=========================== short test summary info ============================",
+    "FAILED tests/e2e/test_lab.py::TestRepair::test_loop - AssertionError: drained",
+    "ERROR tests/e2e/test_lab.py::TestImage::test_build - TimeoutError",
+    "============= 1 failed, 37 passed, 1 error in 3508.00s (0:58:28) ==============",
+]
 
 
-def test_stages_side_by_side_each_report_a_failure_and_the_run_fails():
+def test_stages_side_by_side_each_report_a_failure_and_the_end_names_the_tests(tmp_path):
+    makefile = tmp_path / "extra.mk"
+    echoes = "".join(f"\t@echo '{line}'\n" for line in PYTEST_END)
+    makefile.write_text(f"{FIRST}:\n\t@echo 'collected 39 items'\n{echoes}\t@exit 1\n")
     done = subprocess.run(
         ["bash", "scripts/timed-stages.sh", f"{FIRST}+{SIDE}"],
         cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "MAKEFILES": str(makefile)},
         capture_output=True,
         text=True,
         timeout=60,
@@ -21,15 +32,22 @@ def test_stages_side_by_side_each_report_a_failure_and_the_run_fails():
     )
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    log = f"build/logs/{SIDE}.log"
-    assert lines[0] == f"== stage {SIDE} runs beside {FIRST}; its output: {log}"
+    side_log, first_log = f"build/logs/{SIDE}.log", f"build/logs/{FIRST}.log"
+    assert lines[0] == f"== stage {SIDE} runs beside {FIRST}; its output: {side_log}"
+    # The first stage's own output came as it ran (and is kept); the side stage's after the group.
+    own = [line for line in lines if not line.startswith("== ")]
+    assert own[:5] == ["collected 39 items", *PYTEST_END]
+    assert (ROOT / first_log).read_text().splitlines()[:5] == ["collected 39 items", *PYTEST_END]
     assert f"== stage {FIRST} failed (exit 2)" in lines
     assert f"== stage {SIDE} failed (exit 2)" in lines
-    # The first stage's own output came as it ran; the side stage's after the group.
-    assert f"No rule to make target '{FIRST}'" in done.stderr
-    shown = lines.index(f"== stage {SIDE}'s output ({log})")
+    shown = lines.index(f"== stage {SIDE}'s output ({side_log})")
     assert f"No rule to make target '{SIDE}'" in lines[shown + 1]
-    table = lines[lines.index("== time per stage") + 1 :]
-    assert sorted(row.split()[0] for row in table[:2]) == sorted([FIRST, SIDE])
-    assert table[2].split()[0] == f"{FIRST}+{SIDE}"
-    assert len(table) == 3
+    table = lines.index("== time per stage")
+    rows = lines[table + 1 : table + 4]
+    assert sorted(row.split()[0] for row in rows[:2]) == sorted([FIRST, SIDE])
+    assert rows[2].split()[0] == f"{FIRST}+{SIDE}"
+    # What failed, last, in the order the stages failed; a stage's lines after its name.
+    end = "\n".join(lines[table + 4 :])
+    assert end.count("== stage") == 2
+    assert f"== stage {SIDE} failed; from {side_log}:" in end
+    assert f"== stage {FIRST} failed; from {first_log}:\n{PYTEST_END[1]}\n{PYTEST_END[2]}" in end
