@@ -127,6 +127,13 @@ def cache_age_argv() -> list[str]:
     return ["sh", "-c", _CACHE_AGE]
 
 
+def lists_index_argv() -> list[str]:
+    """Names one package index in apt's lists (nothing where there is none: lists emptied
+    when an image was built, whose directory still reads as recently updated)."""
+    index = ["-name", "*_Packages*", "-print", "-quit"]
+    return ["find", "/var/lib/apt/lists", "-maxdepth", "1", *index]
+
+
 # apt's account of what it cannot install, under "The following packages have unmet
 # dependencies:": " enroot : Depends: bsdmainutils but it is not installable", further
 # relations of the same package on lines of their own below it.

@@ -30,11 +30,10 @@ class ActionModule(ActionBase):
         state = args.get("state", "present")
         simple = state == "present" and packages.understood(names)
         simple = simple or (state in ("absent", "latest") and packages.unpinned(names))
-        if (
-            simple
-            and not _APT_ONLY & {k for k, v in args.items() if v}
-            and self._cache_recent(args)
-        ):
+        recent = None  # whether apt would skip the update asked for (unknown: not asked)
+        if simple and not _APT_ONLY & {k for k, v in args.items() if v}:
+            recent = self._cache_recent(args)
+        if recent:
             if state == "present":
                 todo = self._dpkg(names, lambda out: packages.missing(names, out))
                 done = "installed: "
@@ -53,6 +52,11 @@ class ActionModule(ActionBase):
                 return result
             if state == "absent":  # apt is asked about those still there only
                 args = {k: v for k, v in args.items() if k not in _NAMES} | {"name": todo}
+        # ansible.builtin.apt reads a recent lists directory as a recent update, also one
+        # emptied when an image was built: it would skip the update and find no package.
+        if args.get("cache_valid_time") and recent is not False and self._lists_empty():
+            args = {k: v for k, v in args.items() if k != "cache_valid_time"}
+            args["update_cache"] = True
         result.update(
             self._execute_module(
                 module_name="ansible.builtin.apt", module_args=args, task_vars=task_vars
@@ -72,6 +76,9 @@ class ActionModule(ActionBase):
         installed)."""
         out = self._command(packages.query_argv(names), (0, 1))
         return names if out is None else left(out)
+
+    def _lists_empty(self) -> bool:
+        return not (self._command(packages.lists_index_argv(), (0,)) or "").strip()
 
     def _cache_recent(self, args) -> bool:
         """Whether the task asks for no cache update, or for one that ansible.builtin.apt

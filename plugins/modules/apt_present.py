@@ -19,6 +19,9 @@ description:
   - C(update_cache) with C(cache_valid_time) - apt's lists are no older than it, read as
     ansible.builtin.apt reads it (the update-success stamp, else the lists' directory);
     then the packages are checked as above. C(update_cache) alone always runs apt.
+  - Where apt runs and would skip the update C(cache_valid_time) allows, but its lists
+    hold no package index (emptied when an image was built, the directory still recent),
+    apt runs with C(update_cache) and no C(cache_valid_time).
   - Otherwise ansible.builtin.apt runs with the options as given.
 options: {}
 notes:

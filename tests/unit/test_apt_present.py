@@ -16,6 +16,8 @@ apt_present = collection_plugin("action", "apt_present")
 DPKG = shlex.join(packages.query_argv(["x"]))[: -len(" x")]
 POLICY = "env LC_ALL=C apt-cache policy"
 AGE = shlex.join(packages.cache_age_argv())
+LISTS = shlex.join(packages.lists_index_argv())
+INDEX = "/var/lib/apt/lists/deb.debian.org_debian_dists_trixie_main_binary-amd64_Packages\n"
 
 # What dpkg-query prints: one installed, one removed with its configuration kept, one it
 # knows as not installed; the names it never saw go to stderr (exit 1).
@@ -55,8 +57,9 @@ APT_PURGE = {
 class Node:
     """Answers the plugin's commands as a node would, and keeps what it was asked."""
 
-    def __init__(self, lists_age: int = 60, apt: dict | None = None):
+    def __init__(self, lists_age: int = 60, apt: dict | None = None, lists: str = INDEX):
         self.lists_age = lists_age
+        self.lists = lists
         self.apt = apt or {"changed": True}
         self.commands: list[str] = []
         self.apt_args: list[dict] = []
@@ -65,6 +68,8 @@ class Node:
         self.commands.append(cmd)
         if cmd == AGE:
             return {"rc": 0, "stdout": f"{self.lists_age}\n"}
+        if cmd == LISTS:
+            return {"rc": 0, "stdout": self.lists}
         names = cmd.split(" -- ")[-1].split() if cmd.startswith(DPKG) else cmd.split()[4:]
         table = STATUS if cmd.startswith(DPKG) else POLICY_OUT
         known = [n for n in names if n in table]
@@ -164,6 +169,18 @@ def test_recent_lists_leave_a_cache_update_out_and_dpkg_answers(age):
     assert run(CACHE, node) == {"changed": False, "msg": "installed: lmod"}
     assert node.commands == [AGE, dpkg("lmod")]
     assert node.apt_args == []
+
+
+@pytest.mark.parametrize(("lists", "update"), [(INDEX, {}), ("", {"update_cache": True})])
+def test_recent_lists_with_a_package_missing_go_to_apt_updated_only_where_emptied(lists, update):
+    """An image's build emptied the lists: their directory reads as recent, and apt alone
+    would skip the update and find no package."""
+    node = Node(lists_age=60, lists=lists)
+    args = {**CACHE, "name": ["tcl"]}
+    assert run(args, node) == {"changed": True}
+    assert node.commands == [AGE, dpkg("tcl"), LISTS]
+    expected = {k: v for k, v in args.items() if not update or k != "cache_valid_time"}
+    assert node.apt_args == [expected | update]
 
 
 @pytest.mark.parametrize(
