@@ -41,12 +41,16 @@ PASS = (("mounts", "OK", "1 mount answers"), ("munge", "OK", "munge answers"))
 
 
 def lab(tmp_path, monkeypatch, nodes: list[str], health_out: str = "", step_rc: int = 0,
-        **settings):  # fmt: skip
+        after_health: list[str] | None = None, **settings):  # fmt: skip
     """The config, and scontrol, srun and systemd-run TEST DOUBLES: `show node` prints
-    NODES, srun prints HEALTH_OUT for kiln-health and exits STEP_RC for a ladder step."""
+    NODES (AFTER_HEALTH once kiln-health ran, where given), srun prints HEALTH_OUT for
+    kiln-health and exits STEP_RC for a ladder step."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (tmp_path / "nodes.txt").write_text("\n".join(nodes) + "\n")
+    after = tmp_path / "after-health.txt"
+    if after_health is not None:
+        after.write_text("\n".join(after_health) + "\n")
     (tmp_path / "health.txt").write_text(health_out + "\n")
     log = f'echo "$(basename $0) $*" >> {tmp_path}/calls\n'
     (bin_dir / "scontrol").write_text(
@@ -57,7 +61,8 @@ def lab(tmp_path, monkeypatch, nodes: list[str], health_out: str = "", step_rc: 
         "esac\n"
     )
     (bin_dir / "srun").write_text(
-        f'#!/bin/sh\n{log}case "$*" in *kiln-health*) cat {tmp_path}/health.txt;; '
+        f'#!/bin/sh\n{log}case "$*" in *kiln-health*) cat {tmp_path}/health.txt; '
+        f"if [ -f {after} ]; then cp {after} {tmp_path}/nodes.txt; fi;; "
         f"*) exit {step_rc};; esac\n"
     )
     (bin_dir / "systemd-run").write_text(f"#!/bin/sh\n{log}")
@@ -131,6 +136,55 @@ def test_a_failed_recheck_drains_again_with_what_failed_now(tmp_path, monkeypatc
         "scontrol delete ReservationName=kiln-repair-c1",
     ]
     assert history(tmp_path)[-1] == ("c1", "mount", "recheck", "failed")
+
+
+def test_a_recheck_with_no_result_keeps_kiln_healths_drain_of_the_node_meanwhile(
+    tmp_path, monkeypatch
+):
+    """Resumed in its reservation, the node is drained again by a kiln-health run before
+    the re-check's srun starts (the lab met it): srun brings no result. kiln-health's
+    drain stays; a reason made of the missing result would read as an unknown class."""
+    args = lab(tmp_path, monkeypatch, [node("c1", "IDLE+DRAIN", DISK)],
+               repair_rma_after=2, repair_rma_window_s=10**9)  # fmt: skip
+    srun = tmp_path / "bin" / "srun"
+    busy = "srun: error: Unable to allocate resources: Requested nodes are busy"
+    srun.write_text(
+        srun.read_text().replace(f"cat {tmp_path}/health.txt;", f"echo '{busy}' >&2; exit 1;")
+    )
+    assert program.main([*args, "c1"]) == 1
+    assert calls(tmp_path)[-3:] == [
+        f"{SRUN} /usr/local/sbin/kiln-health --active --json",
+        f"{SHOW} c1",
+        "scontrol delete ReservationName=kiln-repair-c1",
+    ]
+    entries = repair_records.read_history(str(tmp_path / "state" / "history.jsonl"))
+    assert [(e.cls, e.step, e.outcome, e.detail) for e in entries] == [
+        ("disk-full", "recheck", "failed", f"kiln-health brought no result: {busy}")
+    ]
+
+
+def test_a_failed_stress_run_drains_the_node_back_with_the_reason_it_had(tmp_path, monkeypatch):
+    """kiln-health passes and the node is back in its reservation, but the stress run
+    fails: drained as it was, so the ladder goes on for its class."""
+    args = lab(tmp_path, monkeypatch, [node("c1", "IDLE+DRAIN", MOUNT)], health_json("c1", *PASS),
+               step_rc=0, after_health=[node("c1", "IDLE+MAINT")])  # fmt: skip
+    config = json.loads((tmp_path / "repair.json").read_text())
+    # The double's srun runs every other command as a step: this one fails.
+    (tmp_path / "repair.json").write_text(json.dumps({**config, "stress_program": "false"}))
+    (tmp_path / "bin" / "srun").write_text(
+        (tmp_path / "bin" / "srun").read_text().replace("*) exit 0", "*false) exit 1;; *) exit 0")
+    )
+    assert program.main([*args, "c1"]) == 1
+    assert calls(tmp_path)[-4:] == [
+        f"{SRUN} false",
+        f"{SHOW} c1",
+        f"scontrol update NodeName=c1 State=DRAIN Reason={MOUNT}",
+        "scontrol delete ReservationName=kiln-repair-c1",
+    ]
+    assert history(tmp_path) == [
+        ("c1", "mount", "restart-autofs", "done"),
+        ("c1", "mount", "recheck", "failed"),
+    ]
 
 
 def test_a_failed_step_drains_back_and_is_recorded(tmp_path, monkeypatch):
