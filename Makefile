@@ -24,9 +24,9 @@ standins: venv
 
 ## Run every test: lint, unit and CLI tests, Molecule scenarios, the lab end to end,
 ## then print the time each stage took. Molecule's scenarios run one at a time beside
-## the lab's tests (their output in build/logs/molecule.log, printed after).
+## the lab's tests, then the new user's lab (their output in build/logs/, printed after).
 test:
-	KILN_MOLECULE_LANES=1 scripts/timed-stages.sh prereqs venv lint unit e2e+molecule
+	KILN_MOLECULE_LANES=1 scripts/timed-stages.sh prereqs venv lint unit e2e+molecule,e2e-newuser
 
 # chromium: the unit tests open every kind of HTML report in it (tests/unit/test_report_browser.py).
 prereqs:
@@ -69,13 +69,14 @@ molecule: prereqs venv
 
 e2e: prereqs venv
 	scripts/setup-host.sh chromium
-	pytest tests/e2e -m "not migration and not ubuntu" --durations=0
+	pytest tests/e2e -m "not migration and not ubuntu and not newuser" --durations=0
 
 ## The region migration between two labs (about 15 minutes): not in `make test`.
 e2e-migration: prereqs venv
 	pytest tests/e2e -m migration --durations=0
 
-## A new user's first hour on a lab of its own (about 5 minutes; `make test` runs it too).
+## A new user's first hour on a lab of its own (about 5 minutes; `make test` runs it after
+## Molecule's scenarios, beside the lab's tests).
 e2e-newuser: prereqs venv standins
 	pytest tests/e2e -m newuser --durations=0
 

@@ -5,10 +5,12 @@
 # (lint, unit, molecule, e2e) does not stop the others: one CI run reports every
 # failure. A failed set-up stage (prereqs, venv) stops the run.
 #
-# Stages joined by "+" (e2e+molecule) run side by side: the first one's output goes to
+# Lanes joined by "+" (e2e+molecule) run side by side: the first one's output goes to
 # the terminal as it comes, each other one's to build/logs/STAGE.log, printed whole once
 # the group is done. Molecule keeps both cores busy while the lab's tests wait on Slurm,
-# health checks and jobs (docs/performance.md, "Molecule beside the lab").
+# health checks and jobs (docs/performance.md, "Molecule beside the lab"). A lane may be
+# stages joined by "," (molecule,e2e-newuser), run one after another, each one timed:
+# so the lanes end close together.
 #
 # Every stage's output is also kept in build/logs/STAGE.log. The last lines printed
 # name what failed (pytest's FAILED/ERROR lines, Molecule's failed scenarios): CI
@@ -48,11 +50,23 @@ run_stage() {
   return "$rc"
 }
 
+# Runs a lane's stages one after another, each whether or not the one before passed. Its
+# status: the first failure's.
+run_lane() {
+  local lane=$1 quiet=${2:-} stage rc=0 failed_here=0
+  for stage in ${lane//,/ }; do
+    rc=0
+    run_stage "$stage" $quiet || rc=$?
+    [ "$failed_here" -ne 0 ] || failed_here=$rc
+  done
+  return "$failed_here"
+}
+
 for group in "$@"; do
   IFS=+ read -ra stages <<<"$group"
   if [ "${#stages[@]}" -eq 1 ]; then
     rc=0
-    run_stage "$group" || rc=$?
+    run_lane "$group" || rc=$?
     if [ "$rc" -ne 0 ]; then
       case "$group" in prereqs | venv) exit "$rc" ;; esac
       failed=${failed:-$rc}
@@ -60,20 +74,24 @@ for group in "$@"; do
     continue
   fi
   start=$SECONDS
-  pids=() logs=()
-  for stage in "${stages[@]:1}"; do
-    echo "== stage $stage runs beside ${stages[0]}; its output: build/logs/$stage.log"
-    run_stage "$stage" quiet &
-    pids+=($!) logs+=("build/logs/$stage.log")
+  pids=()
+  for lane in "${stages[@]:1}"; do
+    for stage in ${lane//,/ }; do
+      echo "== stage $stage runs beside ${stages[0]}; its output: build/logs/$stage.log"
+    done
+    run_lane "$lane" quiet &
+    pids+=($!)
   done
   rc=0
-  run_stage "${stages[0]}" || rc=$?
+  run_lane "${stages[0]}" || rc=$?
   [ "$rc" -eq 0 ] || failed=${failed:-$rc}
   for i in "${!pids[@]}"; do
     rc=0
     wait "${pids[$i]}" || rc=$?
-    echo "== stage ${stages[$((i + 1))]}'s output (${logs[$i]})"
-    cat "${logs[$i]}"
+    for stage in ${stages[$((i + 1))]//,/ }; do
+      echo "== stage $stage's output (build/logs/$stage.log)"
+      cat "build/logs/$stage.log" 2>/dev/null
+    done
     [ "$rc" -eq 0 ] || failed=${failed:-$rc}
   done
   echo "$group $((SECONDS - start))" >>"$KILN_TIMINGS"

@@ -177,12 +177,28 @@ def _control(
     return "\n".join(lines) + "\n"
 
 
+def _replace(path: Path, data: bytes) -> None:
+    """The file holds `data`, never anything in between: another test run may be reading
+    it (`make test` runs the new user's lab beside the e2e lab, both from these files).
+    The same bytes are left as they are."""
+    if path.exists() and path.read_bytes() == data:
+        return
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    part.write_bytes(data)
+    os.replace(part, path)
+
+
 def _build(root: Path, out: Path) -> None:
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)}
-    argv = ["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(out)]
+    part = out.with_name(f".{out.name}.{os.getpid()}")
+    argv = ["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(part)]
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
     if done.returncode:
+        part.unlink(missing_ok=True)
         raise RuntimeError(f"dpkg-deb could not build {out.name}: {done.stderr.strip()}")
+    data = part.read_bytes()
+    part.unlink()
+    _replace(out, data)
 
 
 def enroot(out: Path, version: str, depends: str = "") -> dict[str, str]:
@@ -689,7 +705,7 @@ def _tag_archive(out: Path, version: str, top: str, files: dict[str, str]) -> st
             info.size, info.mode, info.mtime = len(data), 0o644, EPOCH
             tar.addfile(info, io.BytesIO(data))
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"v{version}.tar.gz").write_bytes(raw.getvalue())
+    _replace(out / f"v{version}.tar.gz", raw.getvalue())
     return hashlib.sha256(raw.getvalue()).hexdigest()
 
 
@@ -947,7 +963,7 @@ def lab_settings(directory: Path = LAB_DIR, settings: Path = LAB_SETTINGS) -> di
     }
     header = f"# Written by tests/standins.py (`make lab`).\n{made}# Not committed.\n"
     settings.parent.mkdir(parents=True, exist_ok=True)
-    settings.write_text(header + yaml.safe_dump(values, sort_keys=False))
+    _replace(settings, (header + yaml.safe_dump(values, sort_keys=False)).encode())
     return values
 
 

@@ -3,8 +3,8 @@ validate` PASS with only the README's real-cluster commands (new, discover, pins
 check, provision, validate) and no variable edited by hand. The lab stands in for a
 rented cluster; the answers to `kiln inventory new`'s flags are all the user gives.
 
-Its own lab, provisioned from nothing (about 5 minutes), after the e2e lab's tests in
-`make test`; alone: `make e2e-newuser`."""
+Its own lab, provisioned from nothing (about 5 minutes); `make test` runs it after
+Molecule's scenarios, beside the e2e lab's tests; alone: `make e2e-newuser`."""
 
 import json
 import os

@@ -165,6 +165,22 @@ def test_the_stand_ins_are_the_same_bytes_every_time(enroot_built, tmp_path):
     )
 
 
+def test_the_lab_settings_built_again_leave_the_files_a_running_lab_reads_untouched(
+    tmp_path, monkeypatch
+):
+    """`make test` runs the new user's lab beside the e2e lab: building the stand-ins again
+    must not rewrite a file the other lab's provision is reading; nothing is left beside."""
+    monkeypatch.delenv(standins.RELEASES, raising=False)
+    settings = tmp_path / "standins.yml"
+    standins.lab_settings(tmp_path / "built", settings)
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    seen = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in files}
+    standins.lab_settings(tmp_path / "built", settings)
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == files
+    assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in files} == seen
+    assert [p.name for p in files if p.name.startswith(".")] == []
+
+
 def test_a_stand_in_can_depend_on_one_more_package(tmp_path):
     standins.enroot(tmp_path, "4.1.3", "kiln-no-such-package")
     depends = fields(deb(tmp_path, "enroot", "4.1.3"))["Depends"]

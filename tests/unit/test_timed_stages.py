@@ -17,12 +17,10 @@ PYTEST_END = [
 ]
 
 
-def test_stages_side_by_side_each_report_a_failure_and_the_end_names_the_tests(tmp_path):
-    makefile = tmp_path / "extra.mk"
-    echoes = "".join(f"\t@echo '{line}'\n" for line in PYTEST_END)
-    makefile.write_text(f"{FIRST}:\n\t@echo 'collected 39 items'\n{echoes}\t@exit 1\n")
-    done = subprocess.run(
-        ["bash", "scripts/timed-stages.sh", f"{FIRST}+{SIDE}"],
+def timed_stages(group: str, makefile: Path) -> subprocess.CompletedProcess:
+    """The script on GROUP, with MAKEFILE's targets as stages."""
+    return subprocess.run(
+        ["bash", "scripts/timed-stages.sh", group],
         cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", "MAKEFILES": str(makefile)},
         capture_output=True,
@@ -30,6 +28,13 @@ def test_stages_side_by_side_each_report_a_failure_and_the_end_names_the_tests(t
         timeout=60,
         check=False,
     )
+
+
+def test_stages_side_by_side_each_report_a_failure_and_the_end_names_the_tests(tmp_path):
+    makefile = tmp_path / "extra.mk"
+    echoes = "".join(f"\t@echo '{line}'\n" for line in PYTEST_END)
+    makefile.write_text(f"{FIRST}:\n\t@echo 'collected 39 items'\n{echoes}\t@exit 1\n")
+    done = timed_stages(f"{FIRST}+{SIDE}", makefile)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     side_log, first_log = f"build/logs/{SIDE}.log", f"build/logs/{FIRST}.log"
@@ -51,3 +56,42 @@ def test_stages_side_by_side_each_report_a_failure_and_the_end_names_the_tests(t
     assert end.count("== stage") == 2
     assert f"== stage {SIDE} failed; from {side_log}:" in end
     assert f"== stage {FIRST} failed; from {first_log}:\n{PYTEST_END[1]}\n{PYTEST_END[2]}" in end
+
+
+def test_a_lane_runs_its_stages_one_after_another_beside_the_first(tmp_path):
+    """`e2e+molecule,e2e-newuser`: the second lane's stages in order, the later one run
+    though the earlier failed, each timed and its output printed after the group."""
+    makefile = tmp_path / "extra.mk"
+    first, earlier, later = "kiln-test-lane-first", "kiln-test-lane-earlier", "kiln-test-lane-later"
+    order = tmp_path / "order"
+    makefile.write_text(
+        # The first lane ends after the other, so that the rows' order is known.
+        f"{first}:\n\t@until grep -qs {later} {order}; do sleep 0.1; done\n"
+        f"\t@echo {first} >> {order}\n"
+        f"{earlier}:\n\t@echo {earlier} >> {order}; echo 'earlier ran'; exit 1\n"
+        f"{later}:\n\t@echo {later} >> {order}; echo 'later ran'\n"
+    )
+    done = timed_stages(f"{first}+{earlier},{later}", makefile)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert order.read_text().split() == [earlier, later, first]
+    lines = done.stdout.splitlines()
+    assert lines[:2] == [
+        f"== stage {earlier} runs beside {first}; its output: build/logs/{earlier}.log",
+        f"== stage {later} runs beside {first}; its output: build/logs/{later}.log",
+    ]
+    after = lines[lines.index(f"== stage {earlier}'s output (build/logs/{earlier}.log)") :]
+    assert after[:4] == [
+        f"== stage {earlier}'s output (build/logs/{earlier}.log)",
+        "earlier ran",
+        "make: *** [" + str(makefile) + f":5: {earlier}] Error 1",
+        f"== stage {later}'s output (build/logs/{later}.log)",
+    ]
+    assert after[4] == "later ran"
+    table = lines.index("== time per stage")
+    assert [row.split()[0] for row in lines[table + 1 : table + 5]] == [
+        earlier,
+        later,
+        first,
+        f"{first}+{earlier},{later}",
+    ]
+    assert lines[table + 5 :] == [f"== stage {earlier} failed; from build/logs/{earlier}.log:"]
