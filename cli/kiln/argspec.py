@@ -46,7 +46,12 @@ def load_catalogue(roles_dir: Path) -> dict[str, VariableSpec]:
 
 def is_template(value: Any) -> bool:
     # A Jinja expression is resolved by Ansible at run time; its type is not ours to judge.
-    return isinstance(value, str) and ("{{" in value or "{%" in value)
+    # An `!unsafe` string is never rendered: its text is the value.
+    from kiln.yaml_input import UnsafeValue
+
+    if not isinstance(value, str) or isinstance(value, UnsafeValue):
+        return False
+    return "{{" in value or "{%" in value
 
 
 def is_opaque(value: Any) -> bool:
@@ -120,10 +125,11 @@ def _describe(value: Any, secret: bool) -> str:
         bool: "a boolean",
         int: "an integer",
         float: "a number",
-        str: "a string",
         list: "a list",
         dict: "a mapping",
     }.get(type(value), type(value).__name__)
+    if isinstance(value, str):  # an `!unsafe` one too
+        kind = "a string"
     if secret:
         return f"{kind} {redact.HIDDEN}"
     text = repr(redact.hide(value))

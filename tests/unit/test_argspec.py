@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from kiln import argspec, paths
+from kiln import argspec, paths, yaml_input
 
 
 def errors(name, value, spec):
@@ -25,6 +25,16 @@ def test_types():
 
 def test_templates_are_left_to_ansible():
     assert errors("x", "{{ groups['all'] }}", {"type": "list"}) == []
+
+
+def test_an_unsafe_string_is_judged_by_its_text():
+    """Ansible never renders `!unsafe` text: braces in it are characters, not a template."""
+    value = yaml_input.UnsafeValue("{{ groups['all'] }}")
+    assert not argspec.is_template(value)
+    assert errors("x", value, {"type": "list"}) == [
+        "x must be a list, got a string \"{{ groups['all'] }}\""
+    ]
+    assert errors("x", value, {"type": "str"}) == []
 
 
 def test_choices_and_list_elements():

@@ -178,10 +178,19 @@ def test_vault_encrypted_values_load_and_are_not_judged(write_inventory):
         "base_apt_proxy: !vault |\n"
         "  $ANSIBLE_VAULT;1.1;AES256\n"
         "  6162636465666768696a6b6c6d6e6f70\n"
-        "base_packages: !unsafe '{{ not a template }}'\n"
+        "enroot_squash_options: !unsafe '{{ not a template }}'\n"
     )
     spec = inventory.load(write_inventory(files={"group_vars/all.yml": vaulted}))
     assert isinstance(spec.hosts["gpu001"].vars["base_apt_proxy"], yaml_input.VaultValue)
+    assert isinstance(spec.hosts["gpu001"].vars["enroot_squash_options"], yaml_input.UnsafeValue)
+
+
+def test_an_unsafe_value_is_judged_by_its_text_which_ansible_never_renders(write_inventory):
+    unsafe = "base_packages: !unsafe '{{ not a template }}'\n"
+    assert load_error(write_inventory(files={"group_vars/all.yml": unsafe})) == (
+        "group_vars/all.yml: base_packages must be a list, "
+        "got a string '{{ not a template }}' (role base)"
+    )
 
 
 # --- what Ansible reads: every file of the inventory directory ------------------------
