@@ -14,8 +14,11 @@ def kiln_storage_plan(declared, host_groups, kernel, default_options):
         raise AnsibleFilterError(f"autofs_mounts: {exc}") from None
 
 
-def kiln_storage_packages(mount_types):
-    return autofs.packages(mount_types)
+def kiln_storage_packages(declared):
+    try:
+        return autofs.image_packages(declared)
+    except autofs.StorageError as exc:
+        raise AnsibleFilterError(f"autofs_mounts: {exc}") from None
 
 
 class FilterModule:

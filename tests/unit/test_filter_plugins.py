@@ -126,13 +126,30 @@ def test_storage_plan_for_a_host():
 
 def test_an_image_takes_the_clients_of_every_declared_mount_type():
     packages = filters("kiln_autofs")["kiln_storage_packages"]
-    assert packages(["glusterfs", "nfs4", "nfs", "lustre", "bind"]) == [
+
+    def mounts(*types: str) -> list[dict]:
+        return [
+            {"name": f"m{i}", "path": f"/m{i}", "type": t, "source": f"/srv/m{i}"}
+            if t == "bind"
+            else {"name": f"m{i}", "path": f"/m{i}", "type": t, "source": f"nas:/m{i}"}
+            for i, t in enumerate(types)
+        ]
+
+    assert packages(mounts("glusterfs", "nfs4", "nfs", "lustre", "bind")) == [
         "autofs",
         "glusterfs-client",
         "nfs-common",
     ]
-    assert packages(["bind"]) == ["autofs"]
+    assert packages(mounts("bind")) == ["autofs"]
     assert packages([]) == []
+    # A mount the image cannot serve is refused as a node's plan refuses it, not skipped.
+    with pytest.raises(AnsibleFilterError) as raised:
+        packages(mounts("nfs", "nsf"))
+    plan = filters("kiln_autofs")["kiln_storage_plan"]
+    with pytest.raises(AnsibleFilterError) as planned:
+        plan(mounts("nfs", "nsf"), ["slurm_compute"], "6.1", {})
+    assert raised.value.message == planned.value.message
+    assert raised.value.message.startswith("autofs_mounts: mount m1: ")
 
 
 def test_slurm_nodes_from_declared_or_cached_shapes():

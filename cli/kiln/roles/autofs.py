@@ -258,11 +258,19 @@ def type_kind(mount_type: str) -> str:
 
 
 def packages(mount_types: Iterable[str]) -> list[str]:
-    """autofs and the distribution's clients of these mount types (none for no mount).
-    An image takes those of every type the inventory declares (`kiln image build`)."""
+    """autofs and the distribution's clients of these mount types (none for no mount)."""
     types = list(mount_types)
-    clients = sorted({p for t in types for p in CLIENT_PACKAGES.get(type_kind(t)) or []})
+    unknown = [t for t in types if type_kind(t) not in CLIENT_PACKAGES]
+    if unknown:
+        raise StorageError(f"unknown mount type {unknown[0]!r}; expected one of {', '.join(TYPES)}")
+    clients = sorted({p for t in types for p in CLIENT_PACKAGES[type_kind(t)] or []})
     return ["autofs", *clients] if types else []
+
+
+def image_packages(declared: Any) -> list[str]:
+    """An image's (`kiln image build`): the clients of every mount the inventory declares,
+    each mount judged as a host's plan judges it; its nodes may be in any group."""
+    return packages(m.type for m in parse(declared))
 
 
 def host_plan(
