@@ -59,7 +59,7 @@ unit: venv
 ## needed; skips, saying why, where there is no GPU. Outputs are recorded, sanitised,
 ## under tests/fixtures/gpu/<model>-<driver>/.
 gpu-check:
-	PYTHONPATH=$(CURDIR)/cli$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest tests/gpu -v -p no:cacheprovider
+	PYTHONPATH=$(CURDIR)/cli:$(CURDIR)/node_library$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest tests/gpu -v -p no:cacheprovider
 
 ## Every scenario on the releases scripts/molecule.sh's CI_RELEASES names: the compute
 ## node's roles on Ubuntu 24.04 (Slurm's with config files pushed), the driver's and

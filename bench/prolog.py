@@ -12,8 +12,10 @@ bus addresses, `dmesg` prints that node's recorded kernel log (no XID: healthy),
 mount check answers for --mounts mounts at once. The stand-ins' own time is measured
 apart (`standins_ms`) and is part of the total.
 
---real uses the node's own nvidia-smi, dmesg and kiln-mount-check (run as root on a GPU
-node with Kiln's health role): the figure a job start pays there.
+--real uses the node's own nvidia-smi and dmesg (run as root on a GPU machine): the
+figure a job start pays there. The mount check and the node library are the node's
+where Kiln's health role installed them; elsewhere (a machine for `make gpu-check`) no
+mount is checked and the checkout's library is used, and the output says which.
 
 Prints one JSON object: the runs' milliseconds for the Prolog and the Epilog, their
 median and 95th percentile, and the machine. Record the figures in docs/performance.md
@@ -26,6 +28,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,6 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "roles" / "health" / "files" / "kiln-prolog"
 FIXTURES = REPO / "tests" / "fixtures" / "gpu"
 KERNEL_LOG = FIXTURES / "h100-80gb-hbm3-vm" / "dmesg-nvrm.txt"
+INSTALLED_MOUNT_CHECK = "/usr/local/sbin/kiln-mount-check"
+INSTALLED_LIBRARY = "/usr/local/lib/kiln"
 
 
 def many_gpus(xml: str, gpus: int) -> str:
@@ -122,7 +127,17 @@ def main() -> None:
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
         figures: dict = {"mode": "real" if options.real else "stand-ins"}
         if options.real:
-            settings["mount_check"] = "/usr/local/sbin/kiln-mount-check"
+            # A GPU machine Kiln has not provisioned (make gpu-check's) has no mounts
+            # declared and no installed library: its GPU commands are still the node's.
+            settings["nvidia_smi"] = shutil.which("nvidia-smi") or "nvidia-smi"
+            if Path(INSTALLED_MOUNT_CHECK).exists():
+                settings["mount_check"] = INSTALLED_MOUNT_CHECK
+            if not Path(INSTALLED_LIBRARY).is_dir():
+                env["KILN_NODE_LIBRARY"] = str(REPO / "node_library")
+            figures.update(
+                mount_check=settings.get("mount_check", "none (no Kiln mounts here)"),
+                node_library=env.get("KILN_NODE_LIBRARY", INSTALLED_LIBRARY),
+            )
         else:
             xml = many_gpus((options.fixture / "nvidia-smi-q.xml").read_text(), options.gpus)
             settings.update(stand_ins(where, xml, options.mounts))

@@ -69,6 +69,30 @@ def smi(*args: str, timeout: float = SMI_TIMEOUT_S) -> str:
     return done.stdout
 
 
+# NVML's clocks-event reason bits (nvml.h, nvmlClocksEventReason*), as the mask
+# `clocks_event_reasons.active` carries them; the names are the XML's
+# clocks_event_reason_* suffixes, as Kiln reads them.
+EVENT_BITS = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clocks_setting": 0x100,
+}
+
+
+def event_masks() -> list[int]:
+    """Each GPU's active clocks-event reasons, as nvidia-smi's mask, in index order."""
+    return [
+        int(row["clocks_event_reasons.active"], 16)
+        for row in query(("clocks_event_reasons.active",))
+    ]
+
+
 def query(fields: tuple[str, ...] = FIELDS) -> list[dict[str, str]]:
     text = smi(f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits")
     rows = []

@@ -25,14 +25,6 @@ from tests.gpu.conftest import run_program
 
 BURN_SECONDS = float(os.environ.get("KILN_GPU_BURN_SECONDS", "120"))
 BURN_INTERVAL_S = 10.0
-# NVML's clocks-event reason bits (nvml.h, nvmlClocksEventReason*), as the sampled
-# `clocks_event_reasons.active` mask carries them.
-EVENT_BITS = {
-    "hw_slowdown": 0x8,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-}
 
 
 def profile_for(model: str) -> profiles.Profile | None:
@@ -98,7 +90,7 @@ def test_burn_in_stress_judged(gpu_machine, record, summary, tmp_path):
         if re.fullmatch(r"0x[0-9a-fA-F]+", mask) and re.match(r"\d{4}/", row.get("timestamp", "")):
             masks.setdefault(row.get("index", "0"), []).append(int(mask, 16))
     assert {i: [s.throttles for s in found] for i, found in parsed.items()} == {
-        i: [[r for r in burn_in_samples.THROTTLES if m & EVENT_BITS[r]] for m in found]
+        i: [[r for r in burn_in_samples.THROTTLES if m & gm.EVENT_BITS[r]] for m in found]
         for i, found in masks.items()
     }
     assert masks

@@ -85,7 +85,9 @@ def test_kiln_metrics_gpu_file_matches_nvidia_smi(gpu_machine, record, summary, 
             }
         )
     )
+    masks_before = gm.event_masks()
     done = run_program("metrics", "--config", str(config), timeout=90)
+    masks_after = gm.event_masks()
     assert (done.returncode, done.stderr) == (0, "")
     text = (tmp_path / "textfile" / metrics.GPU).read_text()
     rows = gm.query((*(f for f, _ in QUERY_OF.values()), "index", "uuid", "name"))
@@ -120,6 +122,15 @@ def test_kiln_metrics_gpu_file_matches_nvidia_smi(gpu_machine, record, summary, 
                 found[key],
                 row[field],
             )
+    # Clock event reasons: one series per GPU and reason, 1 where the reason's bit is in
+    # nvidia-smi's mask; a reason whose bit changed between the two readings around
+    # kiln-metrics' (the GPU idling after burn-in) may be either.
+    for i, (before, after) in enumerate(zip(masks_before, masks_after, strict=True)):
+        for reason, bit in gm.EVENT_BITS.items():
+            key = ("kiln_gpu_clock_event_reason", (node, ("gpu", str(i)), ("reason", reason)))
+            expected_keys.add(key)
+            if before & bit == after & bit:
+                assert found.get(key) == int(bool(after & bit)), (key, hex(after))
     # XIDs: one series per GPU and XID the kernel log names; none on a healthy boot.
     dmesg = subprocess.run(["dmesg"], capture_output=True, text=True)
     xid_lines = len(re.findall(r"NVRM: Xid \(", dmesg.stdout))

@@ -2,12 +2,18 @@
 says the driver is not loaded gives one clear line, never a hang; what it records is
 sanitised (no serial or UUID in the clear)."""
 
+import os
+import re
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 
 from tests.gpu import machine as gm
 
+REPO = Path(__file__).resolve().parents[2]
 H100 = Path(__file__).parent.parent / "fixtures" / "gpu" / "h100-80gb-hbm3-vm"
 
 
@@ -89,3 +95,24 @@ def test_machine_slug():
     assert machine.slug == "h100-80gb-hbm3-580.159.04"
     assert gm.Machine([{"name": "NVIDIA H200", "driver_version": "580.1"}]).slug == "h200-580.1"
     assert gm.pci_address("00000000:1B:00.0") == "0000:1b:00.0"
+
+
+def test_make_gpu_check_finds_kiln_on_a_machine_without_it(tmp_path):
+    """A GPU machine has no Kiln installed: the recipe's PYTHONPATH alone must bring both
+    packages (kiln and kiln_node). `-S` keeps the venv's .pth (its editable install) out;
+    its site-packages still gives pytest. Without a GPU every test skips, none errs."""
+    site = sysconfig.get_paths()["purelib"]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "KILN_NODE_LIBRARY")}
+    env["PATH"] = str(tmp_path)  # no nvidia-smi: not a GPU machine
+    make = ["/usr/bin/make", "-s", "gpu-check", f"GPU_PYTHON={sys.executable} -S"]
+    done = subprocess.run(
+        [*make, f"PYTHONPATH={site}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert re.search(r"=+ (\d+) skipped in ", done.stdout), done.stdout[-2000:]
+    assert " error" not in done.stdout.splitlines()[-1]
