@@ -8,8 +8,8 @@ from kiln.roles import autofs, enroot
 
 
 def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files, nccl_dirs=()):
-    """{problems, packages, query, conf, directories, mounts: {file name: text ('' = none)}}
-    for one node; settings are its enroot_* variables without the prefix."""
+    """{problems, packages, query, files (kiln.cluster.write_files entries)} for one node;
+    settings are its enroot_* variables without the prefix."""
     problems = enroot.settings_problems(settings)
     if problems:
         return {"problems": problems}
@@ -26,12 +26,14 @@ def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files, ncc
             "problems": [],
             "packages": chosen,
             "query": enroot.query_argv(chosen),
-            "conf": enroot.config(settings),
-            "directories": enroot.directories(settings),
-            "mounts": {
-                "50-kiln-storage.fstab": enroot.storage_mounts(autofs_mounts, host_groups),
-                "50-kiln-nccl.fstab": enroot.nccl_mounts(nccl_files, list(nccl_dirs)),
-            },
+            "files": enroot.files(
+                enroot.config(settings),
+                enroot.directories(settings),
+                {
+                    "50-kiln-storage.fstab": enroot.storage_mounts(autofs_mounts, host_groups),
+                    "50-kiln-nccl.fstab": enroot.nccl_mounts(nccl_files, list(nccl_dirs)),
+                },
+            ),
         }
     except (enroot.EnrootError, autofs.StorageError) as exc:
         raise AnsibleFilterError(str(exc)) from None

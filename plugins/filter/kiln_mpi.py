@@ -7,12 +7,16 @@ from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  
 from kiln.roles import mpi
 
 
-def kiln_mpi_module_files(openmpi_version, family=True):
-    """The module files under mpi_module_path; openmpi_version is Debian's version of
-    openmpi-bin, or "" where Open MPI is not installed; family: whether the module
-    system knows Tcl's family command (the role's vars per release)."""
+def kiln_mpi_module_files(openmpi_version, module_path, family=True):
+    """The module files under module_path, as kiln.cluster.write_files entries (their
+    text shown in a diff); openmpi_version is Debian's version of openmpi-bin, or ""
+    where Open MPI is not installed; family: whether the module system knows Tcl's
+    family command (the role's vars per release)."""
     modules = [mpi.openmpi(openmpi_version)] if openmpi_version else []
-    return mpi.module_files(modules, family=bool(family))
+    return [
+        {"path": f"{module_path}/{name}", "content": text, "diff": True}
+        for name, text in mpi.module_files(modules, family=bool(family)).items()
+    ]
 
 
 def kiln_mpi_layout(name, module_path):

@@ -26,6 +26,8 @@ description:
     owner and mode; one with C(state=absent) removes a file or a directory tree.
   - Missing parent directories are created with O(directory_mode), owned by O(owner) and
     O(group).
+  - With O(prune), removes the files it wrote earlier that the entries no longer
+    declare (each carries a mark), and leaves the rest of the directory alone.
   - Supports check mode; its diff names each path that would be written, and why, or,
     for an entry with C(diff=true), shows its text before and after as copy's does.
 options:
@@ -54,6 +56,16 @@ options:
     description: Mode of the directories created, in octal.
     type: str
     default: "0755"
+  prune:
+    description:
+      - Directories whose files the role no longer declares go, each C(path) (absolute)
+        with the C(mark) its files carry. A regular file directly in C(path) whose text
+        holds C(mark) and that is no entry of O(files) is removed, after the entries, as
+        an entry with C(state=absent) would be. Other files there are the site's, and
+        stay; a C(path) that does not exist has nothing to remove.
+    type: list
+    elements: dict
+    default: []
 """
 
 EXAMPLES = """
@@ -150,6 +162,28 @@ def _changed_directory(path, uid, gid, mode):
     return None
 
 
+def _pruned(module):
+    """Absent entries for the files of each prune directory that hold its mark and that
+    no entry of files declares, in name order."""
+    declared = {os.path.normpath(item["path"]) for item in module.params["files"]}
+    entries = []
+    for rule in module.params["prune"]:
+        where, mark = rule["path"], rule["mark"].encode()
+        if not os.path.isabs(where):
+            _fail(module, msg=f"not an absolute path: {where}")
+        try:
+            names = sorted(os.listdir(where))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            path = os.path.join(where, name)
+            if path in declared or os.path.islink(path) or not os.path.isfile(path):
+                continue
+            if mark in (_read(path)[0] or b""):
+                entries.append({"path": path, "state": "absent", "mode": None, "diff": True})
+    return entries
+
+
 def _invocation(module):
     """The invocation as results show it, each content as its size: a library's code is
     no reader's log."""
@@ -239,6 +273,15 @@ def main():
             "group": {"type": "str", "default": "root"},
             "mode": {"type": "str", "default": "0644"},
             "directory_mode": {"type": "str", "default": "0755"},
+            "prune": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "path": {"type": "path", "required": True},
+                    "mark": {"type": "str", "required": True},
+                },
+            },
         },
         supports_check_mode=True,
         # Not to the node's journal: AnsibleModule logs every invocation's arguments
@@ -252,7 +295,7 @@ def main():
         "absent": None,
     }
     written, changes, diffs = [], [], []
-    for item in module.params["files"]:
+    for item in module.params["files"] + _pruned(module):
         path = item["path"]
         try:
             why, diff, apply = _entry(module, item, uid, gid, defaults)

@@ -1943,7 +1943,7 @@ IMAGE_NODE_CHANGES = [
     "repair : Install kiln-evidence, remove kiln-repair-step where the ssh access is off",
     "nccl_env : Write the NCCL site settings",
     "nccl_env : Record the NCCL settings and their sources (ansible_local.kiln_nccl)",
-    "enroot : Write the mounts every container gets",
+    "enroot : Write enroot's directories, Kiln's settings and the mounts every container gets",
     "monitoring : Pin the monitoring packages",
     "monitoring : Set node_exporter's address and textfile directory",
     "monitoring : Install node_exporter at its pinned version",

@@ -320,8 +320,13 @@ def test_mpi_module_system_and_files():
     with pytest.raises(AnsibleFilterError, match=r"^mpi_module_path 'rel': expected an absolute"):
         offered["kiln_mpi_layout"]("lmod", "rel")
     # Debian 12's openmpi-bin; none where Open MPI is not installed
-    assert sorted(offered["kiln_mpi_module_files"]("4.1.4-3")) == ["mpi/.modulerc", "mpi/openmpi"]
-    assert offered["kiln_mpi_module_files"]("") == {}
+    entries = offered["kiln_mpi_module_files"]("4.1.4-3", "/opt/modules")
+    assert [(e["path"], e["diff"]) for e in entries] == [
+        ("/opt/modules/mpi/openmpi", True),
+        ("/opt/modules/mpi/.modulerc", True),
+    ]
+    assert entries[0]["content"].startswith("#%Module")
+    assert offered["kiln_mpi_module_files"]("", "/opt/modules") == []
 
 
 def test_hpcx_plan_refusals_and_module_files():
@@ -456,9 +461,24 @@ def test_enroot_plan_for_a_node():
     assert offered["kiln_enroot_install_failure"](found["packages"], "n1", unmet, "E: held") == (
         "enroot 4.1.2-1 cannot be installed on n1: enroot depends on x, but it is not installable"
     )
-    assert found["directories"] == ["/e/run", "/e/cache", "/e/data", "/e/tmp"]
-    assert sorted(found["mounts"]) == ["50-kiln-nccl.fstab", "50-kiln-storage.fstab"]
-    assert found["problems"] == [] and "ENROOT_MOUNT_HOME yes" in found["conf"]
+    written = {e["path"]: e for e in found["files"]}
+    assert [(e["path"], e.get("state", "file"), e.get("mode")) for e in found["files"]] == [
+        ("/e/run", "directory", "1777"),
+        ("/e/cache", "directory", "1777"),
+        ("/e/data", "directory", "1777"),
+        ("/e/tmp", "directory", "1777"),
+        ("/etc/enroot/enroot.conf.d/50-kiln.conf", "file", None),
+        ("/etc/enroot/mounts.d/50-kiln-storage.fstab", "file", None),
+        ("/etc/enroot/mounts.d/50-kiln-nccl.fstab", "file", None),
+    ]
+    assert found["problems"] == []
+    assert "ENROOT_MOUNT_HOME yes" in written["/etc/enroot/enroot.conf.d/50-kiln.conf"]["content"]
+    # No mount of a kind declared: its file goes.
+    bare = {e["path"]: e for e in plan(settings, "amd64", [], [], [])["files"]}
+    assert bare["/etc/enroot/mounts.d/50-kiln-nccl.fstab"] == {
+        "path": "/etc/enroot/mounts.d/50-kiln-nccl.fstab",
+        "state": "absent",
+    }
     assert plan({**settings, "sha256": ""}, "amd64", [], [], [])["problems"] == [
         "enroot_version 4.1.2 needs enroot_sha256: the enroot package's sha256 (64 hex digits)"
         "; `kiln inventory pins -i INVENTORY --write` fetches it and fills it in"
@@ -476,7 +496,8 @@ def test_enroot_plan_for_a_node():
         ]
     }
     on_gcp = plan(settings, "amd64", [], [], ["/etc/nccl.conf"], ["/usr/local/gib/lib64"])
-    assert on_gcp["mounts"]["50-kiln-nccl.fstab"].splitlines()[1] == (
+    nccl = next(e for e in on_gcp["files"] if e["path"].endswith("50-kiln-nccl.fstab"))
+    assert nccl["content"].splitlines()[1] == (
         "/usr/local/gib/lib64 /usr/local/gib/lib64 none "
         "x-create=dir,bind,ro,nosuid,nodev,nofail,silent"
     )

@@ -271,3 +271,76 @@ def test_the_files_never_go_to_the_nodes_journal(tmp_path, monkeypatch, capsys):
         [],
     )
     assert (tmp_path / "settings").read_text() == "a = 1\n"
+
+
+PRUNE = """
+- hosts: localhost
+  gather_facts: false
+  vars:
+    mark: "## Written by Kiln (role mpi)"
+    kept: {{path: "{root}/mpi/openmpi", content: "## Written by Kiln (role mpi): openmpi\\n"}}
+  module_defaults:
+    kiln.cluster.write_files: {{owner: {owner}, group: {group}}}
+  tasks:
+    - name: Check first
+      kiln.cluster.write_files:
+        files: ["{{{{ kept }}}}"]
+        prune: [{{path: "{root}/mpi", mark: "{{{{ mark }}}}"}}, {{path: "{root}/none", mark: x}}]
+      check_mode: true
+      diff: true
+    - name: Prune
+      kiln.cluster.write_files:
+        files: ["{{{{ kept }}}}"]
+        prune: [{{path: "{root}/mpi", mark: "{{{{ mark }}}}"}}, {{path: "{root}/none", mark: x}}]
+      diff: true
+    - name: Again
+      kiln.cluster.write_files:
+        files: ["{{{{ kept }}}}"]
+        prune: [{{path: "{root}/mpi", mark: "{{{{ mark }}}}"}}]
+    - name: Relative
+      kiln.cluster.write_files: {{files: [], prune: [{{path: mpi, mark: x}}]}}
+      ignore_errors: true
+"""
+
+
+def test_write_files_prunes_the_marked_files_no_entry_declares(tmp_path):
+    """prune: the files of the directory that carry the mark and that no entry declares
+    go (a module of an MPI no longer installed); the site's own files, a link and a
+    subdirectory stay, and a directory that is not there has nothing to remove."""
+    root = tmp_path / "root"
+    mpi = root / "mpi"
+    (mpi / "sub").mkdir(parents=True)
+    (mpi / "openmpi").write_text("## Written by Kiln (role mpi): old\n")
+    (mpi / ".retired").write_text("#%Module\n## Written by Kiln (role mpi): retired\n")
+    (mpi / "site").write_text("#%Module\n## the site's own\n")
+    (mpi / "sub" / "deep").write_text("## Written by Kiln (role mpi)\n")
+    (mpi / "link").symlink_to(mpi / ".retired")
+    _, results = _run(PRUNE, tmp_path / "prune.yml", root)
+    openmpi, retired = f"{mpi}/openmpi", f"{mpi}/.retired"
+    first = {
+        "changed": True,
+        "written": [openmpi, retired],
+        "diff": [
+            {"prepared": f"{openmpi}: content differs\n"},
+            {
+                "before_header": retired,
+                "after_header": f"{retired} (removed)",
+                "before": "#%Module\n## Written by Kiln (role mpi): retired\n",
+                "after": "",
+            },
+        ],
+    }
+    assert results == {
+        "Check first": first,
+        "Prune": first,
+        "Again": {"changed": False, "written": []},
+        "Relative": {"changed": False, "failed": True, "msg": "not an absolute path: mpi"},
+    }
+    assert sorted(str(p.relative_to(mpi)) for p in mpi.rglob("*")) == [
+        "link",
+        "openmpi",
+        "site",
+        "sub",
+        "sub/deep",
+    ]
+    assert (mpi / "openmpi").read_text() == "## Written by Kiln (role mpi): openmpi\n"

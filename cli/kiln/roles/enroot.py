@@ -184,6 +184,24 @@ def directories(settings: dict[str, Any]) -> list[str]:
     return found
 
 
+def files(conf: str, directories_made: list[str], mounts: dict[str, str]) -> list[dict]:
+    """Kiln's enroot files as kiln.cluster.write_files entries, written in one step: the
+    directories (sticky, as /tmp), the settings' drop-in and each mounts.d file, removed
+    where it has no line (nothing of that kind declared)."""
+    entries: list[dict] = [
+        {"path": d, "state": "directory", "mode": "1777"} for d in directories_made
+    ]
+    entries.append({"path": CONF, "content": conf, "diff": True})
+    for name, text in mounts.items():
+        path = f"{MOUNTS_DIR}/{name}"
+        entries.append(
+            {"path": path, "content": text, "diff": True}
+            if text
+            else {"path": path, "state": "absent"}
+        )
+    return entries
+
+
 # Mounts in every container (fstab lines enroot reads from mounts.d): bound, created in
 # the image where missing, and skipped quietly where the node lacks them.
 def storage_mounts(autofs_mounts: Any, host_groups: list[str]) -> str:
