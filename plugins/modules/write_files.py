@@ -176,7 +176,7 @@ def _pruned(module):
         except (FileNotFoundError, NotADirectoryError):
             continue
         for name in names:
-            path = os.path.join(where, name)
+            path = os.path.normpath(os.path.join(where, name))  # as declared is
             if path in declared or os.path.islink(path) or not os.path.isfile(path):
                 continue
             if mark in (_read(path)[0] or b""):

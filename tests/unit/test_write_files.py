@@ -296,7 +296,7 @@ PRUNE = """
     - name: Again
       kiln.cluster.write_files:
         files: ["{{{{ kept }}}}"]
-        prune: [{{path: "{root}/mpi", mark: "{{{{ mark }}}}"}}]
+        prune: [{{path: "{root}//mpi/", mark: "{{{{ mark }}}}"}}]
     - name: Relative
       kiln.cluster.write_files: {{files: [], prune: [{{path: mpi, mark: x}}]}}
       ignore_errors: true
@@ -306,7 +306,8 @@ PRUNE = """
 def test_write_files_prunes_the_marked_files_no_entry_declares(tmp_path):
     """prune: the files of the directory that carry the mark and that no entry declares
     go (a module of an MPI no longer installed); the site's own files, a link and a
-    subdirectory stay, and a directory that is not there has nothing to remove."""
+    subdirectory stay, and a directory that is not there has nothing to remove. A path
+    spelt otherwise (a trailing slash) never removes a file just written."""
     root = tmp_path / "root"
     mpi = root / "mpi"
     (mpi / "sub").mkdir(parents=True)
