@@ -19,6 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from kiln.inventory import ClusterSpec
+from kiln.run import skips
 from kiln.run.slices import SLICE_VAR, SLURM_STATE_PLAYBOOK, fitted, split
 
 SITE_PLAYBOOK = "site.yml"
@@ -141,7 +142,8 @@ def _job_template(names: Names, step: Step) -> dict[str, Any]:
         "verbosity": 0,
         "extra_vars": json.dumps(step.extravars),
         "job_tags": "",
-        "skip_tags": "",
+        # The steps a run like kiln's never needs, left out as kiln leaves them out.
+        "skip_tags": ",".join(skips.kiln_skips(step.playbook, None, None, check=False)),
         "timeout": 0,
         # The controllers' job reads every compute node's facts from AWX's fact
         # cache, which the slices' jobs fill: fact storage on every template.

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kiln.errors import InputError
 from kiln.inventory import ClusterSpec
+from kiln.run import skips
 
 # Tags every play accepts (Ansible's special tags).
 SPECIAL_TAGS = {"all", "always", "never", "tagged", "untagged"}
@@ -62,7 +63,7 @@ def check(
         if unknown:
             raise InputError(
                 f"{what} {','.join(unknown)}: no task of {playbook.name} has this tag"
-                f" (its tags: {', '.join(sorted(known - {'always'})) or 'none'})"
+                f" (its tags: {', '.join(sorted(known - {'always', *skips.OWN})) or 'none'})"
             )
 
 

@@ -288,6 +288,41 @@ def test_kiln_runs_mitogens_strategy_unless_the_operator_names_another(local_inv
     assert failed == {"local-a", "local-ctl"}
 
 
+KILN_TAGGED = """
+- name: Steps Kiln leaves out by tag
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Say what a real run would do
+      ansible.builtin.debug:
+        msg: would do it
+      when: ansible_check_mode
+      tags: [kiln_dry_run]
+    - name: Stop here in an image
+      ansible.builtin.meta: end_host
+      when: kiln_image | default(false) | bool
+      tags: [kiln_image]
+    - name: Do it
+      ansible.builtin.debug:
+        msg: done
+"""
+
+
+def test_steps_a_run_never_takes_are_left_out_not_skipped(local_inventory, tmp_path):
+    """kiln.run.skips: no result at all for a step Kiln leaves out (a step skipped by
+    `when` would still count, and cost a worker); a dry run takes its own step."""
+    playbook = tmp_path / "tagged.yml"
+    playbook.write_text(KILN_TAGGED)
+    inv = local_inventory({"local-a": LOCAL})
+    counts = {"changed": 0, "failed": 0, "unreachable": 0, "skipped": 0}
+    real = run_kiln("run", str(playbook), "-i", inv, "--json")
+    assert real.returncode == ExitCode.OK, real.stdout + real.stderr
+    assert json.loads(real.stdout)["hosts"]["local-a"] == {"ok": 1, **counts}
+    dry = run_kiln("run", str(playbook), "-i", inv, "--check", "--json")
+    assert dry.returncode == ExitCode.OK, dry.stdout + dry.stderr
+    assert json.loads(dry.stdout)["hosts"]["local-a"] == {"ok": 2, **counts}
+
+
 def test_a_relative_inventory_path_targets_the_inventory_hosts(local_inventory, playbook):
     """`-i inventories/x` as the README writes it: the hosts of that inventory, not one
     host named after the path (ansible-runner reads an unresolvable string as content)."""

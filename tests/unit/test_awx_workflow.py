@@ -82,8 +82,20 @@ def test_five_nodes_three_slices_whole_document(five):
         ("kiln slurm-2", "playbooks/slurm_state.yml", "slurm_compute[2:3]", {}),
         ("kiln slurm-3", "playbooks/slurm_state.yml", "slurm_compute[4:]", {}),
     ]
+    # site.yml's leave out what a whole run never needs; slurm_state.yml's the dry run's
+    # and the image's steps only.
+    site, alone = "kiln_dry_run,kiln_role_alone,kiln_image", "kiln_dry_run,kiln_image"
+    assert [t["skip_tags"] for t in templates] == [site] * 4 + [alone] * 3
     # Every template alike but for its name, playbook, limit, variables, description.
-    differing = {"name", "playbook", "limit", "extra_vars", "description", "natural_key"}
+    differing = {
+        "name",
+        "playbook",
+        "limit",
+        "extra_vars",
+        "description",
+        "natural_key",
+        "skip_tags",
+    }
     common = [{k: v for k, v in t.items() if k not in differing} for t in templates]
     assert all(c == common[0] for c in common)
     assert templates[0] == {
@@ -99,7 +111,7 @@ def test_five_nodes_three_slices_whole_document(five):
         "verbosity": 0,
         "extra_vars": '{"kiln_slice": true}',
         "job_tags": "",
-        "skip_tags": "",
+        "skip_tags": "kiln_dry_run,kiln_role_alone,kiln_image",
         "timeout": 0,
         "use_fact_cache": True,
         "execution_environment": {"name": "Kiln", "type": "execution_environment"},

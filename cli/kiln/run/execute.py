@@ -25,7 +25,7 @@ from kiln import __version__, files, paths
 from kiln.errors import ExitCode, InputError, KilnError
 from kiln.inventory import ClusterSpec
 from kiln.lock import Lock
-from kiln.run import cleanup, extravars, record
+from kiln.run import cleanup, extravars, record, skips
 from kiln.run.display import Display, Displays, for_people
 from kiln.run.events import EventAccumulator, RunSummary
 
@@ -124,7 +124,7 @@ def ansible_env() -> dict[str, str]:
     }
 
 
-def _cmdline(request: RunRequest, operator_file: Path | None) -> str | None:
+def _cmdline(request: RunRequest, playbook: Path, operator_file: Path | None) -> str | None:
     args = []
     if operator_file:  # before Kiln's file (runner's extravars), which wins a clash
         args += ["-e", shlex.quote(f"@{operator_file}")]
@@ -132,8 +132,9 @@ def _cmdline(request: RunRequest, operator_file: Path | None) -> str | None:
         args.append("--check")
     if request.diff:
         args.append("--diff")
-    if request.skip_tags:
-        args += ["--skip-tags", request.skip_tags]
+    ours = skips.kiln_skips(playbook.name, request.tags, request.skip_tags, request.check)
+    if skip_tags := skips.joined(request.skip_tags, ours):
+        args += ["--skip-tags", shlex.quote(skip_tags)]
     return " ".join(args) or None
 
 
@@ -322,7 +323,7 @@ def run_part(
             inventory=str(request.inventory.source),
             limit=request.limit,
             tags=request.tags,
-            cmdline=_cmdline(request, operator_file),
+            cmdline=_cmdline(request, playbook, operator_file),
             extravars=str(kiln_file),
             envvars={**ansible_env(), cleanup.MARKER: run_id},
             # Absolute, so facts outlive the run (a --limit run needs its peers' facts).
