@@ -22,7 +22,7 @@ from kiln.inventory import ClusterSpec
 from kiln.run import skips
 from kiln.run.slices import SLICE_VAR, SLURM_STATE_PLAYBOOK, fitted, split
 
-SITE_PLAYBOOK = "site.yml"
+SITE_PLAYBOOK = skips.SITE
 COMPUTE_GROUP = "slurm_compute"
 # Every host that is not a compute node: what kiln's controllers' part runs.
 CONTROLLERS_LIMIT = f"all:!{COMPUTE_GROUP}"
