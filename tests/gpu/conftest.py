@@ -14,6 +14,7 @@ On a machine without a GPU every test skips, saying why. Settings (environment):
   KILN_GPU_SMI_TIMEOUT       seconds nvidia-smi may take (default 30)
 """
 
+import importlib.util
 import json
 import os
 import socket
@@ -77,6 +78,25 @@ def gpu_machine(detected) -> gm.Machine:
         pytest.skip(f"not a GPU machine: {exc}")
     except gm.BrokenGpuMachine as exc:
         pytest.exit(f"gpu-check: {exc}", returncode=3)
+
+
+# What the tests that run Kiln's own CLI or inventory model import beyond the standard
+# library (pyproject.toml's dependencies): a CUDA image with torch usually lacks pydantic.
+CONTROL_SIDE = ("pydantic", "click", "rich", "yaml")
+
+
+@pytest.fixture(scope="session")
+def kiln_dependencies() -> None:
+    """Fails in one line, not at an import deep in Kiln, where this python3 lacks Kiln's
+    own dependencies; docs/gpu.md says how to bring their wheels offline."""
+    missing = [name for name in CONTROL_SIDE if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.fail(
+            f"gpu-check: {sys.executable} lacks Kiln's Python dependencies "
+            f"({', '.join(missing)}): bring their wheels as docs/gpu.md says "
+            '("On a real GPU") and put them on PYTHONPATH',
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")

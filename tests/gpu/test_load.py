@@ -151,7 +151,7 @@ def test_torch_bench_on_nccl(gpu_machine, record, summary, tmp_path):
         )
 
 
-def test_nccl_tests_built_and_judged(gpu_machine, record, summary, tmp_path):
+def test_nccl_tests_built_and_judged(gpu_machine, kiln_dependencies, record, summary, tmp_path):
     """nccl-tests built as the nccl_tests role builds it (kiln.roles.nccl_tests), run on every
     GPU and judged by `kiln judge nccl-tests`."""
     tarball = os.environ.get("KILN_NCCL_TESTS_TARBALL", "")
@@ -225,8 +225,6 @@ def test_nccl_tests_built_and_judged(gpu_machine, record, summary, tmp_path):
             "KILN_STATE_DIR": str(tmp_path / "state"),
         },
     )
-    # `kiln judge` needs Kiln's own Python dependencies (pydantic, for the report): a
-    # CUDA image often lacks them (docs/gpu.md says how to bring them offline).
     said = (judged.stderr.strip().splitlines() or [""])[-1]
     assert judged.stdout.strip(), f"kiln judge nccl-tests: exit {judged.returncode}: {said}"
     results = json.loads(judged.stdout)["results"]

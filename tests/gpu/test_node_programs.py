@@ -261,7 +261,9 @@ def default_route_interface() -> str:
     return ""
 
 
-def test_discover_names_the_gpus_as_nvidia_smi_does(gpu_machine, detected, summary):
+def test_discover_names_the_gpus_as_nvidia_smi_does(
+    gpu_machine, kiln_dependencies, detected, summary
+):
     """`kiln inventory discover` knows the GPUs from their PCI ids alone (before any
     driver): the model and count it reads from sysfs are nvidia-smi's; the RDMA ports it
     reads are sysfs's; the profile it proposes fits what it found, or it says none does."""
