@@ -32,14 +32,20 @@ class VariableSpec:
     spec: dict[str, Any]
 
 
+def main_options(role: str, roles_dir: Path) -> dict[str, Any]:
+    """The options of the role's `main` entry point, as Ansible reads them (none without
+    a spec)."""
+    spec_file = roles_dir / role / "meta" / "argument_specs.yml"
+    data = (yaml.safe_load(spec_file.read_text()) or {}) if spec_file.exists() else {}
+    return (data.get("argument_specs", {}).get("main", {}) or {}).get("options", {}) or {}
+
+
 def load_catalogue(roles_dir: Path) -> dict[str, VariableSpec]:
     """Every variable declared in the main entry point of every role."""
     catalogue: dict[str, VariableSpec] = {}
     for spec_file in sorted(roles_dir.glob("*/meta/argument_specs.yml")):
         role = spec_file.parent.parent.name
-        data = yaml.safe_load(spec_file.read_text()) or {}
-        options = (data.get("argument_specs", {}).get("main", {}) or {}).get("options", {}) or {}
-        for name, spec in options.items():
+        for name, spec in main_options(role, roles_dir).items():
             catalogue[name] = VariableSpec(name=name, role=role, spec=spec or {})
     return catalogue
 

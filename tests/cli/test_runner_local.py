@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from kiln.errors import ExitCode
-from tests.conftest import LOCAL, run_kiln
+from tests.conftest import LOCAL, REPO, run_kiln
 
 PLAYBOOK = """
 - name: Local checks
@@ -547,7 +547,7 @@ BASE_PREFLIGHT = """
     base_apt_proxy: 'http://proxy:3142"; APT::Update::Pre-Invoke {"touch /tmp/kiln-pwned"};'
     base_sysctl: {vm.max_map_count: "1048576\\nkernel.core_pattern = |/tmp/x"}
   tasks:
-    - name: Run it as site.yml's pre-flight play does
+    - name: Run it as the role's first step does
       ansible.builtin.import_role:
         name: base
         tasks_from: preflight
@@ -581,6 +581,63 @@ def test_the_base_role_refuses_config_injection_before_writing(local_inventory, 
 
 # Every role's first task (roles/base/tasks/values.yml, imported by name).
 VALUES_TASK = "Pre-flight: check the values the role writes into files and command lines"
+
+# site.yml's pre-flight play, then a step it must never reach.
+SITE_PREFLIGHT = """
+- name: Pre-flight
+  ansible.builtin.import_playbook: {preflight}
+
+- name: Never reached
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Never reached
+      ansible.builtin.command: "true"
+      changed_when: true
+"""
+
+
+def test_the_site_preflight_checks_every_roles_values_on_the_nodes_it_runs_on(
+    local_inventory, tmp_path
+):
+    """site.yml's pre-flight play checks, in one step on each node, the values of every role
+    the node gets, as each role's own first step would (which a whole site.yml run then
+    leaves out): values no inventory check could judge (Jinja, resolved by Ansible), the
+    enroot role's on a compute node, base's on another; every node stopped, exit 2."""
+    playbook = tmp_path / "site-preflight.yml"
+    playbook.write_text(SITE_PREFLIGHT.format(preflight=REPO / "playbooks" / "preflight.yml"))
+    inv = local_inventory(
+        {
+            "local-a": {**LOCAL, "enroot_base_url": "{{ 'file:///../../etc' }}"},
+            "local-b": {**LOCAL, "base_apt_proxy": "{{ 'http://proxy:3142 x' }}"},
+        }
+    )
+    result = run_kiln("run", str(playbook), "-i", inv, "--json")
+    assert result.returncode == ExitCode.BAD_INPUT, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert {(f["host"], f["task"], f["message"]) for f in report["failures"]} == {
+        (
+            "local-a",
+            VALUES_TASK,
+            "enroot_base_url 'file:///../../etc': expected an http, https, ftp or file URL of "
+            "the characters URLs allow (no spaces, quotes or line breaks), with a host (but "
+            "file:) and no '.' or '..' in its path, nor '?' or '#' (Kiln adds a file name to it)",
+        ),
+        (
+            "local-b",
+            VALUES_TASK,
+            "base_apt_proxy 'http://proxy:3142 x': expected a URL (http://host:3142/...) of the "
+            "characters URLs allow: no spaces, quotes or line breaks",
+        ),
+    }
+    # The controller gets no enroot and holds no bad value: it passed, stopped with the rest
+    # (the OS read, the argument specs, the values).
+    assert {h: (c["ok"], c["changed"], c["failed"]) for h, c in report["hosts"].items()} == {
+        "local-ctl": (3, 0, 0),
+        "local-a": (2, 0, 1),
+        "local-b": (2, 0, 1),
+    }
+
 
 SLURM_ROLE = """
 - name: The slurm role, with values its config files cannot hold
@@ -817,3 +874,28 @@ def test_nodes_in_slurm_that_wait_for_a_reboot_are_left_to_kiln_rollout(
         {} if no_reboot else {"local-a": "kiln: driver 580.95.05"},
         {"local-a": [f"nvidia_driver: driver 580.95.05 is installed, 580.65.06 is loaded: {why}"]},
     )
+
+
+def test_the_site_preflight_checks_every_roles_argument_spec_once(local_inventory, tmp_path):
+    """site.yml applies the roles at their `site` entry point, without the argument spec
+    check Ansible adds at `main`: its pre-flight play makes it, in one step on each node,
+    for every role the node gets. A value of the wrong type that no inventory check could
+    judge (Jinja) stops every node there, exit 2, nothing changed."""
+    playbook = tmp_path / "site-preflight.yml"
+    playbook.write_text(SITE_PREFLIGHT.format(preflight=REPO / "playbooks" / "preflight.yml"))
+    inv = local_inventory({"local-a": {**LOCAL, "health_timeout": "{{ 'soon' }}"}})
+    result = run_kiln("run", str(playbook), "-i", inv, "--json")
+    assert result.returncode == ExitCode.BAD_INPUT, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert [(f["host"], f["task"], f["message"]) for f in report["failures"]] == [
+        (
+            "local-a",
+            "Pre-flight: check each role's variables against its argument spec",
+            "Validation of arguments failed: argument 'health_timeout' is of type str and we "
+            "were unable to convert to int: \"'soon'\" cannot be converted to an int",
+        )
+    ]
+    assert {h: (c["ok"], c["changed"], c["failed"]) for h, c in report["hosts"].items()} == {
+        "local-ctl": (2, 0, 0),
+        "local-a": (1, 0, 1),
+    }

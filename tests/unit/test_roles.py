@@ -17,13 +17,17 @@ def test_every_role_directory_has_an_entry_and_every_entry_a_directory():
     assert sorted(roles.ROLES) == sorted(p.name for p in paths.roles_dir().iterdir() if p.is_dir())
 
 
+PREFLIGHT_ENTRIES = {"preflight", "variables", "values"}
+
+
 def applied_roles(play: dict) -> set[str]:
     """The roles a play applies: its `roles:`, and those its tasks include or import
-    (but a role's pre-flight tasks, which the Pre-flight play runs on every node)."""
+    (but a role's pre-flight tasks, which the Pre-flight play runs on every node, and its
+    variables alone, which that play imports to check them, and base's values check)."""
     found = {r if isinstance(r, str) else r["role"] for r in play.get("roles") or []}
     for task in [*(play.get("pre_tasks") or []), *(play.get("tasks") or [])]:
         for action in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
-            if action in task and task[action].get("tasks_from") != "preflight":
+            if action in task and task[action].get("tasks_from") not in PREFLIGHT_ENTRIES:
                 found.add(task[action]["name"])
     return found
 
@@ -323,3 +327,74 @@ def test_the_driver_role_delegates_only_to_a_host_that_exists_without_a_controll
         if bare in text
     ]
     assert found == []
+
+
+def test_the_site_preflight_has_every_checked_roles_variables_in_scope():
+    """site.yml's pre-flight play checks the values of every role site.yml applies
+    (roles/base/tasks/values.yml with `_values_roles`): each such role is imported in the
+    play, which brings its defaults and vars wherever the import stands; a `variables`
+    entry point has no step."""
+    play = yaml.safe_load((paths.playbooks_dir() / "preflight.yml").read_text())[0]
+    imports = [
+        t["ansible.builtin.import_role"]
+        for t in play["tasks"]
+        if "ansible.builtin.import_role" in t
+    ]
+    wanted = {name for name in roles.ROLES if name != "validate" and checks.role_variables(name)}
+    assert wanted - {i["name"] for i in imports} == set()
+    variables = [i["name"] for i in imports if i.get("tasks_from") == "variables"]
+    assert [
+        name
+        for name in variables
+        if yaml.safe_load((paths.roles_dir() / name / "tasks" / "variables.yml").read_text())
+    ] == []
+    assert sorted(
+        p.parent.parent.name for p in paths.roles_dir().glob("*/tasks/variables.yml")
+    ) == sorted(variables)
+
+
+def test_site_applies_each_role_to_the_hosts_of_its_groups():
+    groups = {
+        "all": ["ctl1", "gpu1", "st1"],
+        "slurm_controller": ["ctl1"],
+        "slurm_compute": ["gpu1"],
+        "storage": ["st1"],
+    }
+    assert roles.applied_to("st1", groups) == ["base", "glusterfs_server", "autofs", "monitoring"]
+    assert roles.applied_to("ctl1", groups) == [
+        "base",
+        "autofs",
+        "health",
+        "munge",
+        "slurm",
+        "repair",
+        "pyxis",
+        "monitoring",
+    ]
+    assert "validate" not in roles.applied_to("gpu1", groups)
+
+
+def test_site_applies_every_role_at_its_site_entry_and_checks_their_specs_first():
+    """site.yml hands its playbooks kiln_role_entry: site, each role's main steps without
+    the argument spec check Ansible adds at `main`; its pre-flight play checks every
+    role's spec at once (kiln_argument_spec), so each role it applies needs a `site`
+    entry point that is main's steps, and no spec of its own for `site`."""
+    applied = {name for name in roles.ROLES if name != "validate" and roles.ROLES[name].groups}
+    entry = {"ansible.builtin.import_tasks": "main.yml", "name": "The role's steps"}
+    assert {
+        name: yaml.safe_load((paths.roles_dir() / name / "tasks" / "site.yml").read_text())
+        for name in applied
+    } == {name: [entry] for name in applied}
+    for name in applied:
+        spec = yaml.safe_load(
+            (paths.roles_dir() / name / "meta" / "argument_specs.yml").read_text()
+        )
+        assert "site" not in spec["argument_specs"], name
+    site = yaml.safe_load((paths.playbooks_dir() / "site.yml").read_text())
+    assert [p.get("vars") for p in site if "ansible.builtin.import_playbook" in p][1:] == [
+        {"kiln_role_entry": "site"}
+    ] * (len([p for p in site if "ansible.builtin.import_playbook" in p]) - 1)
+    preflight = yaml.safe_load((paths.playbooks_dir() / "preflight.yml").read_text())[0]
+    assert [
+        t["name"] for t in preflight["tasks"] if "ansible.builtin.validate_argument_spec" in t
+    ] == ["Pre-flight: check each role's variables against its argument spec"]

@@ -112,6 +112,17 @@ ROLES: dict[str, Role] = {
 }
 
 
+def applied_to(host: str, groups: dict[str, list[str]]) -> list[str]:
+    """The roles playbooks/site.yml applies to `host` (each by its groups), in its order:
+    every role but validate, which validate.yml applies."""
+    return [
+        role.name
+        for role in ROLES.values()
+        if role.name != "validate"
+        and any(group == "all" or host in groups.get(group, ()) for group in role.groups)
+    ]
+
+
 # Cluster-wide settings a role declares (its defaults and argument spec) without its
 # prefix: more than the role reads them (kiln rollout reads the cap too). Variable ->
 # the role that declares it.
