@@ -8,7 +8,7 @@ GPU_PYTHON := $(shell command -v python3)
 endif
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: lab test prereqs venv standins lint unit molecule e2e e2e-migration e2e-newuser e2e-ubuntu lab-down docs collection gpu-check
+.PHONY: lab test prereqs venv standins lint unit images molecule e2e e2e-migration e2e-newuser e2e-ubuntu lab-down docs collection gpu-check
 
 ## Bring up the local lab cluster and provision it; OS picks the nodes' release:
 ## debian-13 (the default), debian-12, ubuntu-24.04 or ubuntu-22.04 (docs/lab.md).
@@ -23,10 +23,11 @@ standins: venv
 	$(VENV)/bin/python tests/standins.py lab
 
 ## Run every test: lint, unit and CLI tests, Molecule scenarios, the lab end to end,
-## then print the time each stage took. Molecule's scenarios run one at a time beside
-## the lab's tests, then the new user's lab (their output in build/logs/, printed after).
+## then print the time each stage took. The node images are built beside the unit
+## tests; Molecule's scenarios run one at a time beside the lab's tests, then the new
+## user's lab (their output in build/logs/, printed after).
 test:
-	KILN_MOLECULE_LANES=1 scripts/timed-stages.sh prereqs venv lint unit e2e+molecule,e2e-newuser
+	KILN_MOLECULE_LANES=1 scripts/timed-stages.sh prereqs venv lint unit+images e2e+molecule,e2e-newuser
 
 # chromium: the unit tests open every kind of HTML report in it (tests/unit/test_report_browser.py).
 prereqs:
@@ -60,6 +61,11 @@ unit: venv
 ## under tests/fixtures/gpu/<model>-<driver>/.
 gpu-check:
 	PYTHONPATH=$(CURDIR)/cli:$(CURDIR)/node_library$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest tests/gpu -v -p no:cacheprovider
+
+## The node images of the lab and of `make molecule` (debootstrap, then base's packages),
+## built once; what waits on the network and disk more than on the cores.
+images: prereqs venv
+	scripts/molecule.sh --images
 
 ## Every scenario on the releases scripts/molecule.sh's CI_RELEASES names: the compute
 ## node's roles on Ubuntu 24.04 (Slurm's with config files pushed), the driver's and

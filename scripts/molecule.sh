@@ -6,6 +6,9 @@
 #       the second on KILN_MOLECULE_OLDER (default bookworm). --os ubuntu: Ubuntu 24.04
 #       (noble) and 22.04 (jammy); --os debian: Debian 13 and 12. The driver's node of
 #       Canonical's packages runs KILN_MOLECULE_UBUNTU (default noble).
+#   scripts/molecule.sh --images
+#       only the node images --ci needs (`make test` builds them beside the unit tests,
+#       so the lab's tests and Molecule's lane start with them made)
 #   scripts/molecule.sh --ci
 #       what `make molecule` runs: each scenario on the releases of CI_RELEASES below, in
 #       the two LANES side by side, then Slurm's alone; with KILN_MOLECULE_LANES=1 (`make
@@ -46,10 +49,10 @@ if [ "${1:-}" = "--os" ]; then
 fi
 # The driver's scenario also has a node of Ubuntu's own driver packages (drv-ubuntu).
 images=("${KILN_MOLECULE_DISTRO:-trixie}" "${KILN_MOLECULE_OLDER:-bookworm}")
-if [ "$#" -eq 0 ] || [[ " $* " == *" --ci "* || " $* " == *" nvidia_driver "* ]]; then
+if [ "$#" -eq 0 ] || [[ " $* " == *" --ci "* || " $* " == *" --images "* || " $* " == *" nvidia_driver "* ]]; then
   images+=("${KILN_MOLECULE_UBUNTU:-noble}")
 fi
-if [ "${1:-}" = "--ci" ]; then
+if [ "${1:-}" = "--ci" ] || [ "${1:-}" = "--images" ]; then
   # shellcheck disable=SC2206  # each value is two names
   for releases in "${CI_RELEASES[@]}"; do images+=($releases); done
 fi
@@ -84,6 +87,9 @@ EOF
   podman build -q --network host -t "localhost/kiln-molecule:$distro" "$context" >/dev/null
 done
 rm -rf "$context"
+if [ "${1:-}" = "--images" ]; then
+  exit
+fi
 
 # A scenario takes under 12 minutes on CI, Slurm's (four nodes, run through twice) about
 # 18. One that hangs (seen once in CI: a node's package install never returned) is

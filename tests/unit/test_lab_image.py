@@ -191,3 +191,34 @@ def test_the_keyring_is_used_only_when_it_holds_ubuntus_archive_key(tmp_path, mo
         " key F6ECB3762474EDA9D21B7022871920D1991BC93C (it holds"
         " 790BC7277767219C42C86F933B4FE6ACC0B21F32): not used"
     )
+
+
+def test_two_runs_that_need_one_image_build_it_once(tmp_path, monkeypatch):
+    """`make test`'s lanes each bring up the images they need, at once on a fresh
+    machine: the second waits for the first's build and uses it."""
+    import threading
+    import time
+
+    monkeypatch.setattr(image.tempfile, "gettempdir", lambda: str(tmp_path))
+    built: list[str] = []
+    monkeypatch.setattr(image, "is_current", lambda distro, recipe=image.NODE: bool(built))
+
+    def build(distro, name, recipe, log):
+        time.sleep(0.3)  # long enough for the other run to find no image and wait
+        built.append(name)
+
+    monkeypatch.setattr(image, "_build", build)
+    names: list[str] = []
+    runs = [
+        threading.Thread(target=lambda: names.append(image.ensure_image("trixie", print)))
+        for _ in range(2)
+    ]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert built == ["localhost/kiln-node:trixie"]
+    assert names == ["localhost/kiln-node:trixie"] * 2
+    assert image.build_lock("localhost/kiln-node:trixie") == tmp_path / (
+        "kiln-image-localhost_kiln-node_trixie.lock"
+    )

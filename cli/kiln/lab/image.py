@@ -6,13 +6,15 @@ Each image carries a label with the hash of its recipe; it is rebuilt only when 
 recipe (this file's settings for the distro) changes.
 """
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,6 +211,37 @@ def ensure_image(
     name = image_name(distro, recipe)
     if not rebuild and is_current(distro, recipe):
         return name
+    with _building(name):
+        # Another build of it (`make test`'s lanes each bring up what they need) may
+        # have finished while this one waited.
+        if not rebuild and is_current(distro, recipe):
+            return name
+        _build(distro, name, recipe, log)
+    return name
+
+
+def build_lock(name: str) -> Path:
+    """Podman's images are the machine's, whoever's state directory a run has: so is
+    the lock that lets one build of an image run at a time."""
+    slug = name.replace("/", "_").replace(":", "_")
+    return Path(tempfile.gettempdir()) / f"kiln-image-{slug}.lock"
+
+
+@contextlib.contextmanager
+def _building(name: str) -> Iterator[None]:
+    try:
+        fd = os.open(build_lock(name), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError:  # another user's lock, or no temporary directory: build unguarded
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when closed, also by a killed run
+        yield
+    finally:
+        os.close(fd)
+
+
+def _build(distro: str, name: str, recipe: Recipe, log: Callable[[str], None]) -> None:
     log(f"building {recipe.what} {name} with debootstrap (once; about a minute)")
     with tempfile.TemporaryDirectory(prefix="kiln-rootfs-") as tmp:
         root = Path(tmp) / "root"
@@ -226,4 +259,3 @@ def ensure_image(
         shutil.rmtree(root, ignore_errors=True)
         changes = [*recipe.changes, f"LABEL={RECIPE_LABEL}={recipe_hash(distro, recipe)}"]
         podman("import", *(arg for c in changes for arg in ("--change", c)), str(tarball), name)
-    return name
