@@ -12,12 +12,14 @@
 # stages joined by "," (molecule,e2e-newuser), run one after another, each one timed:
 # so the lanes end close together.
 #
-# Every stage's output is also kept in build/logs/STAGE.log. The last lines printed
-# name what failed (pytest's FAILED/ERROR lines, Molecule's failed scenarios): CI
+# Every stage's output is also kept in build/logs/STAGE.log (KILN_STAGE_LOGS names
+# another directory: the script's own tests keep theirs out of the checkout). The last
+# lines printed name what failed (pytest's FAILED/ERROR lines, Molecule's failed scenarios): CI
 # shows only the end of a run's output, and a failure named there needs no rerun.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p build/logs
+logs="${KILN_STAGE_LOGS:-build/logs}"
+mkdir -p "$logs"
 KILN_TIMINGS="$(mktemp)" KILN_FAILED="$(mktemp)"
 export KILN_TIMINGS
 report() {
@@ -36,7 +38,7 @@ trap report EXIT
 # Runs one stage, times it and records a failure. Its output goes to build/logs/STAGE.log,
 # and to the terminal too unless $2 (quiet) is given.
 run_stage() {
-  local stage=$1 quiet=${2:-} log=build/logs/$1.log start=$SECONDS rc=0
+  local stage=$1 quiet=${2:-} log=$logs/$1.log start=$SECONDS rc=0
   if [ -n "$quiet" ]; then
     make --no-print-directory "$stage" >"$log" 2>&1 || rc=$?
   else
@@ -77,7 +79,7 @@ for group in "$@"; do
   pids=()
   for lane in "${stages[@]:1}"; do
     for stage in ${lane//,/ }; do
-      echo "== stage $stage runs beside ${stages[0]}; its output: build/logs/$stage.log"
+      echo "== stage $stage runs beside ${stages[0]}; its output: $logs/$stage.log"
     done
     run_lane "$lane" quiet &
     pids+=($!)
@@ -89,8 +91,8 @@ for group in "$@"; do
     rc=0
     wait "${pids[$i]}" || rc=$?
     for stage in ${stages[$((i + 1))]//,/ }; do
-      echo "== stage $stage's output (build/logs/$stage.log)"
-      cat "build/logs/$stage.log" 2>/dev/null
+      echo "== stage $stage's output ($logs/$stage.log)"
+      cat "$logs/$stage.log" 2>/dev/null
     done
     [ "$rc" -eq 0 ] || failed=${failed:-$rc}
   done

@@ -25,6 +25,14 @@ checks every stand-in against); none of them runs a container or measures anythi
         NVIDIA's CUDA repository that the nccl_tests role installs, and what they pull
         in (docs/nccl.md's facts), for a flat repository such as the nvidia_driver
         scenario's; `nvcc` answers --version only, NCCL is its header and names
+    python tests/standins.py cuda-repo OUT debian|ubuntu
+        a flat repository under OUT signed as NVIDIA's CUDA repository is: the driver's
+        packages of NVIDIA's tree for the distribution (empty but for units, IMEX's
+        config and small programs in place of nvidia-smi and IMEX's), IMEX's, the fabric
+        manager's and cuda-toolkit's; OUT/standin.pub its key
+    python tests/standins.py mlnx-ofed OUT
+        OUT/mlnx-ofed-kernel-utils_<version>_all.deb: an empty package under MLNX
+        OFED's name, so a node's RDMA stack reads as OFED
     python tests/standins.py lab
         the lab's: built into build/standins/, pinned in
         inventories/lab/group_vars/all/standins.yml (git-ignored), which `kiln lab up`
@@ -905,6 +913,230 @@ def cuda_toolkit(out: Path) -> list[Path]:
     return built
 
 
+# NVIDIA's CUDA repository's driver packages, for the nvidia_driver scenario: the names
+# and versions of NVIDIA's tree for the node's release (debian12/debian13 or
+# ubuntu2204/ubuntu2404), empty but for units, IMEX's config and small programs in place
+# of nvidia-smi, nvidia-imex and nvidia-imex-ctl, so the role's apt logic (origin
+# preferences, the version pin, holds, the fabric manager's and IMEX's exact version)
+# meets real apt. The fabric manager is offered one patch behind the newest driver, as
+# happens upstream.
+DRIVER_VERSIONS = ("580.95.05", "580.105.08")
+FABRIC_MANAGER_VERSIONS = ("580.95.05", "580.105.07")
+DRIVER_BRANCH = "580"
+DRIVER_MAINTAINER = "Kiln tests <kiln@example.invalid>"
+
+
+def _unit(description: str, start: str) -> str:
+    return (
+        f"[Unit]\nDescription=Stand-in for {description} (Kiln's Molecule test)\n"
+        f"[Service]\nType=forking\nExecStart={start}\n"
+        "[Install]\nWantedBy=multi-user.target\n"
+    )
+
+
+# nvidia-smi answers the one query the role's IMEX step asks: the GPUs' NVLink domain, as
+# each of the four GPUs of a GB200 compute tray in the default NVLink partition reports it
+# (tests/fixtures/gpu/imex/README.md names the sources: the fields, 32766). Anything else
+# fails: no GPU is here.
+_NVIDIA_SMI = """#!/bin/sh
+# Stand-in for NVIDIA's nvidia-smi (Kiln's Molecule test).
+if [ "$*" = "--query-gpu=fabric.clusterUuid,fabric.cliqueId --format=csv,noheader" ]; then
+  for gpu in 0 1 2 3; do echo "8c1f2a4e-5b3d-4e6f-9a7b-0c1d2e3f4a5b, 32766"; done
+  exit 0
+fi
+echo "stand-in nvidia-smi: no GPU here; only the fabric.clusterUuid,fabric.cliqueId query" >&2
+exit 1
+"""
+# IMEX, nvidia-imex from branch 580 on. What the package holds, as Canonical's packaging of
+# NVIDIA's IMEX tarball installs it (github.com/canonical/apt-packaging-imex:
+# debian/templates/nvidia-imex-BRANCH.install.in, debian/conffiles): the programs in
+# /usr/bin, the unit in /lib/systemd/system, /etc/nvidia-imex/config.cfg (its one
+# conffile), no nodes_config.cfg. The service is nvidia-imex, nvidia-imex-ctl comes with it
+# (NVIDIA's IMEX guide, "Getting Started with IMEX"). Its Depends in NVIDIA's repository
+# are not known here: none. The unit: IMEX daemonizes by default (DAEMONIZE=1, NVIDIA's
+# IMEX guide, "IMEX Service Config Options"), so forking; the ExecStart line as AWS
+# ParallelCluster's cookbook tests it (aws/aws-parallelcluster-cookbook, nvidia-imex
+# kitchen controls). The config's keys and defaults from NVIDIA's IMEX guide, "IMEX
+# Service Config Options".
+_IMEX_CONFIG = """# Stand-in for NVIDIA's IMEX config.cfg (Kiln's Molecule test):
+# documented defaults.
+DAEMONIZE=1
+SERVER_PORT=50000
+IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg
+"""
+_IMEX = """#!/bin/sh
+# Stand-in for NVIDIA's nvidia-imex (Kiln's Molecule test): daemonizes, does nothing.
+sleep infinity </dev/null >/dev/null 2>&1 &
+"""
+# -N as NVIDIA's IMEX guide, "IMEX Service Command Service", lays it out
+# (tests/fixtures/gpu/imex/README.md): every node of nodes_config.cfg READY and connected.
+_IMEX_CTL = r"""#!/bin/sh
+# Stand-in for NVIDIA's nvidia-imex-ctl (Kiln's Molecule test): -N only.
+[ "$*" = -N ] || { echo "stand-in nvidia-imex-ctl: only -N" >&2; exit 2; }
+version="$(dpkg-query -W -f '${Version}' nvidia-imex | cut -d- -f1)"
+nodes="$(grep -v '^[[:space:]]*$' /etc/nvidia-imex/nodes_config.cfg)"
+echo "Connectivity Table Legend:"
+echo "C - Connected - Ready for operation"
+echo
+date +'%m/%d/%Y %H:%M:%S.000'
+echo "Nodes:"
+i=0
+for ip in $nodes; do
+  printf 'Node #%-3s - %-15s - %-20s - Version: %s\n' "$i" "$ip" READY "$version"
+  i=$((i + 1))
+done
+echo
+printf ' Nodes From\\To '
+n=0; while [ "$n" -lt "$i" ]; do printf ' %-3s' "$n"; n=$((n + 1)); done; echo
+r=0
+while [ "$r" -lt "$i" ]; do
+  printf '       %-8s ' "$r"
+  n=0; while [ "$n" -lt "$i" ]; do printf ' C  '; n=$((n + 1)); done; echo
+  r=$((r + 1))
+done
+echo
+echo "Domain State: UP"
+"""
+_PERSISTENCED_POSTINST = """#!/bin/sh
+getent passwd nvidia-persistenced >/dev/null ||
+  useradd --system --no-create-home --shell /usr/sbin/nologin nvidia-persistenced
+"""
+_PERSISTENCED = {
+    "/lib/systemd/system/nvidia-persistenced.service": (
+        _unit(
+            "NVIDIA Persistence Daemon", "/usr/bin/nvidia-persistenced --user nvidia-persistenced"
+        ),
+        0o644,
+    )
+}
+_SMI = {"/usr/bin/nvidia-smi": (_NVIDIA_SMI, 0o755)}
+
+
+def _driver_package(
+    out: Path,
+    name: str,
+    version: str,
+    depends: str = "",
+    files: dict[str, tuple[str, int]] | None = None,
+    postinst: str = "",
+) -> Path:
+    """One empty stand-in (Architecture all) holding `files`; a file under /etc is a
+    conffile."""
+    lines = [
+        f"Package: {name}",
+        f"Version: {version}",
+        "Architecture: all",
+        f"Maintainer: {DRIVER_MAINTAINER}",
+        *([f"Depends: {depends}"] if depends else []),
+        "Section: misc",
+        "Priority: optional",
+        f"Description: stand-in for NVIDIA's {name} (Kiln's Molecule test)",
+    ]
+    with tempfile.TemporaryDirectory() as work:
+        root = Path(work) / name
+        _write(root, "DEBIAN/control", "\n".join(lines) + "\n", 0o644)
+        conffiles = [path for path in files or {} if path.startswith("/etc/")]
+        if conffiles:
+            _write(root, "DEBIAN/conffiles", "\n".join(conffiles) + "\n", 0o644)
+        if postinst:
+            _write(root, "DEBIAN/postinst", postinst, 0o755)
+        for path, (text, mode) in (files or {}).items():
+            _write(root, path, text, mode)
+        deb_file = out / f"{name}_{version}_all.deb"
+        _build(root, deb_file)
+    return deb_file
+
+
+def _driver_packages(out: Path, distro: str, version: str) -> list[Path]:
+    """The driver of `version` as NVIDIA's tree for the distribution names it: Ubuntu's
+    headless metapackages and their dependencies at the same version (nvidia-smi in
+    nvidia-utils, persistenced in nvidia-compute-utils), or Debian's."""
+    built = []
+    if distro == "ubuntu":
+        b, v = DRIVER_BRANCH, f"{version}-0ubuntu1"
+        for name in (f"libnvidia-compute-{b}", f"nvidia-dkms-{b}", f"nvidia-dkms-{b}-open"):
+            built.append(_driver_package(out, name, v))
+        compute = f"libnvidia-compute-{b} (= {v})"
+        built.append(_driver_package(out, f"nvidia-utils-{b}", v, compute, _SMI))
+        built.append(
+            _driver_package(
+                out, f"nvidia-compute-utils-{b}", v, "", _PERSISTENCED, _PERSISTENCED_POSTINST
+            )
+        )
+        for kind in ("", "-open"):
+            depends = f"nvidia-dkms-{b}{kind} (= {v}), nvidia-compute-utils-{b} (= {v}), {compute}"
+            built.append(_driver_package(out, f"nvidia-headless-{b}{kind}", v, depends))
+        return built
+    v = f"{version}-1"
+    for name in ("nvidia-kernel-open-dkms", "nvidia-kernel-dkms", "libcuda1", "libnvidia-ml1"):
+        built.append(_driver_package(out, name, v))
+    built.append(_driver_package(out, "nvidia-smi", v, "", _SMI))
+    depends = f"nvidia-smi (= {v}), libcuda1 (= {v}), libnvidia-ml1 (= {v})"
+    built.append(_driver_package(out, "nvidia-driver-cuda", v, depends))
+    built.append(
+        _driver_package(out, "nvidia-persistenced", v, "", _PERSISTENCED, _PERSISTENCED_POSTINST)
+    )
+    return built
+
+
+def cuda_repository(out: Path, distro: str) -> Path:
+    """A flat repository under out signed as NVIDIA's CUDA repository is (Origin NVIDIA,
+    Label "NVIDIA CUDA"): the driver's packages for `distro` (debian or ubuntu) at two
+    versions, IMEX's, the fabric manager's, and cuda_toolkit's; out/standin.pub the
+    armored key that signs it (a new one each build). Needs apt-ftparchive and gpg.
+    Returns out/standin.pub."""
+    if distro not in ("debian", "ubuntu"):
+        raise SystemExit(f"cuda-repo: a distribution of debian or ubuntu, not {distro!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    for version in DRIVER_VERSIONS:
+        _driver_packages(out, distro, version)
+        imex = {
+            "/usr/bin/nvidia-imex": (_IMEX, 0o755),
+            "/usr/bin/nvidia-imex-ctl": (_IMEX_CTL, 0o755),
+            "/lib/systemd/system/nvidia-imex.service": (
+                _unit("NVIDIA IMEX service", "/usr/bin/nvidia-imex -c /etc/nvidia-imex/config.cfg"),
+                0o644,
+            ),
+            "/etc/nvidia-imex/config.cfg": (_IMEX_CONFIG, 0o644),
+        }
+        _driver_package(out, "nvidia-imex", f"{version}-1", "", imex)
+    fabric_manager = {
+        "/lib/systemd/system/nvidia-fabricmanager.service": (
+            _unit(
+                "NVIDIA fabric manager",
+                "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg",
+            ),
+            0o644,
+        )
+    }
+    for version in FABRIC_MANAGER_VERSIONS:
+        _driver_package(
+            out, f"nvidia-fabricmanager-{DRIVER_BRANCH}", f"{version}-1", "", fabric_manager
+        )
+        _driver_package(out, f"libnvidia-nscq-{DRIVER_BRANCH}", f"{version}-1")
+    cuda_toolkit(out)
+    (out / "Packages").write_text(_run(["apt-ftparchive", "packages", "."], out))
+    (out / "Release").unlink(missing_ok=True)  # apt-ftparchive would list the old one
+    release = ["-oAPT::FTPArchive::Release::Origin=NVIDIA"]
+    release.append("-oAPT::FTPArchive::Release::Label=NVIDIA CUDA")
+    text = _run(["apt-ftparchive", *release, "release", "."], out)
+    (out / "Release").write_text(text)
+    with tempfile.TemporaryDirectory() as home:
+        gpg = ["gpg", "--batch", "--quiet", "--homedir", home]
+        _run([*gpg, "--passphrase", "", "--quick-gen-key", "Kiln stand-in CUDA repository"], out)
+        _run([*gpg, "--yes", "--clearsign", "--output", "InRelease", "Release"], out)
+        (out / "standin.pub").write_text(_run([*gpg, "--armor", "--export"], out))
+        _run(["gpgconf", "--homedir", home, "--kill", "gpg-agent"], out)
+    return out / "standin.pub"
+
+
+def mlnx_ofed(out: Path) -> Path:
+    """STAND-IN, NOT NVIDIA'S: an empty package under MLNX OFED's name, so a node's RDMA
+    stack reads as OFED. Returns its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    return _driver_package(out, "mlnx-ofed-kernel-utils", "24.10.OFED.24.10.1.1.4.1-1")
+
+
 def real_releases() -> Path | None:
     """The directory of NVIDIA's real releases the lab installs instead of stand-ins, if
     KILN_LAB_RELEASES names one: GitHub's layout, enroot/v<version>/<package>.deb and
@@ -970,7 +1202,7 @@ def lab_settings(directory: Path = LAB_DIR, settings: Path = LAB_SETTINGS) -> di
 USAGE = (
     "usage: python tests/standins.py enroot OUT VERSION [DEPENDS] | pyxis OUT VERSION"
     " | nccl-tests OUT VERSION | grafana OUT VERSION | grafana-repo OUT [VERSION]"
-    " | cuda-toolkit OUT | lab"
+    " | cuda-toolkit OUT | cuda-repo OUT debian|ubuntu | mlnx-ofed OUT | lab"
 )
 
 
@@ -991,6 +1223,12 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["grafana-repo"] and len(argv) in (2, 3):
         version = argv[2] if len(argv) == 3 else facts("grafana", GRAFANA_FACTS_DOC)["version"]
         print(grafana_repository(Path(argv[1]), version))
+        return 0
+    if argv[:1] == ["cuda-repo"] and len(argv) == 3:
+        print(cuda_repository(Path(argv[1]), argv[2]))
+        return 0
+    if argv[:1] == ["mlnx-ofed"] and len(argv) == 2:
+        print(mlnx_ofed(Path(argv[1])))
         return 0
     if argv[:1] == ["cuda-toolkit"] and len(argv) == 2:
         for path in cuda_toolkit(Path(argv[1])):

@@ -1885,6 +1885,18 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "slurm.srun_s 0: a maximum must be above 0",
     ),
     # burn-in
+    (
+        "burn-no-length",
+        lambda t: ["burn-in", "-i", str(inventory(t))],
+        BAD,
+        "kiln: error: burn-in needs --duration, --rounds or both: how long to load the nodes",
+    ),
+    (
+        "burn-rounds-zero",
+        burn_in("--rounds", "0"),
+        BAD,
+        "Error: Invalid value for '--rounds': 0 is not in the range 1<=x<=1000.",
+    ),
     ("burn-duration-unit", burn_in("--duration", "4x"), BAD, "--duration '4x': expected a length"),
     ("burn-duration-bare", burn_in("--duration", "240"), BAD, "expected a length such as 4h"),
     ("burn-duration-short", burn_in("--duration", "5s"), BAD, "must be between 30s and 14d"),

@@ -476,7 +476,7 @@ kiln_result_storage_bytes_per_second{campaign="burn_in",node="gpu002",test="stor
 NOW = 1795779225.4  # the burn-in's clock (kiln.campaigns.campaign's time.time)
 
 
-def burn_in_session(tmp_path, monkeypatch, write_inventory):
+def burn_in_session(tmp_path, monkeypatch, write_inventory, duration_s=3600, rounds=None):
     """The whole session against a stand-in for the playbook runs, which write what the
     role writes: the hold's plan, then per round the stress (recorded H100 figures), the
     suites and kiln-health. gpu002 slows in round 2; Ctrl-C comes in round 3. Returns
@@ -520,9 +520,44 @@ def burn_in_session(tmp_path, monkeypatch, write_inventory):
     monkeypatch.setattr(execute, "run_playbook", fake_run)
     monkeypatch.setattr(campaign, "time", SimpleNamespace(time=lambda: NOW))
     spec = inventory.load(write_inventory())
-    request = burn_in.Request(inventory=spec, duration_s=3600, profile="h100-sxm-8x-ib400")
+    request = burn_in.Request(
+        inventory=spec, duration_s=duration_s, rounds=rounds, profile="h100-sxm-8x-ib400"
+    )
     report, code = burn_in.burn_in(request)
     return report, code, asked
+
+
+@pytest.mark.parametrize(
+    ("duration_s", "minutes"),
+    [
+        # Rounds alone: each round's 10 minutes of stress and 10 of suites, three rounds
+        # more and an hour: (2 x 20 + 30) + 60 minutes.
+        (None, 130),
+        # The rounds end first: the hold is the duration's, as without --rounds.
+        (3600, 150),
+    ],
+)
+def test_rounds_end_the_burn_in_after_that_many(
+    tmp_path, monkeypatch, write_inventory, duration_s, minutes
+):
+    from kiln.errors import ExitCode
+
+    report, code, asked = burn_in_session(
+        tmp_path, monkeypatch, write_inventory, duration_s=duration_s, rounds=2
+    )
+    assert code == ExitCode.VALIDATION_FAILED  # gpu002 slows in round 2
+    assert [(p, step) for p, step, _ in asked] == [
+        ("burn_in.yml", "hold"),
+        ("burn_in.yml", "round"),
+        ("burn_in.yml", "round"),
+        ("validate_drain.yml", None),
+    ]
+    assert asked[0][2]["validate_reservation_minutes"] == minutes
+    # Every round's stress is the profile's whole round.
+    assert [ev["validate_burn_in_seconds"] for _, _, ev in asked[1:3]] == [600, 600]
+    assert re.fullmatch(r"2 rounds in 0m[0-9]{2}s", report.notes[-1]), report.notes
+    rounds = {j.subject.rsplit("round ", 1)[1] for j in report.judgements if "round" in j.subject}
+    assert rounds == {"1", "2"}
 
 
 def test_a_burn_in_judges_each_round_and_a_cancel_ends_it_judged_and_released(

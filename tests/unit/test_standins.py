@@ -58,6 +58,24 @@ def deb(out: Path, name: str, version: str) -> Path:
     return Path(chosen["url"].removeprefix("file://").replace("%2B", "+"))
 
 
+def release_fields(release: Path) -> dict[str, str]:
+    """An apt Release file's own fields (not its lists of checksums)."""
+    return dict(
+        line.split(": ", 1)
+        for line in release.read_text().splitlines()
+        if not line.startswith(" ") and ": " in line
+    )
+
+
+def dearmored(key: Path, keyring: Path) -> Path:
+    """The armored key as the keyring gpgv reads, written to `keyring`."""
+    done = subprocess.run(
+        ["gpg", "--dearmor"], input=key.read_bytes(), capture_output=True, check=True
+    )
+    keyring.write_bytes(done.stdout)
+    return keyring
+
+
 def fields(package: Path) -> dict[str, str]:
     found = {}
     for line in run("dpkg-deb", "-f", str(package)).splitlines():
@@ -669,11 +687,7 @@ def test_the_stand_in_grafana_repository_is_laid_out_and_signed_as_grafanas(
     assert (
         gzip.decompress((lists / "Packages.gz").read_bytes()) == (lists / "Packages").read_bytes()
     )
-    release = dict(
-        line.split(": ", 1)
-        for line in (suite / "Release").read_text().splitlines()
-        if not line.startswith(" ") and ": " in line
-    )
+    release = release_fields(suite / "Release")
     assert {k: release[k] for k in ("Suite", "Codename", "Components", "Architectures")} == {
         "Suite": "stable",
         "Codename": "stable",
@@ -681,15 +695,7 @@ def test_the_stand_in_grafana_repository_is_laid_out_and_signed_as_grafanas(
         "Architectures": ARCH,
     }
     # apt's check: InRelease and Release.gpg verify with the key at URL/gpg.key.
-    keyring = tmp_path / "grafana.gpg"
-    keyring.write_bytes(
-        subprocess.run(
-            ["gpg", "--dearmor"],
-            input=(grafana_repository / "gpg.key").read_bytes(),
-            capture_output=True,
-            check=True,
-        ).stdout
-    )
+    keyring = dearmored(grafana_repository / "gpg.key", tmp_path / "grafana.gpg")
     run("gpgv", "--keyring", str(keyring), str(suite / "InRelease"))
     run("gpgv", "--keyring", str(keyring), str(suite / "Release.gpg"), str(suite / "Release"))
 
@@ -760,3 +766,100 @@ def test_the_stand_in_toolkit_is_where_kiln_looks_and_names_its_releases(cuda_re
 def test_the_cuda_repository_stand_ins_are_the_same_bytes_every_time(cuda_repo_debs, tmp_path):
     again = {p.name: p.read_bytes() for p in standins.cuda_toolkit(tmp_path)}
     assert again == {p.name: p.read_bytes() for p in cuda_repo_debs.values()}
+
+
+@pytest.mark.parametrize(
+    ("distro", "driver"),
+    [
+        (
+            "debian",
+            {
+                "nvidia-kernel-open-dkms": "",
+                "nvidia-kernel-dkms": "",
+                "libcuda1": "",
+                "libnvidia-ml1": "",
+                "nvidia-smi": "",
+                "nvidia-driver-cuda": "nvidia-smi (= {v}), libcuda1 (= {v}), libnvidia-ml1 (= {v})",
+                "nvidia-persistenced": "",
+            },
+        ),
+        (
+            "ubuntu",
+            {
+                "libnvidia-compute-580": "",
+                "nvidia-dkms-580": "",
+                "nvidia-dkms-580-open": "",
+                "nvidia-utils-580": "libnvidia-compute-580 (= {v})",
+                "nvidia-compute-utils-580": "",
+                "nvidia-headless-580": "nvidia-dkms-580 (= {v}), nvidia-compute-utils-580 (= {v}),"
+                " libnvidia-compute-580 (= {v})",
+                "nvidia-headless-580-open": "nvidia-dkms-580-open (= {v}), nvidia-compute-utils-580"
+                " (= {v}), libnvidia-compute-580 (= {v})",
+            },
+        ),
+    ],
+)
+def test_the_stand_in_cuda_repository_holds_nvidias_names_and_is_signed_as_nvidias(
+    tmp_path, distro, driver
+):
+    """The nvidia_driver scenario's repository (drv-cuda): the driver's packages of
+    NVIDIA's tree for the distribution at both versions, IMEX's at the driver's, the
+    fabric manager one patch behind the newest driver, the toolkit's; each Packages entry
+    is its file; Release says Origin NVIDIA, and InRelease verifies with standin.pub."""
+    out = tmp_path / "repo"
+    assert standins.main(["cuda-repo", str(out), distro]) == 0
+    suffix = "-0ubuntu1" if distro == "ubuntu" else "-1"
+    wanted = {
+        (name, f"{version}{suffix}"): depends.format(v=f"{version}{suffix}")
+        for version in standins.DRIVER_VERSIONS
+        for name, depends in driver.items()
+    }
+    wanted |= {("nvidia-imex", f"{version}-1"): "" for version in standins.DRIVER_VERSIONS}
+    for version in ("580.95.05", "580.105.07"):
+        wanted |= {("nvidia-fabricmanager-580", f"{version}-1"): ""}
+        wanted |= {("libnvidia-nscq-580", f"{version}-1"): ""}
+    toolkit = {
+        (fields(p)["Package"], fields(p)["Version"]) for p in standins.cuda_toolkit(tmp_path / "t")
+    }
+    stanzas = [
+        dict(line.split(": ", 1) for line in stanza.splitlines() if not line.startswith(" "))
+        for stanza in (out / "Packages").read_text().strip().split("\n\n")
+    ]
+    listed = {(s["Package"], s["Version"]): s for s in stanzas}
+    assert set(listed) == set(wanted) | toolkit
+    for key, depends in wanted.items():
+        entry = listed[key]
+        assert (entry.get("Depends", ""), entry["Architecture"]) == (depends, "all"), key
+        assert entry["SHA256"] == hashlib.sha256((out / entry["Filename"]).read_bytes()).hexdigest()
+    # What the role and the scenario's tests use of them: nvidia-smi's one query, the
+    # units, IMEX's programs and its one conffile, persistenced's user.
+    smi = "nvidia-utils-580" if distro == "ubuntu" else "nvidia-smi"
+    version = standins.DRIVER_VERSIONS[0] + suffix
+    listing = run("dpkg-deb", "-c", str(out / f"{smi}_{version}_all.deb"))
+    assert "-rwxr-xr-x root/root" in listing and "./usr/bin/nvidia-smi" in listing
+    imex = out / f"nvidia-imex_{standins.DRIVER_VERSIONS[0]}-1_all.deb"
+    assert run("dpkg-deb", "-I", str(imex), "conffiles") == "/etc/nvidia-imex/config.cfg\n"
+    files = {line.split()[-1] for line in run("dpkg-deb", "-c", str(imex)).splitlines()}
+    assert {
+        "./usr/bin/nvidia-imex",
+        "./usr/bin/nvidia-imex-ctl",
+        "./lib/systemd/system/nvidia-imex.service",
+        "./etc/nvidia-imex/config.cfg",
+    } <= files
+    persistenced = "nvidia-compute-utils-580" if distro == "ubuntu" else "nvidia-persistenced"
+    postinst = run("dpkg-deb", "-I", str(out / f"{persistenced}_{version}_all.deb"), "postinst")
+    assert "useradd --system" in postinst
+    release = release_fields(out / "Release")
+    assert (release["Origin"], release["Label"]) == ("NVIDIA", "NVIDIA CUDA")
+    keyring = dearmored(out / "standin.pub", tmp_path / "standin.gpg")
+    run("gpgv", "--keyring", str(keyring), str(out / "InRelease"))
+
+
+def test_the_mlnx_ofed_stand_in_is_an_empty_package_of_ofeds_name(tmp_path):
+    built = standins.mlnx_ofed(tmp_path)
+    assert (fields(built)["Package"], fields(built)["Version"]) == (
+        "mlnx-ofed-kernel-utils",
+        "24.10.OFED.24.10.1.1.4.1-1",
+    )
+    # Nothing in it but its top directory.
+    assert [line.split()[-1] for line in run("dpkg-deb", "-c", str(built)).splitlines()] == ["./"]

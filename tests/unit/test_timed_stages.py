@@ -18,11 +18,16 @@ PYTEST_END = [
 
 
 def timed_stages(group: str, makefile: Path) -> subprocess.CompletedProcess:
-    """The script on GROUP, with MAKEFILE's targets as stages."""
+    """The script on GROUP, with MAKEFILE's targets as stages; the stages' logs beside
+    MAKEFILE (logs/), out of the checkout."""
     return subprocess.run(
         ["bash", "scripts/timed-stages.sh", group],
         cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "MAKEFILES": str(makefile)},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "MAKEFILES": str(makefile),
+            "KILN_STAGE_LOGS": str(makefile.parent / "logs"),
+        },
         capture_output=True,
         text=True,
         timeout=60,
@@ -37,12 +42,13 @@ def test_stages_side_by_side_each_report_a_failure_and_the_end_names_the_tests(t
     done = timed_stages(f"{FIRST}+{SIDE}", makefile)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    side_log, first_log = f"build/logs/{SIDE}.log", f"build/logs/{FIRST}.log"
+    logs = tmp_path / "logs"
+    side_log, first_log = f"{logs}/{SIDE}.log", f"{logs}/{FIRST}.log"
     assert lines[0] == f"== stage {SIDE} runs beside {FIRST}; its output: {side_log}"
     # The first stage's own output came as it ran (and is kept); the side stage's after the group.
     own = [line for line in lines if not line.startswith("== ")]
     assert own[:5] == ["collected 39 items", *PYTEST_END]
-    assert (ROOT / first_log).read_text().splitlines()[:5] == ["collected 39 items", *PYTEST_END]
+    assert Path(first_log).read_text().splitlines()[:5] == ["collected 39 items", *PYTEST_END]
     assert f"== stage {FIRST} failed (exit 2)" in lines
     assert f"== stage {SIDE} failed (exit 2)" in lines
     shown = lines.index(f"== stage {SIDE}'s output ({side_log})")
@@ -63,7 +69,7 @@ def test_a_lane_runs_its_stages_one_after_another_beside_the_first(tmp_path):
     though the earlier failed, each timed and its output printed after the group."""
     makefile = tmp_path / "extra.mk"
     first, earlier, later = "kiln-test-lane-first", "kiln-test-lane-earlier", "kiln-test-lane-later"
-    order = tmp_path / "order"
+    order, logs = tmp_path / "order", tmp_path / "logs"
     makefile.write_text(
         # The first lane ends after the other, so that the rows' order is known.
         f"{first}:\n\t@until grep -qs {later} {order}; do sleep 0.1; done\n"
@@ -76,15 +82,15 @@ def test_a_lane_runs_its_stages_one_after_another_beside_the_first(tmp_path):
     assert order.read_text().split() == [earlier, later, first]
     lines = done.stdout.splitlines()
     assert lines[:2] == [
-        f"== stage {earlier} runs beside {first}; its output: build/logs/{earlier}.log",
-        f"== stage {later} runs beside {first}; its output: build/logs/{later}.log",
+        f"== stage {earlier} runs beside {first}; its output: {logs}/{earlier}.log",
+        f"== stage {later} runs beside {first}; its output: {logs}/{later}.log",
     ]
-    after = lines[lines.index(f"== stage {earlier}'s output (build/logs/{earlier}.log)") :]
+    after = lines[lines.index(f"== stage {earlier}'s output ({logs}/{earlier}.log)") :]
     assert after[:4] == [
-        f"== stage {earlier}'s output (build/logs/{earlier}.log)",
+        f"== stage {earlier}'s output ({logs}/{earlier}.log)",
         "earlier ran",
         "make: *** [" + str(makefile) + f":5: {earlier}] Error 1",
-        f"== stage {later}'s output (build/logs/{later}.log)",
+        f"== stage {later}'s output ({logs}/{later}.log)",
     ]
     assert after[4] == "later ran"
     table = lines.index("== time per stage")
@@ -94,4 +100,4 @@ def test_a_lane_runs_its_stages_one_after_another_beside_the_first(tmp_path):
         first,
         f"{first}+{earlier},{later}",
     ]
-    assert lines[table + 5 :] == [f"== stage {earlier} failed; from build/logs/{earlier}.log:"]
+    assert lines[table + 5 :] == [f"== stage {earlier} failed; from {logs}/{earlier}.log:"]

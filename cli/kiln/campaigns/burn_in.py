@@ -1,7 +1,8 @@
 """One `kiln burn-in`: hold the nodes (burn_in.yml, step hold), load them round after
-round until the duration is spent (step round: the stress, then the collectives and
-storage suites, then the passive check), judge every round as it ends, then let go,
-drain the failing nodes and write the report. The CLI only parses options and renders."""
+round until the duration is spent or the rounds asked for have run (step round: the
+stress, then the collectives and storage suites, then the passive check), judge every
+round as it ends, then let go, drain the failing nodes and write the report. The CLI
+only parses options and renders."""
 
 import re
 import shutil
@@ -34,7 +35,8 @@ MULTI_NODE = pairs.MULTI_NODE
 
 @dataclass(kw_only=True)
 class Request(campaign.Request):
-    duration_s: int
+    duration_s: int | None  # None: no limit of time, only of rounds
+    rounds: int | None = None  # None: rounds until the duration is spent
 
 
 def parse_duration(text: str) -> int:
@@ -118,9 +120,20 @@ class BurnIn(campaign.Campaign):
 
     def _reservation_minutes(self) -> int:
         # Rounds overrun the duration by their suites: the hold outlasts the burn-in,
-        # and the end releases it; an abandoned run's hold still ends by itself.
+        # and the end releases it; an abandoned run's hold still ends by itself. Rounds
+        # alone are given their stress and ten minutes of suites each.
         round_s = int(self.settings["round_s"])
-        return (self.request.duration_s + 3 * round_s) // 60 + 60
+        length = self.request.duration_s
+        if length is None:
+            length = int(self.request.rounds or 1) * (round_s + 600)
+        return (length + 3 * round_s) // 60 + 60
+
+    def _spent(self, index: int) -> bool:
+        """The rounds asked for have run, or the duration is spent."""
+        if self.request.rounds is not None and index >= self.request.rounds:
+            return True
+        duration = self.request.duration_s
+        return duration is not None and time.time() - self.began >= duration
 
     def execute(self) -> Outcome:
         hold = layout.make(self.raw / "hold").root
@@ -138,7 +151,7 @@ class BurnIn(campaign.Campaign):
             while tested and not canceled:
                 index += 1
                 canceled = not _round(self, index, hold, tested)
-                if time.time() - self.began >= self.request.duration_s:
+                if self._spent(index):
                     break
         except KeyboardInterrupt:  # between two playbook runs, while a round is judged
             canceled = True
@@ -170,8 +183,10 @@ def burn_in(request: Request) -> tuple[document.Report, ExitCode]:
 
 def _round(run: BurnIn, index: int, hold: Path, tested: list[str]) -> bool:
     """One round, judged; False when it was canceled (nothing of it is judged)."""
-    left = run.request.duration_s - (time.time() - run.began)
-    seconds = max(10, int(min(float(run.settings["round_s"]), left)))
+    seconds = float(run.settings["round_s"])
+    if run.request.duration_s is not None:  # the last round's stress: what is left
+        seconds = max(10, min(seconds, run.request.duration_s - (time.time() - run.began)))
+    seconds = int(seconds)
     results = layout.make(run.raw / f"round{index}").root
     shutil.copy(hold / layout.SLURM_STATE, results / layout.SLURM_STATE)
     name = f"{run.report.id}-r{index}"

@@ -1,6 +1,6 @@
 """The cuda-repo source on drv-cuda, against the scenario's stand-in for NVIDIA's
 repository (empty packages under the names of NVIDIA's tree for the node's release;
-files/build-standin-repo.sh), laid out as NVIDIA's trees, with the distribution's own
+tests/standins.py cuda-repo), laid out as NVIDIA's trees, with the distribution's own
 packages of the same names beside it (Debian's non-free component; Ubuntu's restricted):
 the key pinned by sha256, the distribution's packages of the same names refused by
 origin, the driver and the fabric manager at one exact version and held, the fabric
