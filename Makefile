@@ -24,10 +24,10 @@ standins: venv
 
 ## Run every test: lint, unit and CLI tests, Molecule scenarios, the lab end to end,
 ## then print the time each stage took. The node images are built beside the unit
-## tests, then lint runs there; Molecule's scenarios run one at a time beside the lab's
-## tests, then the new user's lab (their output in build/logs/, printed after).
+## tests; Molecule's scenarios run one at a time beside the lab's tests, then the new
+## user's lab (their output in build/logs/, printed after).
 test:
-	KILN_MOLECULE_LANES=1 scripts/timed-stages.sh prereqs venv unit+images,lint e2e+molecule,e2e-newuser
+	KILN_MOLECULE_LANES=1 scripts/timed-stages.sh prereqs venv lint unit+images e2e+molecule,e2e-newuser
 
 # chromium: the unit tests open every kind of HTML report in it (tests/unit/test_report_browser.py).
 prereqs:
