@@ -14,8 +14,9 @@
 #
 # Every stage's output is also kept in build/logs/STAGE.log (KILN_STAGE_LOGS names
 # another directory: the script's own tests keep theirs out of the checkout). The last
-# lines printed name what failed (pytest's FAILED/ERROR lines, Molecule's failed scenarios): CI
-# shows only the end of a run's output, and a failure named there needs no rerun.
+# lines printed name what failed (pytest's FAILED/ERROR lines, Molecule's failed
+# scenarios): CI shows only the end of a run's output, and a failure named there needs
+# no rerun.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs="${KILN_STAGE_LOGS:-build/logs}"

@@ -479,9 +479,6 @@ def grafana_repository(out: Path, version: str) -> Path:
     packages = _run(["apt-ftparchive", "packages", "pool"], out)
     (lists / "Packages").write_text(packages)
     (lists / "Packages.gz").write_bytes(_gzip(packages))
-    suite = out / "dists" / GRAFANA_SUITE
-    for old in ("Release", "InRelease", "Release.gpg"):  # a rebuild lists none of them
-        (suite / old).unlink(missing_ok=True)
     release = {
         "Origin": "Kiln stand-in",
         "Label": GRAFANA_LABEL,
@@ -490,18 +487,28 @@ def grafana_repository(out: Path, version: str) -> Path:
         "Architectures": machine,
         "Components": "main",
     }
-    options = [f"-oAPT::FTPArchive::Release::{k}={v}" for k, v in release.items()]
+    key = _signed_release(
+        out / "dists" / GRAFANA_SUITE, release, f"{GRAFANA_LABEL} <kiln@localhost>"
+    )
+    (out / "gpg.key").write_text(key)
+    return out / "gpg.key"
+
+
+def _signed_release(suite: Path, fields: dict[str, str], user: str) -> str:
+    """suite/Release (apt-ftparchive over what suite holds, with `fields`), signed as
+    InRelease and Release.gpg by a key made for `user`; returns the armored key."""
+    for old in ("Release", "InRelease", "Release.gpg"):  # a rebuild lists none of them
+        (suite / old).unlink(missing_ok=True)
+    options = [f"-oAPT::FTPArchive::Release::{k}={v}" for k, v in fields.items()]
     (suite / "Release").write_text(_run(["apt-ftparchive", *options, "release", "."], suite))
     with tempfile.TemporaryDirectory() as home:
         gpg = ["gpg", "--batch", "--quiet", "--homedir", home]
-        _run(
-            [*gpg, "--passphrase", "", "--quick-gen-key", f"{GRAFANA_LABEL} <kiln@localhost>"], out
-        )
+        _run([*gpg, "--passphrase", "", "--quick-gen-key", user], suite)
         for sign, name in (("--clearsign", "InRelease"), ("--detach-sign", "Release.gpg")):
             _run([*gpg, "--armor", sign, "--output", name, "Release"], suite)
-        (out / "gpg.key").write_text(_run([*gpg, "--armor", "--export"], out))
-        _run(["gpgconf", "--homedir", home, "--kill", "gpg-agent"], out)
-    return out / "gpg.key"
+        key = _run([*gpg, "--armor", "--export"], suite)
+        _run(["gpgconf", "--homedir", home, "--kill", "gpg-agent"], suite)
+    return key
 
 
 def _run(argv: list[str], where: Path) -> str:
@@ -1116,17 +1123,9 @@ def cuda_repository(out: Path, distro: str) -> Path:
         _driver_package(out, f"libnvidia-nscq-{DRIVER_BRANCH}", f"{version}-1")
     cuda_toolkit(out)
     (out / "Packages").write_text(_run(["apt-ftparchive", "packages", "."], out))
-    (out / "Release").unlink(missing_ok=True)  # apt-ftparchive would list the old one
-    release = ["-oAPT::FTPArchive::Release::Origin=NVIDIA"]
-    release.append("-oAPT::FTPArchive::Release::Label=NVIDIA CUDA")
-    text = _run(["apt-ftparchive", *release, "release", "."], out)
-    (out / "Release").write_text(text)
-    with tempfile.TemporaryDirectory() as home:
-        gpg = ["gpg", "--batch", "--quiet", "--homedir", home]
-        _run([*gpg, "--passphrase", "", "--quick-gen-key", "Kiln stand-in CUDA repository"], out)
-        _run([*gpg, "--yes", "--clearsign", "--output", "InRelease", "Release"], out)
-        (out / "standin.pub").write_text(_run([*gpg, "--armor", "--export"], out))
-        _run(["gpgconf", "--homedir", home, "--kill", "gpg-agent"], out)
+    fields = {"Origin": "NVIDIA", "Label": "NVIDIA CUDA"}
+    key = _signed_release(out, fields, "Kiln stand-in CUDA repository")
+    (out / "standin.pub").write_text(key)
     return out / "standin.pub"
 
 
