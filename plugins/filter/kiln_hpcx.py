@@ -30,8 +30,13 @@ def kiln_hpcx_refusals(hostvars, hosts):
     return "; ".join(f"{hostlist.compress(h)}: {r}" for r, h in by_reason.items())
 
 
-def kiln_hpcx_module_files(home, version, rebuilt, family=True):
-    return hpcx.module_files(home, version, rebuilt, bool(family))
+def kiln_hpcx_module_files(home, version, rebuilt, module_path, family=True):
+    """Kiln's HPC-X module files under module_path, as kiln.cluster.write_files entries
+    (their text shown in a diff)."""
+    return [
+        {"path": f"{module_path}/{name}", "content": text, "diff": True}
+        for name, text in hpcx.module_files(home, version, rebuilt, bool(family)).items()
+    ]
 
 
 class FilterModule:

@@ -358,8 +358,9 @@ def test_drift_names_each_changed_task_with_its_diff_and_hides_the_munge_key(lab
                 "diff": "(no_log: what would change is not shown)",
             },
             {
-                "task": "nccl_env : Write the NCCL site settings",
-                "action": "ansible.builtin.copy",
+                "task": "nccl_env : Write the NCCL site settings and record them with their"
+                " sources (ansible_local.kiln_nccl)",
+                "action": "kiln.cluster.write_files",
                 "diff": "--- /etc/nccl.conf\n+++ /etc/nccl.conf\n@@ -2,4 +2,3 @@\n"
                 " # socket: no RDMA device: NCCL over TCP sockets\n NCCL_IB_DISABLE=1\n"
                 f"{nccl_conf}\n-NCCL_DEBUG=INFO\n",
@@ -1943,10 +1944,10 @@ IMAGE_NODE_CHANGES = [
     "slurm : Run slurmd",
     "slurm : Restart slurmd",
     "repair : Install kiln-evidence, remove kiln-repair-step where the ssh access is off",
-    "nccl_env : Write the NCCL site settings",
-    "nccl_env : Record the NCCL settings and their sources (ansible_local.kiln_nccl)",
+    "nccl_env : Write the NCCL site settings and record them with their sources"
+    " (ansible_local.kiln_nccl)",
     "enroot : Write enroot's directories, Kiln's settings and the mounts every container gets",
-    "monitoring : Pin the monitoring packages",
+    "monitoring : Pin the monitoring packages, add their mirror or remove the one Kiln added",
     "monitoring : Set node_exporter's address and textfile directory",
     "monitoring : Install node_exporter at its pinned version",
     "monitoring : Install kiln-metrics and write what it reads and where it writes",

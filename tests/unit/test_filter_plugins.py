@@ -9,6 +9,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from kiln import paths
+from kiln.roles import hpcx
 from tests.collection import IMPORT_PLUGIN, collection_plugin
 from tests.conftest import REPO
 from tests.results_files import Written
@@ -366,8 +367,14 @@ def test_hpcx_plan_refusals_and_module_files():
     line = offered["kiln_hpcx_refusals"](hostvars, ["gpu001", "gpu002", "gpu003", "login1"])
     assert line == f"gpu[001-002]: {refused['refusal']}"
     assert offered["kiln_hpcx_refusals"](hostvars, ["gpu003", "login1"]) == ""
-    files = offered["kiln_hpcx_module_files"]("/opt/hpcx/2.22.1", "2.22.1", False)
-    assert list(files) == ["mpi/hpcx"]
+    entries = offered["kiln_hpcx_module_files"]("/opt/hpcx/2.22.1", "2.22.1", True, "/opt/modules")
+    assert [(e["path"], e["diff"]) for e in entries] == [
+        ("/opt/modules/mpi/hpcx", True),
+        ("/opt/modules/mpi/hpcx-pmix", True),
+    ]
+    shipped = hpcx.module_files("/opt/hpcx/2.22.1", "2.22.1", True)
+    assert [e["content"] for e in entries] == [shipped["mpi/hpcx"], shipped["mpi/hpcx-pmix"]]
+    assert hpcx.MARK in entries[0]["content"]
 
 
 def test_nccl_plan_and_plugin_for_a_node():
