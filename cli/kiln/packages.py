@@ -7,9 +7,9 @@ whole cache (a second of CPU per node and task) to find that out:
 
 Only what these can answer alone: plain names, and for present `name=version` pins (apt's
 `*` at the end of a version included). Anything else (version ranges, name patterns,
-.deb files) is left to apt. So is the cache update, unless apt's lists are younger than
-the task's cache_valid_time: cache_age_argv reads their age the way ansible.builtin.apt
-does.
+.deb files) is left to apt. So is the cache update, which only an install (or, for
+latest, lists older than the task's cache_valid_time: cache_age_argv reads their age the
+way ansible.builtin.apt does) needs.
 
 Also: the dependencies apt says it cannot satisfy, from its output, so a failed install
 is reported as one line naming them (kiln.roles.enroot)."""

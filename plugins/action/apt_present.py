@@ -1,8 +1,11 @@
 """ansible.builtin.apt, which first asks dpkg (and for state=latest apt-cache policy) what
 is left to do: where nothing is (the usual case on a re-run) it reports ok without running
 apt, whose cache takes a second of CPU to open on every node; otherwise it runs apt with
-the same arguments (for state=absent, only the packages still there). The decisions are
-kiln.packages."""
+the same arguments (for state=absent, only the packages still there). For state=present
+and absent the lists' age does not matter: a node with every package installed is not
+sent to its mirror (on a re-run a day later, an `apt-get update` per node and task that
+asked for one); an install runs on lists no older than the task's cache_valid_time, an
+hour where it gives none. The decisions are kiln.packages."""
 
 import shlex
 from collections.abc import Callable
@@ -16,6 +19,8 @@ _NAMES = ("name", "pkg", "package")
 # Arguments that ask apt for more than installing, removing or upgrading the packages
 # named. update_cache is not one where cache_valid_time says the lists are recent.
 _APT_ONLY = {"upgrade", "deb", "autoremove", "autoclean", "clean"}
+# How old apt's lists may be for an install, where the task names no cache_valid_time.
+_LISTS_VALID_S = 3600
 
 
 class ActionModule(ActionBase):
@@ -32,7 +37,10 @@ class ActionModule(ActionBase):
         simple = simple or (state in ("absent", "latest") and packages.unpinned(names))
         recent = None  # whether apt would skip the update asked for (unknown: not asked)
         if simple and not _APT_ONLY & {k for k, v in args.items() if v}:
-            recent = self._cache_recent(args)
+            # present and absent: dpkg answers whatever the lists' age, but for an
+            # update asked for always (update_cache without cache_valid_time).
+            forced = args.get("update_cache") and not _valid_time(args)
+            recent = not forced if state != "latest" else self._cache_recent(args)
         if recent:
             if state == "present":
                 todo = self._dpkg(names, lambda out: packages.missing(names, out))
@@ -52,6 +60,9 @@ class ActionModule(ActionBase):
                 return result
             if state == "absent":  # apt is asked about those still there only
                 args = {k: v for k, v in args.items() if k not in _NAMES} | {"name": todo}
+            if state == "present":  # an install on lists no older than the hour
+                valid = _valid_time(args) or _LISTS_VALID_S
+                args = args | {"update_cache": True, "cache_valid_time": valid}
         # ansible.builtin.apt reads a recent lists directory as a recent update, also one
         # emptied when an image was built: it would skip the update and find no package.
         if args.get("cache_valid_time") and recent is not False and self._lists_empty():
@@ -84,11 +95,18 @@ class ActionModule(ActionBase):
         """Whether the task asks for no cache update, or for one that ansible.builtin.apt
         would skip: apt's lists are no older than cache_valid_time (which alone asks for
         an update too)."""
-        valid = args.get("cache_valid_time") or 0
-        if not (args.get("update_cache") or valid):
+        valid = _valid_time(args)
+        if not (args.get("update_cache") or args.get("cache_valid_time")):
             return True
         try:
-            valid = int(valid)
             return valid > 0 and int(self._command(packages.cache_age_argv(), (0,)) or "") <= valid
         except ValueError:
             return False
+
+
+def _valid_time(args) -> int:
+    """The task's cache_valid_time in seconds; 0 where it gives none or no number."""
+    try:
+        return max(int(args.get("cache_valid_time") or 0), 0)
+    except (TypeError, ValueError):
+        return 0

@@ -7,8 +7,18 @@ from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  
 from kiln.roles import autofs, enroot
 
 
+def kiln_enroot_node_read(caps, path, nccl_fact):
+    """The argv of the role's one read of the node (kiln.roles.enroot.node_read_argv)."""
+    return enroot.node_read_argv(bool(caps), path, nccl_fact)
+
+
+def kiln_enroot_node(output):
+    """That read's output as {arch, fstype, old_conf, nccl, dpkg}."""
+    return enroot.node_state(output)
+
+
 def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files, nccl_dirs=()):
-    """{problems, packages, query, files (kiln.cluster.write_files entries)} for one node;
+    """{problems, packages, files (kiln.cluster.write_files entries)} for one node;
     settings are its enroot_* variables without the prefix."""
     problems = enroot.settings_problems(settings)
     if problems:
@@ -25,7 +35,6 @@ def kiln_enroot_plan(settings, arch, autofs_mounts, host_groups, nccl_files, ncc
         return {
             "problems": [],
             "packages": chosen,
-            "query": enroot.query_argv(chosen),
             "files": enroot.files(
                 enroot.config(settings),
                 enroot.directories(settings),
@@ -52,6 +61,8 @@ def kiln_enroot_install_failure(packages, host, apt_stdout, apt_stderr):
 class FilterModule:
     def filters(self):
         return {
+            "kiln_enroot_node_read": kiln_enroot_node_read,
+            "kiln_enroot_node": kiln_enroot_node,
             "kiln_enroot_plan": kiln_enroot_plan,
             "kiln_enroot_missing": kiln_enroot_missing,
             "kiln_enroot_install_failure": kiln_enroot_install_failure,

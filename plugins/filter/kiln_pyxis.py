@@ -12,6 +12,16 @@ def kiln_pyxis_problems(settings):
     return pyxis.settings_problems(settings)
 
 
+def kiln_pyxis_node_read(check_mode):
+    """The argv of the role's one read of the node (kiln.roles.pyxis.node_read_argv)."""
+    return pyxis.node_read_argv(bool(check_mode))
+
+
+def kiln_pyxis_node(output):
+    """That read's output as {header, builds, plugins, plugstack}."""
+    return pyxis.node_state(output)
+
+
 def kiln_pyxis_plan(settings, slurm_version_header, installed_builds):
     """{slurm, source, build_dir, plugin, conf, stale} for one node, from its settings
     and the text of its slurm/slurm_version.h."""
@@ -34,5 +44,7 @@ class FilterModule:
     def filters(self):
         return {
             "kiln_pyxis_problems": kiln_pyxis_problems,
+            "kiln_pyxis_node_read": kiln_pyxis_node_read,
+            "kiln_pyxis_node": kiln_pyxis_node,
             "kiln_pyxis_plan": kiln_pyxis_plan,
         }

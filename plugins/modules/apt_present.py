@@ -16,9 +16,15 @@ description:
     packages still there.
   - C(state=latest) - dpkg-query and C(apt-cache policy) say every package is installed
     at apt's candidate version (with a pin, the pinned one).
-  - C(update_cache) with C(cache_valid_time) - apt's lists are no older than it, read as
-    ansible.builtin.apt reads it (the update-success stamp, else the lists' directory);
-    then the packages are checked as above. C(update_cache) alone always runs apt.
+  - For C(state=present) and C(state=absent) the lists' age does not matter, so packages
+    installed as asked send no node to its mirror, whatever C(cache_valid_time) says.
+    C(update_cache) alone (no C(cache_valid_time)) always runs apt.
+  - An install (C(state=present), a package missing) runs apt with C(update_cache) and
+    the task's C(cache_valid_time), an hour (3600) where it names none, so apt updates
+    lists older than that first.
+  - C(state=latest) with C(update_cache) and C(cache_valid_time) - the packages are
+    checked as above only where apt's lists are no older than it, read as
+    ansible.builtin.apt reads it (the update-success stamp, else the lists' directory).
   - Where apt runs and would skip the update C(cache_valid_time) allows, but its lists
     hold no package index (emptied when an image was built, the directory still recent),
     apt runs with C(update_cache) and no C(cache_valid_time).

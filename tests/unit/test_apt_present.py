@@ -163,30 +163,53 @@ def test_latest_off_the_candidate_runs_apt_with_the_task_as_given(names):
 CACHE = {"name": ["lmod"], "state": "present", "update_cache": True, "cache_valid_time": 3600}
 
 
-@pytest.mark.parametrize("age", [0, 3600])
-def test_recent_lists_leave_a_cache_update_out_and_dpkg_answers(age):
+@pytest.mark.parametrize("age", [0, 3600, 3601, 30 * 86400])
+@pytest.mark.parametrize("args", [CACHE, {"name": ["lmod"], "state": "present"}])
+def test_installed_packages_are_answered_by_dpkg_whatever_the_lists_age(age, args):
+    """A re-run a day later sends no node to its mirror for packages it has."""
     node = Node(lists_age=age)
-    assert run(CACHE, node) == {"changed": False, "msg": "installed: lmod"}
-    assert node.commands == [AGE, dpkg("lmod")]
+    assert run(args, node) == {"changed": False, "msg": "installed: lmod"}
+    assert node.commands == [dpkg("lmod")]
     assert node.apt_args == []
 
 
 @pytest.mark.parametrize(("lists", "update"), [(INDEX, {}), ("", {"update_cache": True})])
-def test_recent_lists_with_a_package_missing_go_to_apt_updated_only_where_emptied(lists, update):
-    """An image's build emptied the lists: their directory reads as recent, and apt alone
-    would skip the update and find no package."""
+@pytest.mark.parametrize(
+    ("args", "valid"),
+    [
+        (CACHE, 3600),
+        ({"name": ["lmod"], "state": "present"}, 3600),
+        ({**CACHE, "cache_valid_time": 600}, 600),
+    ],
+)
+def test_an_install_runs_on_lists_no_older_than_asked_updated_where_emptied(
+    lists, update, args, valid
+):
+    """An install gets lists no older than the task's cache_valid_time, an hour where it
+    names none (apt judges their age). An image's build emptied the lists: their
+    directory reads as recent, and apt alone would skip the update and find no package."""
     node = Node(lists_age=60, lists=lists)
-    args = {**CACHE, "name": ["tcl"]}
+    args = {**args, "name": ["tcl"]}
     assert run(args, node) == {"changed": True}
-    assert node.commands == [AGE, dpkg("tcl"), LISTS]
-    expected = {k: v for k, v in args.items() if not update or k != "cache_valid_time"}
-    assert node.apt_args == [expected | update]
+    assert node.commands == [dpkg("tcl"), LISTS]
+    expected = args | {"update_cache": True, "cache_valid_time": valid}
+    if update:
+        expected = {k: v for k, v in expected.items() if k != "cache_valid_time"} | update
+    assert node.apt_args == [expected]
+
+
+def test_latest_on_lists_older_than_asked_goes_to_apt_to_update_them():
+    """latest compares with apt's candidate: lists past cache_valid_time are updated first."""
+    node = Node(lists_age=3601)
+    args = {**DRIVER, "name": ["nvidia-driver"], "update_cache": True, "cache_valid_time": 3600}
+    assert run(args, node) == {"changed": True}
+    assert node.commands == [AGE]
+    assert node.apt_args == [args]
 
 
 @pytest.mark.parametrize(
     ("args", "commands"),
     [
-        (CACHE, [AGE]),  # lists older than cache_valid_time: apt updates them
         ({**CACHE, "cache_valid_time": 0}, []),  # update_cache alone: always
         ({**CACHE, "cache_valid_time": "soon"}, []),
         ({"name": ["lmod"], "state": "absent", "autoremove": True}, []),

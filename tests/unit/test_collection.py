@@ -2,6 +2,7 @@
 collections path, run by plain ansible-playbook (no kiln CLI, no Kiln ansible.cfg), and
 the execution environment definition that packs it for AWX and ansible-navigator."""
 
+import ast
 import hashlib
 import json
 import re
@@ -307,3 +308,25 @@ def test_the_preload_callback_loads_every_filter_file_of_the_collection():
         check=True,
     )
     assert done.stdout.split() == sorted(p.stem for p in REPO.glob("plugins/filter/*.py"))
+
+
+@pytest.mark.parametrize(
+    "module", sorted((REPO / "plugins/modules").glob("*.py")), ids=lambda p: p.name
+)
+def test_each_modules_documentation_is_yaml_ansible_doc_can_read(module):
+    """ansible-doc and ansible-lint read DOCUMENTATION, EXAMPLES and RETURN as YAML (a
+    line with ': ' in a plain list item is a mapping there); ansible-lint only logs one it
+    cannot parse, and ansible-test's validate-modules is not offline (above)."""
+    found = {
+        node.targets[0].id: node.value.value
+        for node in ast.parse(module.read_text()).body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.targets[0], ast.Name)
+    }
+    assert {"DOCUMENTATION", "EXAMPLES", "RETURN"} <= set(found)
+    documentation = yaml.safe_load(found["DOCUMENTATION"])
+    assert documentation["module"] == module.stem
+    assert all(isinstance(line, str) for line in documentation["description"])
+    assert isinstance(yaml.safe_load(found["EXAMPLES"]), list)
+    yaml.safe_load(found["RETURN"])

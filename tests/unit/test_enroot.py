@@ -2,6 +2,8 @@
 apt could not install, enroot.conf, the directories Kiln makes, and the mounts.d entries
 for shared storage and NCCL's files."""
 
+import base64
+import json
 import re
 import subprocess
 
@@ -71,7 +73,7 @@ def test_packages_in_githubs_release_layout():
     ]
 
 
-# dpkg-query's answer (enroot.query_argv) on nodes in each state an earlier run can
+# dpkg-query's answer (in enroot.node_read_argv's output) on nodes in each state an earlier run can
 # leave: installed, at another version, unpacked or half-configured by a failed
 # configure, removed with its conffiles kept, or never seen (dpkg-query prints nothing).
 @pytest.mark.parametrize(
@@ -94,10 +96,46 @@ def test_which_packages_a_node_lacks(dpkg_output, missing):
     assert [p["package"] for p in enroot.missing(PAIR, dpkg_output)] == missing
 
 
-def test_which_packages_a_real_dpkg_query_finds_missing():
-    done = subprocess.run(enroot.query_argv(PAIR), capture_output=True, text=True)
-    assert done.returncode == 1  # neither is installed on this machine
-    assert enroot.missing(PAIR, done.stdout) == PAIR
+def test_the_roles_one_read_of_a_real_node(tmp_path):
+    """This machine as a node: no enroot installed (dpkg-query finds neither package),
+    no older Kiln's enroot.conf, enroot_path not made yet (the filesystem of its nearest
+    parent), and the nccl_env role's record read back whole."""
+    record = {"values": {"NCCL_IB_HCA": "mlx5"}, "library_dir": "/opt/nccl/lib"}
+    fact = tmp_path / "kiln_nccl.fact"
+    fact.write_text(json.dumps(record))
+    argv = enroot.node_read_argv(True, str(tmp_path / "enroot" / "runtime"), str(fact))
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True)
+    fstype = subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE", "--target", str(tmp_path)], capture_output=True, text=True
+    )
+    assert enroot.node_state(done.stdout) == {
+        "arch": arch.stdout.strip(),
+        "fstype": fstype.stdout.strip(),
+        "old_conf": False,
+        "nccl": record,
+        "dpkg": "",
+    }
+    assert enroot.missing(PAIR, enroot.node_state(done.stdout)["dpkg"]) == PAIR
+    # No record from nccl_env: no NCCL files to mount.
+    argv = enroot.node_read_argv(False, "/", str(tmp_path / "none.fact"))
+    assert enroot.node_state(subprocess.check_output(argv, text=True))["nccl"] == {}
+
+
+def test_the_roles_read_of_a_node_with_enroot_and_an_older_kilns_conf():
+    """What node_read_argv prints on a node an older Kiln provisioned, enroot on a tmpfs."""
+    record = base64.b64encode(b'{"values": {}}').decode()
+    output = (
+        f"arch arm64\nfstype tmpfs\nold_conf yes\nnccl {record}\ndpkg-query:\n"
+        "enroot\t4.1.2-1\tinstalled\nenroot+caps\t4.1.1-1\tinstalled\n"
+    )
+    assert enroot.node_state(output) == {
+        "arch": "arm64",
+        "fstype": "tmpfs",
+        "old_conf": True,
+        "nccl": {"values": {}},
+        "dpkg": "enroot\t4.1.2-1\tinstalled\nenroot+caps\t4.1.1-1\tinstalled\n",
+    }
 
 
 def apt_output(name: str) -> str:

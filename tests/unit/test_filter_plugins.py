@@ -448,13 +448,7 @@ def test_enroot_plan_for_a_node():
     assert [p["url"] for p in found["packages"]] == [
         "http://mirror/v4.1.2/enroot_4.1.2-1_amd64.deb"
     ]
-    assert found["query"] == [
-        "dpkg-query",
-        "-W",
-        "-f=${binary:Package}\\t${Version}\\t${db:Status-Status}\\n",
-        "--",
-        "enroot",
-    ]
+    assert sorted(found) == ["files", "packages", "problems"]
     offered = filters("kiln_enroot")
     assert (
         offered["kiln_enroot_missing"](found["packages"], "enroot\t4.1.2-1\tunpacked\n")

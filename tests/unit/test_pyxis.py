@@ -1,6 +1,9 @@
 """kiln.roles.pyxis: the release pinned together, the Slurm release read from its headers,
 the build directory keyed by both releases, pyxis.conf, and which builds are stale."""
 
+import base64
+import subprocess
+
 import pytest
 import yaml
 
@@ -124,3 +127,54 @@ def test_kilns_defaults_are_pyxiss_own():
         option.split("=", 1) for option in pyxis.config(settings, "24.11.5").split()[-4:]
     )
     assert arguments == {key: real[key] for key in arguments}
+
+
+def test_the_roles_one_read_of_a_node_without_slurms_headers():
+    """This machine as a node: no headers. A dry run reads on (it installed none); a real
+    run stops, saying why. pyxis.conf is among plugstack.conf.d's files either way: the
+    role writes it before plugstack.conf."""
+    dry = subprocess.run(pyxis.node_read_argv(True), capture_output=True, text=True)
+    assert (dry.returncode, dry.stderr) == (0, "")
+    assert pyxis.node_state(dry.stdout) == {
+        "header": "",
+        "builds": [],
+        "plugins": [],
+        "plugstack": ["/etc/slurm/plugstack.conf.d/pyxis.conf"],
+    }
+    real = subprocess.run(pyxis.node_read_argv(False), capture_output=True, text=True)
+    assert (real.returncode, real.stdout, real.stderr) == (
+        1,
+        "",
+        "no /usr/include/slurm/slurm_version.h: libslurm-dev installed no headers\n",
+    )
+
+
+def test_the_roles_read_of_a_node_after_a_slurm_upgrade():
+    """What node_read_argv prints on a node with Debian 12's headers, the build for them
+    and one for an older Slurm without its plugin, and a site's own plugstack file."""
+    header = base64.b64encode(BOOKWORM_HEADER.encode()).decode()
+    output = (
+        f"header {header}\n"
+        "build /usr/local/lib/pyxis/0.24.0-slurm-20.11.9\n"
+        "build /usr/local/lib/pyxis/0.24.0-slurm-22.05.8\n"
+        "plugin /usr/local/lib/pyxis/0.24.0-slurm-22.05.8/slurm/spank_pyxis.so\n"
+        "plugstack /etc/slurm/plugstack.conf.d/site.conf\n"
+    )
+    state = pyxis.node_state(output)
+    assert state == {
+        "header": BOOKWORM_HEADER,
+        "builds": [
+            "/usr/local/lib/pyxis/0.24.0-slurm-20.11.9",
+            "/usr/local/lib/pyxis/0.24.0-slurm-22.05.8",
+        ],
+        "plugins": ["/usr/local/lib/pyxis/0.24.0-slurm-22.05.8/slurm/spank_pyxis.so"],
+        "plugstack": [
+            "/etc/slurm/plugstack.conf.d/pyxis.conf",
+            "/etc/slurm/plugstack.conf.d/site.conf",
+        ],
+    }
+    slurm = pyxis.slurm_version(state["header"])
+    assert pyxis.plugin_path("0.24.0", slurm) in state["plugins"]
+    assert pyxis.stale_builds(state["builds"], "0.24.0", slurm) == [
+        "/usr/local/lib/pyxis/0.24.0-slurm-20.11.9"
+    ]

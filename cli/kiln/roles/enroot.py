@@ -11,6 +11,8 @@ disk: a runtime path on a tmpfs (enroot's default, under XDG_RUNTIME_DIR) fills 
 with unpacked images.
 """
 
+import base64
+import json
 import re
 from typing import Any
 
@@ -51,7 +53,7 @@ def packages(version: str, sha256: str, caps: bool, caps_sha256: str, arch: str,
     """The release packages to install together: enroot, then enroot+caps (which
     gives enroot's helpers the capabilities to unpack images as the user)."""
     base = base_url.rstrip("/")
-    chosen = [("enroot", sha256)] + ([("enroot+caps", caps_sha256)] if caps else [])
+    chosen = zip(_names(caps), [sha256, caps_sha256], strict=False)
     return [
         {
             "package": name,
@@ -65,19 +67,57 @@ def packages(version: str, sha256: str, caps: bool, caps_sha256: str, arch: str,
     ]
 
 
+def _names(caps: bool) -> list[str]:
+    return ["enroot"] + (["enroot+caps"] if caps else [])
+
+
 def _wanted(chosen: list[dict[str, str]]) -> list[str]:
     return [f"{p['package']}={p['version']}" for p in chosen]
 
 
-def query_argv(chosen: list[dict[str, str]]) -> list[str]:
-    """The dpkg-query that says which of the packages are installed, and at what version."""
-    return dpkg.query_argv(_wanted(chosen))
+# What an earlier Kiln wrote over the package's enroot.conf begins with this line.
+_OLD_CONF_MARK = "^# Written by Kiln"
+_DPKG_SECTION = "dpkg-query:"
+
+
+def node_read_argv(caps: bool, path: str, nccl_fact: str) -> list[str]:
+    """One read of what the role needs from the node, on lines node_state parses: its
+    architecture, the filesystem enroot_path sits on (its nearest existing parent's before
+    the role makes it), whether an older Kiln's enroot.conf is there, the nccl_env role's
+    record (base64) and dpkg-query's answer for the release packages, last."""
+    script = (
+        'echo "arch $(dpkg --print-architecture)"; '
+        'p="$1"; while [ ! -e "$p" ]; do p="$(dirname "$p")"; done; '
+        'echo "fstype $(findmnt -n -o FSTYPE --target "$p")"; '
+        f"if grep -qs '{_OLD_CONF_MARK}' {PACKAGED_CONF}; "
+        'then echo "old_conf yes"; else echo "old_conf no"; fi; '
+        'echo "nccl $(base64 -w0 "$2" 2>/dev/null)"; '
+        # dpkg-query exits 1 for a name it has never seen: that package is missing.
+        f'echo "{_DPKG_SECTION}"; shift 2; "$@" 2>/dev/null; true'
+    )
+    query = dpkg.query_argv(_names(caps))
+    return ["sh", "-c", script, "kiln-enroot-read", path, nccl_fact, *query]
+
+
+def node_state(output: str) -> dict[str, Any]:
+    """node_read_argv's output as {arch, fstype, old_conf, nccl (the nccl_env role's
+    record, {} where there is none), dpkg (dpkg-query's answer)}."""
+    head, _, answer = output.partition(f"{_DPKG_SECTION}\n")
+    fields = dict(line.partition(" ")[::2] for line in head.splitlines())
+    nccl = fields.get("nccl", "").strip()
+    return {
+        "arch": fields.get("arch", "").strip(),
+        "fstype": fields.get("fstype", "").strip(),
+        "old_conf": fields.get("old_conf", "").strip() == "yes",
+        "nccl": json.loads(base64.b64decode(nccl)) if nccl else {},
+        "dpkg": answer,
+    }
 
 
 def missing(chosen: list[dict[str, str]], dpkg_output: str) -> list[dict[str, str]]:
-    """The packages not installed at the pinned version, from query_argv's output: absent,
-    at another version, or left half-installed by a failed run (unpacked, half-configured,
-    removed with its configuration kept)."""
+    """The packages not installed at the pinned version, from dpkg-query's answer (in
+    node_read_argv's output): absent, at another version, or left half-installed by a
+    failed run (unpacked, half-configured, removed with its configuration kept)."""
     absent = set(dpkg.missing(_wanted(chosen), dpkg_output))
     return [p for p in chosen if f"{p['package']}={p['version']}" in absent]
 

@@ -8,6 +8,7 @@ headers it was built against. pyxis.conf names that build: when Slurm's version 
 a new build is made and the old one is no longer loaded.
 """
 
+import base64
 import re
 from typing import Any
 
@@ -56,6 +57,45 @@ def slurm_version(header: str) -> str:
         raise PyxisError("slurm/slurm_version.h has no SLURM_VERSION_NUMBER")
     number = int(found.group(1), 16)
     return f"{number >> 16}.{(number >> 8) & 0xFF:02d}.{number & 0xFF}"
+
+
+HEADER = "/usr/include/slurm/slurm_version.h"
+CONF = f"{slurm.PLUGSTACK_DIR}/pyxis.conf"
+
+
+def node_read_argv(check_mode: bool) -> list[str]:
+    """One read of what the role needs once Slurm's headers are installed, on lines
+    node_state parses: the header's text (base64), the builds under INSTALL_ROOT and the
+    plugins in them, and the files of plugstack.conf.d. Without the header it fails
+    saying so, but in a dry run, which has installed no headers."""
+    script = (
+        f'if [ -e {HEADER} ]; then echo "header $(base64 -w0 {HEADER})"; '
+        f'elif [ "$1" != check ]; then echo "no {HEADER}: libslurm-dev installed no '
+        'headers" >&2; exit 1; fi; '
+        f'for d in {INSTALL_ROOT}/*/; do [ -d "$d" ] && echo "build ${{d%/}}"; done; '
+        f'for f in {INSTALL_ROOT}/*/slurm/{PLUGIN}; do [ -e "$f" ] && echo "plugin $f"; done; '
+        f'for f in {slurm.PLUGSTACK_DIR}/*.conf; do [ -f "$f" ] && echo "plugstack $f"; done; '
+        "true"
+    )
+    return ["sh", "-c", script, "kiln-pyxis-read", "check" if check_mode else "run"]
+
+
+def node_state(output: str) -> dict[str, Any]:
+    """node_read_argv's output as {header (its text, "" where there is none), builds,
+    plugins, plugstack (the files of plugstack.conf.d, pyxis.conf among them: the role
+    writes it before plugstack.conf)}."""
+    found: dict[str, list[str]] = {"header": [], "build": [], "plugin": [], "plugstack": []}
+    for line in output.splitlines():
+        kind, _, value = line.partition(" ")
+        if kind in found:
+            found[kind].append(value)
+    header = found["header"][0] if found["header"] else ""
+    return {
+        "header": base64.b64decode(header).decode() if header else "",
+        "builds": found["build"],
+        "plugins": found["plugin"],
+        "plugstack": sorted({*found["plugstack"], CONF}),
+    }
 
 
 def build_dir(version: str, slurm: str) -> str:
