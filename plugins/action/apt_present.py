@@ -17,7 +17,8 @@ from kiln import packages
 
 _NAMES = ("name", "pkg", "package")
 # Arguments that ask apt for more than installing, removing or upgrading the packages
-# named. update_cache is not one where cache_valid_time says the lists are recent.
+# named. update_cache is not one: an install asks for it anyway (present, absent), or
+# cache_valid_time says whether apt would update (latest).
 _APT_ONLY = {"upgrade", "deb", "autoremove", "autoclean", "clean"}
 # How old apt's lists may be for an install, where the task names no cache_valid_time.
 _LISTS_VALID_S = 3600

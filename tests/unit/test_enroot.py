@@ -117,6 +117,10 @@ def test_the_roles_one_read_of_a_real_node(tmp_path):
         "dpkg": "",
     }
     assert enroot.missing(PAIR, enroot.node_state(done.stdout)["dpkg"]) == PAIR
+    # dpkg-query failing otherwise than for a name it never saw (a locked database)
+    # fails the read, rather than reading as every package missing.
+    broken = [*argv[:6], "sh", "-c", "exit 2"]
+    assert subprocess.run(broken, capture_output=True, text=True).returncode == 1
     # No record from nccl_env: no NCCL files to mount.
     argv = enroot.node_read_argv(False, "/", str(tmp_path / "none.fact"))
     assert enroot.node_state(subprocess.check_output(argv, text=True))["nccl"] == {}

@@ -86,14 +86,14 @@ def node_read_argv(caps: bool, path: str, nccl_fact: str) -> list[str]:
     the role makes it), whether an older Kiln's enroot.conf is there, the nccl_env role's
     record (base64) and dpkg-query's answer for the release packages, last."""
     script = (
-        'echo "arch $(dpkg --print-architecture)"; '
+        'arch="$(dpkg --print-architecture)" && [ -n "$arch" ] || exit 1; echo "arch $arch"; '
         'p="$1"; while [ ! -e "$p" ]; do p="$(dirname "$p")"; done; '
         'echo "fstype $(findmnt -n -o FSTYPE --target "$p")"; '
         f"if grep -qs '{_OLD_CONF_MARK}' {PACKAGED_CONF}; "
         'then echo "old_conf yes"; else echo "old_conf no"; fi; '
         'echo "nccl $(base64 -w0 "$2" 2>/dev/null)"; '
         # dpkg-query exits 1 for a name it has never seen: that package is missing.
-        f'echo "{_DPKG_SECTION}"; shift 2; "$@" 2>/dev/null; true'
+        f'echo "{_DPKG_SECTION}"; shift 2; "$@" 2>/dev/null || [ $? -eq 1 ]'
     )
     query = dpkg.query_argv(_names(caps))
     return ["sh", "-c", script, "kiln-enroot-read", path, nccl_fact, *query]
