@@ -40,6 +40,7 @@ PACKAGES = [
     "nvidia-open-kernel-dkms",
     "cuda-drivers",
     "nvidia-fabricmanager",
+    "prometheus-node-exporter",
 ]
 
 
