@@ -406,7 +406,8 @@ def up(
     lab = plan(name, compute, distro)
     distro = lab.distro
     _cgroup_namespace()  # a bad KILN_LAB_CGROUPNS is refused before anything is made
-    doctor.require()
+    for gap in doctor.require():
+        log(f"warning: {gap.detail} (fix: {gap.fix})")
     previous = None
     if (paths.lab_state_dir(name) / "lab.json").is_file():
         previous = load_plan(name)

@@ -12,6 +12,8 @@ from kiln import files
 from kiln.errors import InputError, PrerequisiteError
 
 CONTAINERS_CONF = Path("/etc/containers/containers.conf")
+PROC_FILESYSTEMS = Path("/proc/filesystems")
+MODULES_DIR = Path("/lib/modules")
 APT_CACHE_PORT = 3142
 SETUP_HINT = "or run `make prereqs` (scripts/setup-host.sh) once as root"
 
@@ -133,6 +135,41 @@ def _podman_works() -> Check:
     return Check("podman info", False, f"podman does not work: {detail}", SETUP_HINT)
 
 
+def _kernel_filesystems() -> set[str]:
+    """The filesystems this host's kernel has now (/proc/filesystems: "nodev\tNAME" or
+    "\tNAME" a line)."""
+    try:
+        text = PROC_FILESYSTEMS.read_text()
+    except OSError:
+        return set()
+    return {line.split()[-1] for line in text.splitlines() if line.split()}
+
+
+def _autofs_check() -> Check:
+    # The lab's nodes are containers on this host's kernel: their automount mounts the
+    # lab's shared storage through its autofs, and cannot load a module into it.
+    if "autofs" in _kernel_filesystems():
+        return Check("autofs", True, "in this host's kernel", required=False)
+    release = os.uname().release
+    if any((MODULES_DIR / release).glob("**/autofs4.ko*")):
+        return Check(
+            "autofs",
+            False,
+            "this host's kernel has not loaded autofs, which the lab's mounts need",
+            "modprobe autofs4 (on this host, as root)",
+            required=False,
+        )
+    return Check(
+        "autofs",
+        False,
+        f"this host's kernel ({release}) has no autofs: the lab's autofs mounts cannot "
+        "start, and `kiln provision` fails at `Run autofs`",
+        "use a host whose kernel has autofs, or leave the mounts out: "
+        "kiln provision --skip-tags autofs",
+        required=False,
+    )
+
+
 def run_checks() -> list[Check]:
     checks = [
         _root_check(),
@@ -144,14 +181,18 @@ def run_checks() -> list[Check]:
         _runtime_check(),
         _ulimit_check(),
         _apt_cache_check(),
+        _autofs_check(),
     ]
     if checks[1].ok:
         checks.append(_podman_works())
     return checks
 
 
-def require() -> None:
-    """Raise, with the first failing check's message and fix, unless the host is ready."""
-    for check in run_checks():
+def require() -> list[Check]:
+    """Raise, with the first failing check's message and fix, unless the host is ready.
+    Returns the failed checks the lab can do without (warnings)."""
+    checks = run_checks()
+    for check in checks:
         if check.required and not check.ok:
             raise PrerequisiteError(f"{check.detail}: {check.fix}")
+    return [check for check in checks if not check.ok]
