@@ -406,8 +406,7 @@ def up(
     lab = plan(name, compute, distro)
     distro = lab.distro
     _cgroup_namespace()  # a bad KILN_LAB_CGROUPNS is refused before anything is made
-    for gap in doctor.require():
-        log(f"warning: {gap.detail} (fix: {gap.fix})")
+    gaps = doctor.require()
     previous = None
     if (paths.lab_state_dir(name) / "lab.json").is_file():
         previous = load_plan(name)
@@ -417,6 +416,9 @@ def up(
             )
     if boot_image:
         check_boot_image(boot_image, distro)
+    # After the refusals: bad input gets its one line only.
+    for gap in gaps:
+        log(f"warning: {gap.detail} (fix: {gap.fix})")
     lab = plan(name, compute, distro, boot_image, previous)
     image.ensure_image(distro, log)
     key = _ensure_key(name)
