@@ -1930,7 +1930,7 @@ IMAGE_TAG = "localhost/kiln-image:e2e"
 IMAGE_NODE_CHANGES = [
     "base : List cluster hosts in /etc/hosts",
     "base : Set chronyd options",
-    "base : Write time sources",
+    "base : Write time sources, serve time to the cluster from its time server only",
     "base : Record the Kiln version and provisioning date, install the fingerprint program",
     "base : Restart chrony",
     "base : Reload chrony sources",
@@ -1939,8 +1939,7 @@ IMAGE_NODE_CHANGES = [
     "autofs : Reload autofs",
     "munge : Run munge",
     "munge : Restart munge",
-    "slurm : Point slurmd at the controller (configless)",
-    "slurm : Let slurmd start without a local slurm.conf",
+    "slurm : Point slurmd at the controller, let it start without a local slurm.conf",
     "slurm : Run slurmd",
     "slurm : Restart slurmd",
     "repair : Install kiln-evidence, remove kiln-repair-step where the ssh access is off",
