@@ -7,11 +7,17 @@ from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  
 from kiln.roles import autofs
 
 
-def kiln_storage_plan(declared, host_groups, kernel, default_options):
+def kiln_storage_plan(declared, host_groups, kernel, default_options, filesystems=None):
+    """The host's plan; with FILESYSTEMS (/proc/filesystems' text), refused on a kernel
+    that cannot mount through autofs."""
     try:
-        return autofs.host_plan(declared, list(host_groups), kernel, dict(default_options))
+        plan = autofs.host_plan(declared, list(host_groups), kernel, dict(default_options))
     except autofs.StorageError as exc:
         raise AnsibleFilterError(f"autofs_mounts: {exc}") from None
+    refusal = None if filesystems is None else autofs.kernel_refusal(plan, kernel, filesystems)
+    if refusal:
+        raise AnsibleFilterError(refusal)
+    return plan
 
 
 def kiln_storage_packages(declared):

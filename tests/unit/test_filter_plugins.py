@@ -125,6 +125,28 @@ def test_storage_plan_for_a_host():
         plan([{"name": "x", "path": "/x", "type": "cifs9", "source": "a:/b"}], [], "6.1", {})
 
 
+def test_storage_plan_refuses_a_kernel_without_autofs():
+    plan = filters("kiln_autofs")["kiln_storage_plan"]
+    declared = [{"name": "shared", "path": "/shared", "type": "nfs", "source": "nas:/ml"}]
+    # /proc/filesystems as the node's read gives it: a kernel built without autofs (a
+    # virtual machine's, seen on one of Kiln's test hosts), then Debian 12's with it.
+    without = "nodev\tsysfs\nnodev\ttmpfs\n\text4\nnodev\tfuse\nnodev\toverlay\n"
+    with_autofs = without + "nodev\tautofs\n"
+    with pytest.raises(AnsibleFilterError) as raised:
+        plan(declared, ["slurm_compute"], "6.18.44-fc", {}, without)
+    assert raised.value.message == (
+        "autofs: this node's kernel (6.18.44-fc) has no autofs (none in /proc/filesystems), "
+        "so its mounts (shared) cannot work: boot a kernel with autofs (CONFIG_AUTOFS_FS), "
+        "or leave the node out of the mounts' groups"
+    )
+    assert plan(declared, ["slurm_compute"], "6.1.0-18-amd64", {}, with_autofs) == plan(
+        declared, ["slurm_compute"], "6.1.0-18-amd64", {}
+    )
+    # A node none of the mounts is for needs no autofs.
+    compute_only = [{**declared[0], "groups": ["slurm_compute"]}]
+    assert plan(compute_only, ["storage"], "6.18.44-fc", {}, without)["packages"] == []
+
+
 def test_an_image_takes_the_clients_of_every_declared_mount_type():
     packages = filters("kiln_autofs")["kiln_storage_packages"]
 

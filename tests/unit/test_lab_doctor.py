@@ -51,7 +51,7 @@ def test_a_kernel_without_autofs_says_what_fails_and_the_way_round(host):
         "autofs",
         False,
         f"this host's kernel ({release}) has no autofs: the lab's autofs mounts cannot "
-        "start, and `kiln provision` fails at `Run autofs`",
+        "start: `kiln provision` refuses every node they are for",
         "use a host whose kernel has autofs, or leave the mounts out: "
         "kiln provision --skip-tags autofs",
         required=False,

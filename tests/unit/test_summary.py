@@ -47,6 +47,16 @@ def test_tasks_started_and_current_task():
 
 def test_failure_message_variants():
     assert failure_message({"msg": "Task failed: Module failed: boom\n  twice"}) == "boom twice"
+    # ansible-core 2.19's words around a Kiln filter's error (the autofs role on a kernel
+    # without autofs); another filter's name stays, with its error.
+    wrapped = (
+        "Task failed: Finalization of task args for 'ansible.builtin.set_fact' failed: Error "
+        "while resolving value for '_autofs_plan': The filter plugin "
+        "'kiln.cluster.kiln_storage_plan' failed: autofs: this node's kernel (6.18) has no autofs"
+    )
+    assert failure_message({"msg": wrapped}) == "autofs: this node's kernel (6.18) has no autofs"
+    other = wrapped.replace("kiln.cluster.kiln_storage_plan", "ansible.builtin.from_json")
+    assert failure_message({"msg": other}) == other.removeprefix("Task failed: ")
     assert failure_message({"msg": "non-zero return code", "rc": 2, "stderr": "no such file"}) == (
         "non-zero return code (rc=2): no such file"
     )

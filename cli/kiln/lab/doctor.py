@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kiln import files
 from kiln.errors import InputError, PrerequisiteError
+from kiln.roles import autofs
 
 CONTAINERS_CONF = Path("/etc/containers/containers.conf")
 PROC_FILESYSTEMS = Path("/proc/filesystems")
@@ -136,13 +137,10 @@ def _podman_works() -> Check:
 
 
 def _kernel_filesystems() -> set[str]:
-    """The filesystems this host's kernel has now (/proc/filesystems: "nodev\tNAME" or
-    "\tNAME" a line)."""
     try:
-        text = PROC_FILESYSTEMS.read_text()
+        return autofs.kernel_filesystems(PROC_FILESYSTEMS.read_text())
     except OSError:
         return set()
-    return {line.split()[-1] for line in text.splitlines() if line.split()}
 
 
 def _autofs_check() -> Check:
@@ -163,7 +161,7 @@ def _autofs_check() -> Check:
         "autofs",
         False,
         f"this host's kernel ({release}) has no autofs: the lab's autofs mounts cannot "
-        "start, and `kiln provision` fails at `Run autofs`",
+        "start: `kiln provision` refuses every node they are for",
         "use a host whose kernel has autofs, or leave the mounts out: "
         "kiln provision --skip-tags autofs",
         required=False,

@@ -297,6 +297,26 @@ def host_plan(
     }
 
 
+def kernel_filesystems(text: str) -> set[str]:
+    """The filesystems a kernel has now, from /proc/filesystems ("nodev\tNAME" or
+    "\tNAME" a line)."""
+    return {line.split()[-1] for line in text.splitlines() if line.split()}
+
+
+def kernel_refusal(plan: dict[str, Any], kernel: str, filesystems: str) -> str | None:
+    """Why this node cannot mount what its plan gives it, or None: a kernel without
+    autofs. systemd loads autofs4 at boot wherever the kernel has it, so on a node
+    running systemd, autofs missing from /proc/filesystems is autofs missing."""
+    if not plan["packages"] or "autofs" in kernel_filesystems(filesystems):
+        return None
+    names = ", ".join(check["name"] for check in plan["checks"])
+    return (
+        f"autofs: this node's kernel ({kernel}) has no autofs (none in /proc/filesystems), "
+        f"so its mounts ({names}) cannot work: boot a kernel with autofs (CONFIG_AUTOFS_FS), "
+        "or leave the node out of the mounts' groups"
+    )
+
+
 # Inventory variables this module checks before anything runs (kiln.inventory.checks).
 INVENTORY_CHECKS = {
     "autofs_mounts": (list, lambda value, groups: parse(value, groups)),

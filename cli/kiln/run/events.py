@@ -19,6 +19,13 @@ _MESSAGE_LIMIT = 400
 # ansible-core 2.19 wraps messages in "Task failed: Module failed: ..."; the summary
 # already says it failed.
 _ANSIBLE_PREFIX = re.compile(r"^(?:(?:Task|Module|Action) failed: )+")
+# ...and a filter's error in where templating failed; Kiln's own filters name in their
+# message what is wrong (autofs_mounts: ..., autofs: ...), which is all the summary needs.
+_KILN_FILTER_PREFIX = re.compile(
+    r"^Finalization of task args for '[^']+' failed: "
+    r"(?:Error while resolving value for '[^']+': )?"
+    r"The filter plugin 'kiln\.cluster\.[^']+' failed: "
+)
 # Mitogen's word for a connection that closed before it started: what followed is the
 # transport's own stderr. Said as Ansible says it, so both strategies read the same.
 _MITOGEN_EOF = re.compile(r"^EOF on stream; last \d+ lines received:\s*(?=(ssh:)?)")
@@ -122,6 +129,7 @@ def failure_message(result: dict[str, Any]) -> str:
         if stderr and stderr not in text:
             text += f": {stderr}"
     text = _ANSIBLE_PREFIX.sub("", " ".join(text.split()))
+    text = _KILN_FILTER_PREFIX.sub("", text)
     text = redact.text(_MITOGEN_EOF.sub(_connection_failed, text))
     return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
 
