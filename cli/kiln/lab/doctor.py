@@ -162,8 +162,8 @@ def _autofs_check() -> Check:
         False,
         f"this host's kernel ({release}) has no autofs: the lab's autofs mounts cannot "
         "start: `kiln provision` refuses every node they are for",
-        "use a host whose kernel has autofs, or leave the mounts out: "
-        "kiln provision --skip-tags autofs",
+        "use a host whose kernel has autofs, or provision the lab without its mounts: "
+        "kiln provision -e @FILE, FILE holding autofs_mounts: []",
         required=False,
     )
 
