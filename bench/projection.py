@@ -8,7 +8,8 @@ no-op in slices (`kiln provision --slices N`) on one machine or on M machines
                                          [--cores 16,64] [--nodes 1000,10000]
                                          [--machines 1,4] [--slices 1,2,4,8,16,32]
 
-bench/results/2026-11-29-lab.json holds what the 2026-11-29 projection read.
+bench/results/2026-11-29-lab.json and 2026-12-02-lab.json hold what the projections of
+those days read.
 
 The method (docs/performance.md, "One control machine, projected"):
 - The control machine's CPU seconds of a run, total and ansible-playbook's main process
