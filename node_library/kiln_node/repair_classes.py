@@ -34,6 +34,12 @@ _RESTART_SLURMD = (
     "systemctl kill --signal=KILL --kill-whom=main slurmd 2>/dev/null;"
     " systemctl restart munge slurmd"
 )
+# Shared mounts: autofs restarted where the node runs it (its automounts), and the
+# mount units systemd mounts at boot started again (those of local-fs and remote-fs).
+_RESTART_MOUNTS = (
+    "! systemctl is-enabled --quiet autofs 2>/dev/null || systemctl restart autofs;"
+    " systemctl start local-fs.target remote-fs.target"
+)
 GPU_RESET = "gpu-reset"
 REBOOT = "reboot"
 POWER_CYCLE = "power-cycle"
@@ -41,7 +47,7 @@ RECHECK = "recheck"  # not a repair: the post-repair checks in a reservation
 STEPS = {
     step.name: step
     for step in (
-        Step("restart-autofs", "node", _restart("autofs"), evidence=False),
+        Step("restart-mounts", "node", ("sh", "-c", _RESTART_MOUNTS), evidence=False),
         Step("restart-munge", "node", _restart("munge"), evidence=False),
         Step("restart-slurmd", "node", ("sh", "-c", _RESTART_SLURMD), evidence=False),
         Step("restart-persistenced", "node", _restart("nvidia-persistenced"), evidence=False),
@@ -62,7 +68,7 @@ UNKNOWN = "unknown"
 _GPU_LADDER = (GPU_RESET, REBOOT)
 # Each class: its ladder, and what it is (alerts and docs/health.md say it).
 CLASSES: dict[str, tuple[tuple[str, ...], str]] = {
-    "mount": (("restart-autofs",), "a shared mount does not answer"),
+    "mount": (("restart-mounts",), "a shared mount does not answer"),
     "munge": (("restart-munge",), "munge does not answer"),
     "slurmd": (("restart-slurmd", POWER_CYCLE), "slurmd does not answer the controller"),
     "slurm-version": ((), "slurmd's version differs from the controller's: kiln provision"),

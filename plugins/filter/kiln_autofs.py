@@ -7,11 +7,15 @@ from ansible_collections.kiln.cluster.plugins.plugin_utils import kiln_package  
 from kiln.roles import autofs
 
 
-def kiln_storage_plan(declared, host_groups, kernel, default_options, filesystems=None):
+def kiln_storage_plan(
+    declared, host_groups, kernel, default_options, filesystems=None, automount=True
+):
     """The host's plan; with FILESYSTEMS (/proc/filesystems' text), refused on a kernel
-    that cannot mount through autofs."""
+    that cannot mount through autofs. AUTOMOUNT: `autofs_automount`."""
     try:
-        plan = autofs.host_plan(declared, list(host_groups), kernel, dict(default_options))
+        plan = autofs.host_plan(
+            declared, list(host_groups), kernel, dict(default_options), bool(automount)
+        )
     except autofs.StorageError as exc:
         raise AnsibleFilterError(f"autofs_mounts: {exc}") from None
     refusal = None if filesystems is None else autofs.kernel_refusal(plan, kernel, filesystems)

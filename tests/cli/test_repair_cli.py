@@ -21,7 +21,7 @@ def controller(tmp_path, local_inventory, breaker: bool = True):
     state.mkdir()
     history = str(state / "history.jsonl")
     for entry in (
-        Entry("c1", T0, "mount", "restart-autofs", "done"),
+        Entry("c1", T0, "mount", "restart-mounts", "done"),
         Entry("c1", T0 + 20, "mount", "recheck", "passed"),
         Entry("c1", T0 + 21, "mount", "return", "done"),
         Entry("c2", T0 + 60, "disk-full", "recheck", "failed", detail="free_space: 12 MiB free"),
@@ -58,7 +58,7 @@ def test_status_history_and_reset(local_inventory, tmp_path, state_dir):
     history = run_kiln("repair", "history", "c1", "-i", inv, env=env)
     assert history.returncode == ExitCode.OK, history.stderr
     assert history.stdout.splitlines()[-3:] == [
-        "2026-11-18T11:06:40+00:00 c1 mount restart-autofs done",
+        "2026-11-18T11:06:40+00:00 c1 mount restart-mounts done",
         "2026-11-18T11:07:00+00:00 c1 mount recheck passed",
         "2026-11-18T11:07:01+00:00 c1 mount return done",
     ]

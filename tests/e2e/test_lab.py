@@ -24,7 +24,7 @@ import yaml
 
 from kiln import inventory, roles
 from kiln.errors import ExitCode
-from kiln.lab import distros
+from kiln.lab import distros, doctor
 from kiln.lab import image as lab_image
 from kiln.roles.monitoring.rules import seconds
 from kiln.run import record
@@ -134,8 +134,16 @@ def test_check_mode_changes_nothing(lab):
     assert on("compute01", look) == before
 
 
+# The lab's mounts (kiln lab doctor): automounts where this host's kernel has autofs,
+# else made at boot by systemd mount units. The tests break and mend /shared either way.
+AUTOMOUNTS = doctor.automounts()
+MOUNT_FILE = "/etc/auto.kiln-shared" if AUTOMOUNTS else "/etc/systemd/system/shared.mount"
+BREAK_MOUNT = "systemctl stop autofs; " if AUTOMOUNTS else ""
+BREAK_MOUNT += "umount -l /shared 2>/dev/null; true"
+MOUNT_UNIT = "autofs" if AUTOMOUNTS else "shared.mount"
+MEND_MOUNT = f"systemctl start {MOUNT_UNIT}"
 DAEMONS = (
-    "munge slurmctld slurmdbd slurmd chrony autofs glusterd"
+    f"munge slurmctld slurmdbd slurmd chrony {MOUNT_UNIT} glusterd"
     " prometheus prometheus-alertmanager prometheus-node-exporter"
 )
 
@@ -318,8 +326,26 @@ def test_a_provisioned_lab_has_no_drift(lab, provisioned):
     }
 
 
-MOUNT_MAP = "/etc/auto.kiln-shared"
 HAND_EDIT = "# an option changed by hand, e2e"
+
+
+def _mount_file_drift() -> list[dict[str, str]]:
+    """What drift says of MOUNT_FILE with HAND_EDIT appended: the step that writes it,
+    and for an autofs map the reload it notifies."""
+    if AUTOMOUNTS:
+        hunk = "@@ -1,3 +1,2 @@\n # Managed by Kiln (autofs role): changes are overwritten.\n"
+        hunk += f" /shared -fstype=glusterfs,noatime {LAB}-storage:/shared\n"
+    else:
+        hunk = "@@ -10,4 +10,3 @@\n \n [Install]\n WantedBy=remote-fs.target\n"
+    written = {
+        "task": "autofs : Write the autofs maps and mount units, remove the maps no longer"
+        " declared",
+        "action": "kiln.cluster.write_files",
+        "diff": f"--- {MOUNT_FILE}\n+++ {MOUNT_FILE}\n{hunk}-{HAND_EDIT}\n",
+    }
+    # Its handler: check mode runs what a changed task notifies, and says so.
+    reload = {"task": "autofs : Reload autofs", "action": "ansible.builtin.service", "diff": ""}
+    return [written, reload] if AUTOMOUNTS else [written]
 
 
 def test_drift_names_each_changed_task_with_its_diff_and_hides_the_munge_key(lab, provisioned):
@@ -327,7 +353,7 @@ def test_drift_names_each_changed_task_with_its_diff_and_hides_the_munge_key(lab
     on(
         "compute01",
         "cp -a /etc/nccl.conf /root/nccl.conf.e2e && echo NCCL_DEBUG=INFO >> /etc/nccl.conf"
-        f" && cp -a {MOUNT_MAP} /root/map.e2e && echo '{HAND_EDIT}' >> {MOUNT_MAP}"
+        f" && cp -a {MOUNT_FILE} /root/map.e2e && echo '{HAND_EDIT}' >> {MOUNT_FILE}"
         " && cp -a /etc/munge/munge.key /root/munge.key.e2e"
         " && head -c 1024 /dev/urandom > /etc/munge/munge.key",
     )
@@ -337,21 +363,13 @@ def test_drift_names_each_changed_task_with_its_diff_and_hides_the_munge_key(lab
         on(
             "compute01",
             "mv /root/nccl.conf.e2e /etc/nccl.conf && mv /root/munge.key.e2e /etc/munge/munge.key"
-            f" && mv /root/map.e2e {MOUNT_MAP}",
+            f" && mv /root/map.e2e {MOUNT_FILE}",
         )
     assert code == ExitCode.DRIFT, found
-    [nccl_conf] = [line for line in found["hosts"][node][3]["diff"].splitlines() if "eth" in line]
+    [nccl_conf] = [line for line in found["hosts"][node][-1]["diff"].splitlines() if "eth" in line]
     assert found["hosts"] == {
         node: [
-            {
-                "task": "autofs : Write the autofs maps, remove those of mounts no longer declared",
-                "action": "kiln.cluster.write_files",
-                "diff": f"--- {MOUNT_MAP}\n+++ {MOUNT_MAP}\n@@ -1,3 +1,2 @@\n"
-                " # Managed by Kiln (autofs role): changes are overwritten.\n"
-                f" /shared -fstype=glusterfs,noatime {LAB}-storage:/shared\n-{HAND_EDIT}\n",
-            },
-            # Its handler: check mode runs what a changed task notifies, and says so.
-            {"task": "autofs : Reload autofs", "action": "ansible.builtin.service", "diff": ""},
+            *_mount_file_drift(),
             {
                 "task": "munge : Report that the munge key would be replaced",
                 "action": "ansible.builtin.debug",
@@ -879,8 +897,8 @@ def test_a_broken_mount_fails_and_drains_only_that_node_until_it_passes(lab, pro
     # Paused first: a run of Slurm's between the fault and the pause drains the node
     # before `kiln validate` sees it (a CI run met it).
     with health_check_paused("compute02"):
-        # The fault: autofs stops on one node, so /shared is no longer mounted there.
-        on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+        # The fault: /shared is no longer mounted on one node (and its autofs stopped).
+        on("compute02", BREAK_MOUNT)
         _broken_mount_is_drained_until_it_passes(lab, node)
 
 
@@ -898,7 +916,7 @@ def _broken_mount_is_drained_until_it_passes(lab, node):
         # Nothing was written where the filesystem should have been.
         on("compute02", "! ls -A /shared 2>/dev/null | grep -q kiln-validate")
     finally:
-        on("compute02", "systemctl start autofs")
+        on("compute02", MEND_MOUNT)
     code, report = validate(lab, "--suite", "slurm,storage")
     assert code == ExitCode.OK, report["node_verdicts"]
     assert report["actions"]["resume"] == [node]
@@ -940,7 +958,7 @@ def test_kiln_health_drains_and_resumes_only_its_own(lab, provisioned):
     )
     # compute01: its enroot path full (a 1 MiB tmpfs); compute02: /shared gone.
     on("compute01", "mount -t tmpfs -o size=1m e2e /var/lib/enroot")
-    on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+    on("compute02", BREAK_MOUNT)
     try:
         code, found = health(lab)
         assert code == ExitCode.VALIDATION_FAILED, found["nodes"]
@@ -961,7 +979,7 @@ def test_kiln_health_drains_and_resumes_only_its_own(lab, provisioned):
         # Then both faults go away.
     finally:
         on("compute01", "umount /var/lib/enroot")
-        on("compute02", "systemctl start autofs")
+        on("compute02", MEND_MOUNT)
     code, found = health(lab)
     assert code == ExitCode.OK, found["nodes"]
     assert "DRAIN" not in on("controller", f"scontrol show node {LAB}-compute02 --oneliner")
@@ -984,7 +1002,7 @@ def test_a_node_failing_its_prolog_is_drained_before_the_job_and_the_job_requeue
     health_check = "/usr/local/sbin/kiln-health"
     stand_in = f"printf '#!/bin/sh\\n' > {health_check} && chmod 755 {health_check}"
     on("compute02", f"mv {health_check} {health_check}.e2e && {stand_in}")
-    on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+    on("compute02", BREAK_MOUNT)
     job = ""
     # An ordinary user's job: root's are Kiln's own steps, which the Prolog lets through.
     try:
@@ -1017,7 +1035,7 @@ def test_a_node_failing_its_prolog_is_drained_before_the_job_and_the_job_requeue
                 if job:
                     on("controller", f"scancel {job}")
     finally:
-        on("compute02", f"systemctl start autofs; mv {health_check}.e2e {health_check}")
+        on("compute02", f"{MEND_MOUNT}; mv {health_check}.e2e {health_check}")
         on("controller", f"scontrol update nodename={node} state=resume || true")
     # Back in service.
     assert on("controller", f"srun -N1 -w {node} hostname").strip() == node
@@ -1109,7 +1127,7 @@ def test_the_repair_loop_returns_soft_faults_sends_a_disk_fault_to_rma_and_break
             "down",
         ], triggers
         with drained_by_hand(f"{LAB}-compute02", "e2e: RMA 7"):
-            _a_stopped_autofs_comes_back_on_its_own()
+            _an_unmounted_share_comes_back_on_its_own()
             # munged ends on SIGTERM without systemd restarting it (Restart=on-abort).
             _a_silent_node_comes_back_on_its_own("munge", "pkill -TERM -x munged")
             _a_silent_node_comes_back_on_its_own("slurmd", "pkill -STOP -x slurmd")
@@ -1127,7 +1145,7 @@ def test_the_repair_loop_returns_soft_faults_sends_a_disk_fault_to_rma_and_break
         _every_dashboard_panel_returns_lab_data(url, repair_loop=True)
     finally:
         on("storage", "systemctl start glusterd")
-        on("compute01", "umount /var/lib/enroot 2>/dev/null; systemctl start autofs")
+        on("compute01", f"umount /var/lib/enroot 2>/dev/null; {MEND_MOUNT}")
         settings.unlink()
         code, run = provision(lab, "--tags", "repair,health")
         assert code == ExitCode.OK, run["failures"]
@@ -1139,11 +1157,11 @@ def test_the_repair_loop_returns_soft_faults_sends_a_disk_fault_to_rma_and_break
             on("controller", f"scontrol update nodename={LAB}-{name} state=resume; true")
 
 
-def _a_stopped_autofs_comes_back_on_its_own() -> None:
+def _an_unmounted_share_comes_back_on_its_own() -> None:
     # The node is drained only for the trigger's 15 s and the repair's 2 s: too short to
     # poll for; the history's first action says when the loop had it.
     broken = time.time()
-    on("compute01", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+    on("compute01", BREAK_MOUNT)
     health_check_now("compute01")
     end = time.monotonic() + 240
     while ("mount", "return", "done") not in repair_history("compute01"):
@@ -1151,7 +1169,7 @@ def _a_stopped_autofs_comes_back_on_its_own() -> None:
         time.sleep(2)
     back = time.time() - broken
     assert repair_history("compute01") == [
-        ("mount", "restart-autofs", "done"),
+        ("mount", "restart-mounts", "done"),
         ("mount", "recheck", "passed"),
         ("mount", "return", "done"),
     ], repair_details("compute01")
@@ -1159,7 +1177,7 @@ def _a_stopped_autofs_comes_back_on_its_own() -> None:
     started = datetime.fromisoformat(json.loads(text)["time"]).timestamp() - broken
     state = node_line("compute01")
     assert not state.drained and "MAINT" not in state.flags, state
-    assert on("compute01", "systemctl is-active autofs").strip() == "active"
+    assert on("compute01", f"systemctl is-active {MOUNT_UNIT}").strip() == "active"
     print(f"repair: mount: repair started after {started:.0f} s, back after {back:.0f} s")
     assert back <= 300  # issue 61: automatic return to service within 5 minutes
 
@@ -1555,7 +1573,7 @@ def test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node(la
     node = f"{LAB}-compute02"
     _plant_recorded_gpu_and_ib(spec)
     broken = time.monotonic()
-    on("compute02", "systemctl stop autofs; umount -l /shared 2>/dev/null; true")
+    on("compute02", BREAK_MOUNT)
     try:
         _every_node_is_scraped(url, spec)
         with drained_by_hand(f"{LAB}-compute01", "e2e: drained by hand"):
@@ -1576,7 +1594,7 @@ def test_prometheus_watches_the_lab_and_alerts_when_kiln_health_drains_a_node(la
         }
         assert by_node[node] == ["KilnNodeDrained"], by_node
     finally:
-        on("compute02", "systemctl start autofs")
+        on("compute02", MEND_MOUNT)
         on("compute01", f"mv {SOURCES}/metrics.json /etc/kiln/metrics.json; rm -rf {SOURCES}")
         on("compute01", "rm -f /var/lib/prometheus/node-exporter/kiln_gpu.prom"
            " /var/lib/prometheus/node-exporter/kiln_ib.prom")  # fmt: skip

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from kiln.errors import ExitCode
+from kiln.roles import autofs
 from tests import standins
 from tests.conftest import REPO, run_kiln
 
@@ -103,11 +104,15 @@ def test_a_new_user_goes_from_a_host_list_to_a_validated_cluster(rented, tmp_pat
         for g in ("slurm_controller", "slurm_compute", "storage")
         for h in _hostlist(rented, g)
     )
+    # The nodes share this host's kernel: without autofs, mounts made at boot.
+    kernel = autofs.kernel_filesystems(Path("/proc/filesystems").read_text())
+    at_boot = {} if "autofs" in kernel else {"autofs_automount": False}
     assert {p["name"]: p["value"] for p in report["proposals"]} == {
         "validate_profile": "lab-cpu",
         "base_chrony_control_clock": False,
         "base_sysctl_apply": False,
         "slurm_cgroup_enabled": False,
+        **at_boot,
     }
     pins = kiln("inventory", "pins", "-i", str(mine), "--write", "--json")
     assert pins.returncode == 0, pins.stderr
@@ -136,5 +141,6 @@ def test_a_new_user_goes_from_a_host_list_to_a_validated_cluster(rented, tmp_pat
         "group_vars/all/validate.yml",
         "group_vars/all/enroot.yml",
         "group_vars/all/pyxis.yml",
+        *(["group_vars/all/autofs.yml"] if at_boot else []),
     }
     assert os.environ.get("KILN_STATE_DIR")

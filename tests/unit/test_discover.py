@@ -205,6 +205,36 @@ def test_container_nodes_get_the_lab_profile_and_keep_the_hosts_clock(tmp_path):
     assert found.notes == []
 
 
+# /proc/filesystems as the playbook reads it: a virtual machine's kernel built without
+# autofs (one of Kiln's test hosts), and Debian 12's, where systemd loaded autofs4.
+NO_AUTOFS = "nodev\tsysfs\nnodev\ttmpfs\n\text4\nnodev\tfuse\nnodev\toverlay\n"
+WITH_AUTOFS = NO_AUTOFS + "nodev\tautofs\n"
+
+
+def test_a_kernel_without_autofs_gets_mounts_made_at_boot(tmp_path):
+    spec = _spec(tmp_path, ("compute01", "compute02"))
+    report = json.loads(LAB_NODE.read_text())
+    nodes = {
+        "compute01": discover.read_node("compute01", {**report, "filesystems": NO_AUTOFS}),
+        "compute02": discover.read_node("compute02", {**report, "filesystems": WITH_AUTOFS}),
+    }
+    assert nodes["compute01"].line() == (
+        "compute01: Debian 12.11; x86_64; 1x2 cores, 2 threads; 24 GiB; no GPU; vda 274.9 GB; "
+        "container; no autofs in its kernel"
+    )
+    assert [n.to_json()["autofs"] for n in nodes.values()] == [False, True]
+    found = discover.propose(spec, nodes, {})
+    assert found.settings[-1] == Setting(
+        "all",
+        "autofs_automount",
+        False,
+        "compute01: the kernel has no autofs: shared mounts are made at boot (systemd mount "
+        "units), not on access",
+    )
+    del nodes["compute01"]
+    assert "autofs_automount" not in [s.name for s in discover.propose(spec, nodes, {}).settings]
+
+
 def test_differences_name_the_value_the_inventory_holds_now(tmp_path):
     spec = _spec(tmp_path, ("gpu001",))
     nodes = {"gpu001": discover.read_node("gpu001", _dgx_h100())}

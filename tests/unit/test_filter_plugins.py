@@ -115,6 +115,8 @@ def test_storage_plan_for_a_host():
         "packages": ["autofs", "nfs-common"],
         "vendor": [],
         "checks": found["checks"],
+        "autofs": True,
+        "units": [],
     }
     assert sorted(found["files"]) == [
         "/etc/auto.kiln-shared",
@@ -136,7 +138,8 @@ def test_storage_plan_refuses_a_kernel_without_autofs():
         plan(declared, ["slurm_compute"], "6.18.44-fc", {}, without)
     assert raised.value.message == (
         "autofs: this node's kernel (6.18.44-fc) has no autofs (none in /proc/filesystems), "
-        "so its mounts (shared) cannot work: boot a kernel with autofs (CONFIG_AUTOFS_FS), "
+        "so its automounts (shared) cannot work: boot a kernel with autofs (CONFIG_AUTOFS_FS), "
+        "mount them at boot instead (autofs_automount: false), "
         "or leave the node out of the mounts' groups"
     )
     assert plan(declared, ["slurm_compute"], "6.1.0-18-amd64", {}, with_autofs) == plan(
@@ -145,6 +148,13 @@ def test_storage_plan_refuses_a_kernel_without_autofs():
     # A node none of the mounts is for needs no autofs.
     compute_only = [{**declared[0], "groups": ["slurm_compute"]}]
     assert plan(compute_only, ["storage"], "6.18.44-fc", {}, without)["packages"] == []
+    # Mounts made at boot need none either: systemd mounts them.
+    at_boot = plan(declared, ["slurm_compute"], "6.18.44-fc", {}, without, False)
+    assert (at_boot["autofs"], at_boot["units"], at_boot["packages"]) == (
+        False,
+        ["shared.mount"],
+        ["nfs-common"],
+    )
 
 
 def test_an_image_takes_the_clients_of_every_declared_mount_type():

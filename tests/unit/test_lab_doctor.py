@@ -1,11 +1,12 @@
-"""kiln lab doctor's check of this host's kernel for autofs, which the lab's nodes share."""
+"""kiln lab doctor's check of this host's kernel for autofs, which the lab's nodes share,
+and the lab's mounts it decides (automounts, or mounts made at boot)."""
 
 import os
 
 import pytest
 
 from kiln.errors import PrerequisiteError
-from kiln.lab import doctor
+from kiln.lab import cluster, doctor
 
 # /proc/filesystems as a Debian 12 kernel writes it, with autofs loaded.
 WITH_AUTOFS = "nodev\tsysfs\nnodev\ttmpfs\nnodev\tproc\n\text4\nnodev\tautofs\nnodev\tfuse\n"
@@ -27,6 +28,7 @@ def test_autofs_in_the_kernel_passes(host):
     assert doctor._autofs_check() == doctor.Check(
         "autofs", True, "in this host's kernel", required=False
     )
+    assert doctor.automounts()
 
 
 def test_autofs_as_a_module_not_loaded_says_to_load_it(host):
@@ -41,21 +43,30 @@ def test_autofs_as_a_module_not_loaded_says_to_load_it(host):
         "modprobe autofs4 (on this host, as root)",
         required=False,
     )
+    assert doctor.automounts()
 
 
-def test_a_kernel_without_autofs_says_what_fails_and_the_way_round(host):
+def test_a_kernel_without_autofs_makes_the_lab_mount_at_boot(host):
     proc, _ = host
     proc.write_text(WITHOUT)
     release = os.uname().release
     assert doctor._autofs_check() == doctor.Check(
         "autofs",
         False,
-        f"this host's kernel ({release}) has no autofs: the lab's autofs mounts cannot "
-        "start: `kiln provision` refuses every node they are for",
-        "use a host whose kernel has autofs, or provision the lab without its mounts: "
-        "kiln provision -e @FILE, FILE holding autofs_mounts: []",
+        f"this host's kernel ({release}) has no autofs: the lab mounts its shared storage "
+        "at boot (systemd mount units, autofs_automount: false), not on access",
+        "use a host whose kernel has autofs for the lab's automounts",
         required=False,
     )
+    assert not doctor.automounts()
+
+
+def test_the_lab_inventory_mounts_at_boot_only_where_the_host_cannot_automount(tmp_path):
+    lab = cluster.plan("kiln", 2, "trixie")
+    automounts = cluster.inventory_data(lab, tmp_path / "key", None)["all"]["vars"]
+    at_boot = cluster.inventory_data(lab, tmp_path / "key", None, automount=False)
+    assert at_boot["all"]["vars"] == {**automounts, "autofs_automount": False}
+    assert "autofs_automount" not in automounts
 
 
 def test_require_returns_the_gaps_the_lab_can_do_without(monkeypatch):

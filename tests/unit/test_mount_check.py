@@ -1,5 +1,6 @@
 """kiln-mount-check (installed on nodes by the autofs role) on this machine: what it
-says about a path that is not a mount, an optional mount, and a missing config."""
+says about a path that is not a mount (an automount's, a mount unit's), an optional
+mount, and a missing config."""
 
 import json
 import subprocess
@@ -43,6 +44,18 @@ def test_a_directory_that_is_not_mounted_fails_a_required_mount(tmp_path):
     assert result.stdout == (
         f"FAIL data {tmp_path}/data: not mounted after access: autofs could not mount"
         " nas:/data (server nas)\n"
+    )
+
+
+def test_a_mount_made_at_boot_names_its_unit(tmp_path):
+    data = mount(tmp_path, "data", unit="data.mount")
+    missing = {**mount(tmp_path, "gone", unit="gone.mount"), "path": str(tmp_path / "none")}
+    result = run("--config", write(tmp_path, [data, missing]), "--timeout", "5")
+    assert result.returncode == 1
+    assert result.stdout == (
+        f"FAIL data {tmp_path}/data: not mounted: data.mount has not mounted nas:/data"
+        " (server nas)\n"
+        f"FAIL gone {tmp_path}/none: gone.mount has not mounted nas:/gone (server nas)\n"
     )
 
 

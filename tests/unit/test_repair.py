@@ -44,7 +44,7 @@ def test_every_ladder_step_is_declared_and_every_check_has_a_class():
         "gpu-reset", "node", ("nvidia-smi", "--gpu-reset"), evidence=True
     )
     assert {c: repair_classes.ladder(c) for c in ("mount", "disk-full", "gpu-hardware")} == {
-        "mount": ("restart-autofs",),
+        "mount": ("restart-mounts",),
         "disk-full": (),
         "gpu-hardware": ("reboot",),
     }
@@ -129,7 +129,7 @@ def test_result_lines_and_drain_reasons_give_the_first_fails_class():
 def test_history_is_json_lines_read_back_whole(tmp_path):
     path = str(tmp_path / "history.jsonl")
     assert repair_records.read_history(path) == []
-    first = Entry("gpu001", NOW, "mount", "restart-autofs", "done")
+    first = Entry("gpu001", NOW, "mount", "restart-mounts", "done")
     second = Entry(
         "gpu001", NOW + 60, "mount", "recheck", "failed", "/var/lib/kiln/e.tar.gz", "mounts"
     )
@@ -138,7 +138,7 @@ def test_history_is_json_lines_read_back_whole(tmp_path):
     assert repair_records.read_history(path) == [first, second]
     assert json.loads(Path(path).read_text().splitlines()[0]) == {
         "node": "gpu001", "time": "2026-11-18T11:06:40+00:00", "class": "mount",
-        "step": "restart-autofs", "outcome": "done", "evidence": "", "detail": "",
+        "step": "restart-mounts", "outcome": "done", "evidence": "", "detail": "",
     }  # fmt: skip
 
 
@@ -267,16 +267,16 @@ def test_unknowns_alert_and_never_act():
 
 def test_a_mount_is_repaired_rechecked_and_returned():
     line = node("n1")
-    done = Entry("n1", NOW - 30, "mount", "restart-autofs", "done")
-    assert decide(line) == Decision("repair", "n1: mount, first step", "mount", "restart-autofs")
+    done = Entry("n1", NOW - 30, "mount", "restart-mounts", "done")
+    assert decide(line) == Decision("repair", "n1: mount, first step", "mount", "restart-mounts")
     assert decide(line, [done]) == Decision(
-        "hold-for-recheck", "n1: restart-autofs done: re-check", "mount"
+        "hold-for-recheck", "n1: restart-mounts done: re-check", "mount"
     )
     passed = Entry("n1", NOW - 10, "mount", "recheck", "passed")
     assert decide(line, [done, passed]) == Decision("return", "n1: passed its re-check", "mount")
     # After the return the next failure starts again at the ladder's first step.
     back = Entry("n1", NOW - 5, "mount", "return", "done")
-    assert decide(line, [done, passed, back]).step == "restart-autofs"
+    assert decide(line, [done, passed, back]).step == "restart-mounts"
 
 
 def test_a_gpu_ladder_resets_with_evidence_then_reboots_and_waits_for_jobs_and_reboots():
@@ -311,13 +311,13 @@ def test_a_failed_step_goes_to_the_next_and_a_spent_ladder_waits_then_starts_aga
     assert decide(node("n1", reason=xid74), [refused]) == Decision(
         "repair", "n1: gpu-reset failed, next step", "nvlink", "reboot", True
     )
-    tried = [Entry("n1", NOW - 100, "mount", "restart-autofs", "done"),
+    tried = [Entry("n1", NOW - 100, "mount", "restart-mounts", "done"),
              Entry("n1", NOW - 90, "mount", "recheck", "failed")]  # fmt: skip
     assert decide(node("n1"), tried) == Decision(
         "none", "n1: ladder tried, next round in 510s", "mount"
     )
     assert decide(node("n1"), tried, now=NOW + 600) == Decision(
-        "repair", "n1: mount, next round", "mount", "restart-autofs"
+        "repair", "n1: mount, next round", "mount", "restart-mounts"
     )
 
 
@@ -454,7 +454,7 @@ def test_a_node_back_from_rma_starts_its_count_again():
         Entry("n1", NOW - 270, "disk-full", "rma", "done", "n1:/var/lib/kiln/evidence/e.tar.gz"),
     ]
     assert decide(node("n1"), before) == Decision(
-        "repair", "n1: mount, first step", "mount", "restart-autofs"
+        "repair", "n1: mount, first step", "mount", "restart-mounts"
     )
     again = [*before, Entry("n1", NOW - 60, "mount", "recheck", "failed"),
              Entry("n1", NOW - 30, "mount", "recheck", "failed")]  # fmt: skip

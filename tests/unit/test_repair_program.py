@@ -106,7 +106,8 @@ def test_a_mount_failure_is_repaired_rechecked_and_returned(tmp_path, monkeypatc
         "scontrol delete ReservationName=kiln-repair-c1",
         f"scontrol create ReservationName=kiln-repair-c1 Nodes=c1 {RESERVE}",
         "scontrol update NodeName=c1 State=RESUME",
-        f"{SRUN} systemctl restart autofs",
+        f"{SRUN} sh -c ! systemctl is-enabled --quiet autofs 2>/dev/null"
+        " || systemctl restart autofs; systemctl start local-fs.target remote-fs.target",
         # The double still shows c1 drained by kiln-health after the step, as a health
         # run that began before it leaves it (the lab met it): lifted, then re-checked.
         f"{SHOW} c1",
@@ -115,7 +116,7 @@ def test_a_mount_failure_is_repaired_rechecked_and_returned(tmp_path, monkeypatc
         "scontrol delete ReservationName=kiln-repair-c1",
     ]
     assert history(tmp_path) == [
-        ("c1", "mount", "restart-autofs", "done"),
+        ("c1", "mount", "restart-mounts", "done"),
         ("c1", "mount", "recheck", "passed"),
         ("c1", "mount", "return", "done"),
     ]
@@ -182,7 +183,7 @@ def test_a_failed_stress_run_drains_the_node_back_with_the_reason_it_had(tmp_pat
         "scontrol delete ReservationName=kiln-repair-c1",
     ]
     assert history(tmp_path) == [
-        ("c1", "mount", "restart-autofs", "done"),
+        ("c1", "mount", "restart-mounts", "done"),
         ("c1", "mount", "recheck", "failed"),
     ]
 
@@ -194,7 +195,7 @@ def test_a_failed_step_drains_back_and_is_recorded(tmp_path, monkeypatch):
         f"scontrol update NodeName=c1 State=DRAIN Reason={MOUNT}",
         "scontrol delete ReservationName=kiln-repair-c1",
     ]
-    assert history(tmp_path) == [("c1", "mount", "restart-autofs", "failed")]
+    assert history(tmp_path) == [("c1", "mount", "restart-mounts", "failed")]
 
 
 def test_an_operators_drain_and_an_idle_node_are_never_touched(tmp_path, monkeypatch, capsys):
@@ -481,13 +482,18 @@ def test_requeue_queues_every_node_kiln_has_out(tmp_path, monkeypatch, capsys):
             True,
         ),
         ("sh -c 'systemctl restart munge slurmd'", False),
-        ("systemctl restart autofs", True),
+        (
+            "sh -c '! systemctl is-enabled --quiet autofs 2>/dev/null || systemctl restart"
+            " autofs; systemctl start local-fs.target remote-fs.target'",
+            True,
+        ),
+        ("systemctl restart autofs", False),
         ("nvidia-smi --gpu-reset", True),
         ("/usr/local/sbin/kiln-evidence --out /var/lib/kiln/evidence --dcgm-level 2", True),
         ("/usr/local/sbin/kiln-evidence --out /var/lib/../../etc --dcgm-level 2", False),
         ("/usr/local/sbin/kiln-evidence --out /x --dcgm-level 2 --records /root", False),
         ("systemctl restart sshd", False),
-        ("systemctl restart autofs; rm -rf /", False),
+        ("sh -c 'systemctl restart autofs; rm -rf /'", False),
         ("bash", False),
     ],
 )

@@ -111,8 +111,58 @@ def test_health_check_list_names_the_server():
             "source": "vast-vip:/w",
             "server": "vast-vip",
             "required": False,
+            "unit": "",
         }
     ]
+
+
+def test_mounts_made_at_boot_are_systemd_mount_units():
+    declared = [
+        {"name": "home", "path": "/home/shared", "type": "nfs", "source": "nas:/home"},
+        {"name": "ckpt", "path": "/srv/ckpt-a", "type": "bind", "source": "/data/c%1",
+         "automount": False},
+        {"name": "lus", "path": "/lustre", "type": "lustre", "source": "10.0.0.1@o2ib:/fs",
+         "automount": True},
+    ]  # fmt: skip
+    plan = autofs.host_plan(declared, [], "6.1.0-18-amd64", automount=False)
+    assert plan["files"] == {
+        "/etc/systemd/system/home-shared.mount": (
+            "# Managed by Kiln (autofs role): changes are overwritten.\n"
+            "[Unit]\nDescription=Kiln's mount home\n\n"
+            "[Mount]\nWhat=nas:/home\nWhere=/home/shared\nType=nfs\n"
+            f"Options={','.join(autofs.role_default_options()['nfs'])},nconnect=8,_netdev\n\n"
+            "[Install]\nWantedBy=remote-fs.target\n"
+        ),
+        "/etc/systemd/system/srv-ckpt\\x2da.mount": (
+            "# Managed by Kiln (autofs role): changes are overwritten.\n"
+            "[Unit]\nDescription=Kiln's mount ckpt\n\n"
+            "[Mount]\nWhat=/data/c%%1\nWhere=/srv/ckpt-a\nOptions=bind\n\n"
+            "[Install]\nWantedBy=local-fs.target\n"
+        ),
+        "/etc/auto.master.d/kiln-lus.autofs": (
+            "# Managed by Kiln (autofs role): changes are overwritten.\n"
+            "/- /etc/auto.kiln-lus --timeout=3600\n"
+        ),
+        "/etc/auto.kiln-lus": (
+            "# Managed by Kiln (autofs role): changes are overwritten.\n"
+            "/lustre -fstype=lustre,flock,noatime :10.0.0.1@o2ib:/fs\n"
+        ),
+    }
+    assert (plan["autofs"], plan["units"]) == (True, ["home-shared.mount", "srv-ckpt\\x2da.mount"])
+    assert [check["unit"] for check in plan["checks"]] == [
+        "home-shared.mount",
+        "srv-ckpt\\x2da.mount",
+        "",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "unit"),
+    [("/shared", "shared.mount"), ("/a//b/", "a-b.mount"), ("/.x/y.z", "\\x2ex-y.z.mount"),
+     ("/mnt/é:_", "mnt-\\xc3\\xa9:_.mount")],
+)  # fmt: skip
+def test_unit_names_are_systemd_escape_s(path, unit):
+    assert autofs.unit_name(path) == unit
 
 
 @pytest.mark.parametrize(
@@ -136,8 +186,17 @@ def test_health_check_list_names_the_server():
             "autofs_mounts[0]: name 'A b' must be lower-case letters, digits, - or _ (it names "
             "files)",
         ),
+        (
+            [{"name": "a", "path": "/a", "type": "bind", "source": "/x", "automount": "no"}],
+            "mount a: automount must be true or false, got 'no'",
+        ),
+        (
+            [{"name": "a", "path": "/a/*", "type": "nfs", "source": "n:/a", "automount": False}],
+            "mount a: /a/* is an indirect map, which only autofs serves: automount false needs"
+            " one mount point",
+        ),
     ],
-    ids=["type", "bind-relative-source", "generic-fstype", "name"],
+    ids=["type", "bind-relative-source", "generic-fstype", "name", "automount", "indirect"],
 )
 def test_bad_declarations(mounts, message):
     """The rest (same mount point, relative path, unknown group) run through the CLI."""

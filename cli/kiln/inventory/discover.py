@@ -7,7 +7,8 @@ kiln-gpu-detect (PCI devices from sysfs, so GPUs are known before any driver is
 installed) and kiln-nccl-probe (the RDMA ports). This module reads those reports
 (`read_node`), and proposes the inventory settings an operator would otherwise type
 (`propose`): the validation profile, the GPUs and compute-rail ports the health check
-expects, the topology source, and the clock and sysctl settings of container nodes.
+expects, the topology source, the clock and sysctl settings of container nodes, and
+mounts made at boot where a kernel has no autofs.
 """
 
 from collections import Counter
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kiln import gpu_models, hostlist
 from kiln.inventory.spec import ClusterSpec
-from kiln.roles import nccl_env
+from kiln.roles import autofs, nccl_env
 from kiln.roles.nvidia_driver import hardware
 from kiln.validation import profiles
 from kiln_node import counted
@@ -63,6 +64,7 @@ class NodeHardware:
     nvswitches: int = 0
     ports: list[nccl_env.Port] = field(default_factory=list)
     fabric: nccl_env.Fabric = field(default_factory=nccl_env.Fabric)
+    autofs: bool = True  # the kernel has autofs (/proc/filesystems)
 
     @property
     def gpu_model(self) -> str:
@@ -111,6 +113,7 @@ class NodeHardware:
                 for p in self.ports
             ],
             "nccl_preset": self.preset,
+            "autofs": self.autofs,
         }
 
     def line(self) -> str:
@@ -136,6 +139,8 @@ class NodeHardware:
             parts.append(", ".join(f"{d.name} {_size(d.size_bytes)}" for d in self.disks))
         if self.container:
             parts.append("container")
+        if not self.autofs:
+            parts.append("no autofs in its kernel")
         return f"{self.host}: " + "; ".join(p for p in parts if p)
 
 
@@ -168,6 +173,9 @@ def read_node(host: str, raw: dict[str, Any]) -> NodeHardware:
         nvswitches=len(detected.nvswitches),
         ports=list(fabric.ports),
         fabric=fabric,
+        # A report without the reading (an older playbook) says nothing against autofs.
+        autofs="filesystems" not in raw
+        or "autofs" in autofs.kernel_filesystems(str(raw["filesystems"])),
     )
 
 
@@ -256,6 +264,17 @@ def propose(
                 "every host is a container: Slurm cannot constrain jobs with cgroups there",
             ),
         ]
+    without = [host for host, node in nodes.items() if not node.autofs]
+    if without:
+        found.settings.append(
+            Setting(
+                "all",
+                "autofs_automount",
+                False,
+                f"{hostlist.compress(without)}: the kernel has no autofs: shared mounts are "
+                "made at boot (systemd mount units), not on access",
+            )
+        )
     return found
 
 

@@ -313,7 +313,7 @@ def _wait_for_ssh(lab: LabPlan, key: Path, timeout: float = 90) -> None:
         )
 
 
-def inventory_data(lab: LabPlan, key: Path, apt_proxy: str | None) -> dict:
+def inventory_data(lab: LabPlan, key: Path, apt_proxy: str | None, automount: bool = True) -> dict:
     def host(node: LabNode) -> dict:
         return {
             "ansible_host": node.address,
@@ -339,6 +339,9 @@ def inventory_data(lab: LabPlan, key: Path, apt_proxy: str | None) -> dict:
     }
     if apt_proxy:
         all_vars["base_apt_proxy"] = apt_proxy
+    if not automount:
+        # A host kernel without autofs (kiln lab doctor): the lab's mounts are made at boot.
+        all_vars["autofs_automount"] = False
     return {"all": {"vars": all_vars, "children": children}}
 
 
@@ -355,7 +358,7 @@ def _write_inventory(lab: LabPlan, key: Path) -> Path:
     )
     hosts = directory / "hosts.yml"
     text = GENERATED_HEADER.format(name=lab.name) + yaml.safe_dump(
-        inventory_data(lab, key, proxy),
+        inventory_data(lab, key, proxy, doctor.automounts()),
         sort_keys=False,
         default_flow_style=False,
         width=200,

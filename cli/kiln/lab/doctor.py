@@ -143,13 +143,20 @@ def _kernel_filesystems() -> set[str]:
         return set()
 
 
+def automounts() -> bool:
+    """Whether the lab's nodes can automount: they are containers on this host's kernel,
+    which has autofs loaded or as a module (a node cannot load one into it). Where it
+    cannot, the lab mounts its storage at boot (`autofs_automount: false`)."""
+    if "autofs" in _kernel_filesystems():
+        return True
+    return any((MODULES_DIR / os.uname().release).glob("**/autofs4.ko*"))
+
+
 def _autofs_check() -> Check:
-    # The lab's nodes are containers on this host's kernel: their automount mounts the
-    # lab's shared storage through its autofs, and cannot load a module into it.
     if "autofs" in _kernel_filesystems():
         return Check("autofs", True, "in this host's kernel", required=False)
     release = os.uname().release
-    if any((MODULES_DIR / release).glob("**/autofs4.ko*")):
+    if automounts():
         return Check(
             "autofs",
             False,
@@ -160,10 +167,9 @@ def _autofs_check() -> Check:
     return Check(
         "autofs",
         False,
-        f"this host's kernel ({release}) has no autofs: the lab's autofs mounts cannot "
-        "start: `kiln provision` refuses every node they are for",
-        "use a host whose kernel has autofs, or provision the lab without its mounts: "
-        "kiln provision -e @FILE, FILE holding autofs_mounts: []",
+        f"this host's kernel ({release}) has no autofs: the lab mounts its shared storage "
+        "at boot (systemd mount units, autofs_automount: false), not on access",
+        "use a host whose kernel has autofs for the lab's automounts",
         required=False,
     )
 

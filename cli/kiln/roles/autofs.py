@@ -1,6 +1,8 @@
 """Shared storage declared once in the inventory (`autofs_mounts`), rendered as autofs
-maps. The autofs role and `kiln inventory check` both use this module, so a
-declaration is judged the same way before a run and during it."""
+maps, or as systemd mount units for mounts made at boot (`automount: false`, or
+`autofs_automount: false` for every mount of a host). The autofs role and `kiln inventory
+check` both use this module, so a declaration is judged the same way before a run and
+during it."""
 
 import functools
 import re
@@ -53,6 +55,12 @@ class Mount:
     timeout: int = DEFAULT_TIMEOUT
     required: bool = True
     default_options: bool = True
+    automount: bool = True  # False: a systemd mount unit, mounted at boot
+
+    @property
+    def unit(self) -> str:
+        """The systemd mount unit of a mount made at boot ('' for an automount)."""
+        return "" if self.automount else unit_name(self.mount_point)
 
     @property
     def kind(self) -> str:
@@ -74,16 +82,19 @@ class Mount:
         return re.split(r"[:@/]", self.source, maxsplit=1)[0]
 
 
-def parse(raw: Any, groups: dict[str, list[str]] | None = None) -> list[Mount]:
-    """Check and normalize `autofs_mounts`; groups (name -> hosts) checks `groups:`."""
+def parse(
+    raw: Any, groups: dict[str, list[str]] | None = None, automount: bool = True
+) -> list[Mount]:
+    """Check and normalize `autofs_mounts`; groups (name -> hosts) checks `groups:`;
+    automount: a mount's `automount` where it does not say (`autofs_automount`)."""
     if not isinstance(raw, list):
         raise StorageError(f"autofs_mounts must be a list of mounts, got {type(raw).__name__}")
-    mounts = [_one(item, index, groups) for index, item in enumerate(raw)]
+    mounts = [_one(item, index, groups, automount) for index, item in enumerate(raw)]
     _no_duplicates(mounts)
     return mounts
 
 
-def _one(item: Any, index: int, groups: dict[str, list[str]] | None) -> Mount:
+def _one(item: Any, index: int, groups: dict[str, list[str]] | None, automount: bool) -> Mount:
     if not isinstance(item, dict):
         raise StorageError(f"autofs_mounts[{index}] must be a mapping, got {item!r}")
     name = str(item.get("name", ""))
@@ -131,6 +142,14 @@ def _one(item: Any, index: int, groups: dict[str, list[str]] | None) -> Mount:
         raise StorageError(
             f"{label}: timeout must be whole seconds (0: never unmount), got {timeout!r}"
         )
+    automount = item.get("automount", automount)
+    if not isinstance(automount, bool):
+        raise StorageError(f"{label}: automount must be true or false, got {automount!r}")
+    if path.endswith("/*") and not automount:
+        raise StorageError(
+            f"{label}: {path} is an indirect map, which only autofs serves: "
+            "automount false needs one mount point"
+        )
     return Mount(
         name=name,
         path=path,
@@ -142,6 +161,7 @@ def _one(item: Any, index: int, groups: dict[str, list[str]] | None) -> Mount:
         timeout=timeout,
         required=bool(item.get("required", True)),
         default_options=bool(item.get("default_options", True)),
+        automount=automount,
     )
 
 
@@ -224,15 +244,63 @@ def master_line(mount: Mount) -> str:
     return f"{mount_at} /etc/auto.kiln-{mount.name} --timeout={mount.timeout}"
 
 
+def unit_name(mount_point: str) -> str:
+    """systemd's name for the mount unit at mount_point (as `systemd-escape --path
+    --suffix=mount` writes it): / becomes -, and every byte but letters, digits, ':', '_'
+    and a '.' not first is written \\xNN."""
+    trimmed = "/".join(part for part in mount_point.split("/") if part)
+    out = []
+    for index, byte in enumerate(trimmed.encode()):
+        char = chr(byte)
+        if char == "/":
+            out.append("-")
+        elif (char.isascii() and char.isalnum()) or char in ":_" or (char == "." and index):
+            out.append(char)
+        else:
+            out.append(f"\\x{byte:02x}")
+    return ("".join(out) or "-") + ".mount"
+
+
+def unit_text(mount: Mount, kernel: str = "", defaults: Defaults | None = None) -> str:
+    """A mount made at boot: systemd mounts it with the options autofs would pass, after
+    the network for a network filesystem (_netdev), and Kiln's repair starts it again."""
+    chosen = options(mount, kernel, defaults)
+    if mount.kind == "bind":
+        how, target = [f"Options={','.join(['bind', *chosen])}"], "local-fs.target"
+    else:
+        chosen = chosen if "_netdev" in chosen else [*chosen, "_netdev"]
+        how, target = [f"Type={fstype(mount)}", f"Options={','.join(chosen)}"], "remote-fs.target"
+    # '%' starts a specifier in a unit file.
+    mount_section = [f"What={mount.source}", f"Where={mount.mount_point}", *how]
+    lines = [
+        HEADER.rstrip("\n"),
+        "[Unit]",
+        f"Description=Kiln's mount {mount.name}",
+        "",
+        "[Mount]",
+        *(line.replace("%", "%%") for line in mount_section),
+        "",
+        "[Install]",
+        f"WantedBy={target}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+HEADER = "# Managed by Kiln (autofs role): changes are overwritten.\n"
+UNIT_DIR = "/etc/systemd/system"
+
+
 def files(
     mounts: list[Mount], kernel: str = "", defaults: Defaults | None = None
 ) -> dict[str, str]:
-    """path -> content of every autofs file for these mounts."""
-    header = "# Managed by Kiln (autofs role): changes are overwritten.\n"
+    """path -> content of every autofs map and mount unit for these mounts."""
     out = {}
     for mount in mounts:
-        out[f"/etc/auto.master.d/kiln-{mount.name}.autofs"] = header + master_line(mount) + "\n"
-        out[f"/etc/auto.kiln-{mount.name}"] = header + map_line(mount, kernel, defaults) + "\n"
+        if not mount.automount:
+            out[f"{UNIT_DIR}/{mount.unit}"] = unit_text(mount, kernel, defaults)
+            continue
+        out[f"/etc/auto.master.d/kiln-{mount.name}.autofs"] = HEADER + master_line(mount) + "\n"
+        out[f"/etc/auto.kiln-{mount.name}"] = HEADER + map_line(mount, kernel, defaults) + "\n"
     return out
 
 
@@ -247,6 +315,7 @@ def check_list(mounts: list[Mount], kernel: str = "") -> list[dict[str, Any]]:
             "source": m.source,
             "server": m.server,
             "required": m.required,
+            "unit": m.unit,
         }
         for m in mounts
     ]
@@ -257,14 +326,15 @@ def type_kind(mount_type: str) -> str:
     return "nfs" if mount_type == "nfs4" else mount_type
 
 
-def packages(mount_types: Iterable[str]) -> list[str]:
-    """autofs and the distribution's clients of these mount types (none for no mount)."""
+def packages(mount_types: Iterable[str], automount: bool = True) -> list[str]:
+    """autofs (where a mount is an automount) and the distribution's clients of these
+    mount types (none for no mount)."""
     types = list(mount_types)
     unknown = [t for t in types if type_kind(t) not in CLIENT_PACKAGES]
     if unknown:
         raise StorageError(f"unknown mount type {unknown[0]!r}; expected one of {', '.join(TYPES)}")
     clients = sorted({p for t in types for p in CLIENT_PACKAGES[type_kind(t)] or []})
-    return ["autofs", *clients] if types else []
+    return ["autofs", *clients] if types and automount else clients
 
 
 def image_packages(declared: Any) -> list[str]:
@@ -274,11 +344,17 @@ def image_packages(declared: Any) -> list[str]:
 
 
 def host_plan(
-    declared: Any, host_groups: list[str], kernel: str, defaults: Defaults | None = None
+    declared: Any,
+    host_groups: list[str],
+    kernel: str,
+    defaults: Defaults | None = None,
+    automount: bool = True,
 ) -> dict[str, Any]:
-    """What one host gets (the autofs role's plan): autofs files, client packages, vendor
-    clients to look for, and the list the health check reads."""
-    mounts = for_host(parse(declared), host_groups)
+    """What one host gets (the autofs role's plan): autofs maps and mount units, client
+    packages, vendor clients to look for, the list the health check reads, whether autofs
+    runs, and the mount units to start."""
+    mounts = for_host(parse(declared, automount=automount), host_groups)
+    autofs_runs = any(m.automount for m in mounts)
     vendor = [
         {
             "mount": m.name,
@@ -291,9 +367,11 @@ def host_plan(
     ]
     return {
         "files": files(mounts, kernel, defaults),
-        "packages": packages(m.type for m in mounts),
+        "packages": packages((m.type for m in mounts), autofs_runs),
         "vendor": vendor,
         "checks": check_list(mounts),
+        "autofs": autofs_runs,
+        "units": [m.unit for m in mounts if m.unit],
     }
 
 
@@ -307,12 +385,13 @@ def kernel_refusal(plan: dict[str, Any], kernel: str, filesystems: str) -> str |
     """Why this node cannot mount what its plan gives it, or None: a kernel without
     autofs. systemd loads autofs4 at boot wherever the kernel has it, so on a node
     running systemd, autofs missing from /proc/filesystems is autofs missing."""
-    if not plan["packages"] or "autofs" in kernel_filesystems(filesystems):
+    if not plan["autofs"] or "autofs" in kernel_filesystems(filesystems):
         return None
-    names = ", ".join(check["name"] for check in plan["checks"])
+    names = ", ".join(check["name"] for check in plan["checks"] if not check["unit"])
     return (
         f"autofs: this node's kernel ({kernel}) has no autofs (none in /proc/filesystems), "
-        f"so its mounts ({names}) cannot work: boot a kernel with autofs (CONFIG_AUTOFS_FS), "
+        f"so its automounts ({names}) cannot work: boot a kernel with autofs "
+        "(CONFIG_AUTOFS_FS), mount them at boot instead (autofs_automount: false), "
         "or leave the node out of the mounts' groups"
     )
 

@@ -232,6 +232,7 @@ class Mount(Record):
     source: str = ""
     server: str = ""
     required: bool = True
+    unit: str = ""  # a mount made at boot: its systemd mount unit
     status: str = ""  # OK, WARN or FAIL
     reason: str = ""
 

@@ -1,5 +1,7 @@
 """A GlusterFS volume served from one container and automounted on two others: shared
-data, autofs healing after an unmount, and a health check that does not hang."""
+data, autofs healing after an unmount, and a health check that does not hang. Where this
+host's kernel has no autofs, the scenario mounts at boot (molecule.yml): the same data,
+systemd's units, and the start Kiln's repair makes healing an unmount."""
 
 import time
 
@@ -15,6 +17,18 @@ def server():
     return testinfra.get_host("podman://st-server")
 
 
+def automounts(host) -> bool:
+    """As molecule.yml decides: the containers share this host's kernel."""
+    return "autofs" in host.file("/proc/filesystems").content_string.split()
+
+
+# What Kiln's repair runs for a failing mount (kiln_node.repair_classes).
+RESTART_MOUNTS = (
+    "! systemctl is-enabled --quiet autofs 2>/dev/null || systemctl restart autofs;"
+    " systemctl start local-fs.target remote-fs.target"
+)
+
+
 def fstype(host, path: str) -> str:
     """The type mounted at path after touching it (autofs mounts on access)."""
     host.run(f"ls {path}")
@@ -28,9 +42,12 @@ def test_server_serves_the_volume(server):
     assert "st-server:/srv/gluster/shared/brick" in info
     # the server is not a client of its own volume here (groups: [clients])
     assert not server.file("/etc/auto.kiln-shared").exists
+    assert not server.file("/etc/systemd/system/shared.mount").exists
 
 
 def test_maps_and_autofs(host):
+    if not automounts(host):
+        pytest.skip("this host's kernel has no autofs: the mounts are units (next test)")
     assert host.service("autofs").is_running
     assert host.service("autofs").is_enabled
     master = host.file("/etc/auto.master.d/kiln-shared.autofs").content_string
@@ -40,6 +57,28 @@ def test_maps_and_autofs(host):
     assert (
         "/scratch -fstype=bind :/srv/scratch" in host.file("/etc/auto.kiln-scratch").content_string
     )
+
+
+def test_mount_units_where_the_kernel_has_no_autofs(host):
+    if automounts(host):
+        pytest.skip("this host's kernel has autofs: the mounts are automounts")
+    assert host.file("/etc/systemd/system/shared.mount").content_string == (
+        "# Managed by Kiln (autofs role): changes are overwritten.\n"
+        "[Unit]\nDescription=Kiln's mount shared\n\n"
+        "[Mount]\nWhat=st-server:/shared\nWhere=/shared\nType=glusterfs\n"
+        "Options=noatime,_netdev\n\n[Install]\nWantedBy=remote-fs.target\n"
+    )
+    assert host.file("/etc/systemd/system/scratch.mount").content_string == (
+        "# Managed by Kiln (autofs role): changes are overwritten.\n"
+        "[Unit]\nDescription=Kiln's mount scratch\n\n"
+        "[Mount]\nWhat=/srv/scratch\nWhere=/scratch\nOptions=bind\n\n"
+        "[Install]\nWantedBy=local-fs.target\n"
+    )
+    for unit in ("shared.mount", "scratch.mount"):
+        assert host.check_output(f"systemctl is-active {unit}") == "active"
+        assert host.check_output(f"systemctl is-enabled {unit}") == "enabled"
+    assert not host.package("autofs").is_installed
+    assert not host.file("/etc/auto.kiln-shared").exists
 
 
 def test_a_file_written_on_one_client_is_read_on_the_other(host):
@@ -54,16 +93,22 @@ def test_a_file_written_on_one_client_is_read_on_the_other(host):
 
 
 def test_an_unmount_heals_on_the_next_access(host):
+    if not automounts(host):
+        pytest.skip("a mount made at boot heals when its unit starts (next test)")
     assert fstype(host, "/shared") == "fuse.glusterfs"
     host.check_output("umount -l /shared")
     assert fstype(host, "/shared") == "fuse.glusterfs"
     assert host.run("ls /shared").rc == 0
 
 
-def test_restarting_autofs_brings_the_mounts_back(host):
-    host.check_output("systemctl restart autofs")
+def test_the_repair_step_brings_the_mounts_back(host):
+    if not automounts(host):
+        host.check_output("umount -l /shared; umount -l /scratch")
+        assert host.run("findmnt --mountpoint /shared").rc == 1
+    host.check_output(f"sh -c '{RESTART_MOUNTS}'")
     assert fstype(host, "/shared") == "fuse.glusterfs"
     assert fstype(host, "/scratch") != "autofs"
+    assert host.run("findmnt --mountpoint /scratch").rc == 0
 
 
 def test_health_check_is_ok_on_healthy_mounts(host):
