@@ -680,8 +680,9 @@ def _steps_run_in_containers(run: str) -> None:
     marker = f"{LAB}-{os.getpid()}"
     on("controller", f"echo {marker} > /shared/.e2e-marker")
     # compute02's automount has expired (as after an hour idle): the container's /shared
-    # is the mount all the same.
-    on("compute02", "umount /shared")
+    # is the mount all the same. (A mount made at boot stays mounted.)
+    if AUTOMOUNTS:
+        on("compute02", "umount /shared")
     nccl = {n: on(n, "sha256sum < /etc/nccl.conf").split()[0] for n in COMPUTE}
     # One task a node: the image's own file (so: in the container), the user (as
     # themselves, no root in the user namespace: its uid_map maps only their uid), the
@@ -1952,9 +1953,10 @@ IMAGE_NODE_CHANGES = [
     "base : Record the Kiln version and provisioning date, install the fingerprint program",
     "base : Restart chrony",
     "base : Reload chrony sources",
-    "autofs : Write the autofs maps, remove those of mounts no longer declared",
+    "autofs : Write the autofs maps and mount units, remove the maps no longer declared",
     "autofs : Write the list of mounts the health check reads, install the health check",
-    "autofs : Reload autofs",
+    # The lab's automount's map read, or its mount made at boot started.
+    "autofs : Reload autofs" if AUTOMOUNTS else "autofs : Mount the mounts made at boot",
     "munge : Run munge",
     "munge : Restart munge",
     "slurm : Point slurmd at the controller, let it start without a local slurm.conf",
