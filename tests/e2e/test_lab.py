@@ -1956,7 +1956,7 @@ IMAGE_NODE_CHANGES = [
     "autofs : Write the autofs maps and mount units, remove the maps no longer declared",
     "autofs : Write the list of mounts the health check reads, install the health check",
     # The lab's automount's map read, or its mount made at boot started.
-    "autofs : Reload autofs" if AUTOMOUNTS else "autofs : Mount the mounts made at boot",
+    "autofs : Reload autofs" if AUTOMOUNTS else "autofs : Run autofs and the mounts made at boot",
     "munge : Run munge",
     "munge : Restart munge",
     "slurm : Point slurmd at the controller, let it start without a local slurm.conf",
